@@ -1,0 +1,80 @@
+// GPU entry points for builds with CUDA (see gpu.h).
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "hy/common/bf16.h"
+#include "hy/common/gpu.h"
+
+namespace hy {
+
+namespace {
+
+__global__ void CastF32ToBf16Kernel(const uint32_t* __restrict__ in,
+                                    uint16_t* __restrict__ out, size_t n) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+       i < n; i += stride) {
+    const uint32_t bits = in[i];
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+    out[i] = static_cast<uint16_t>(
+        (bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+  }
+}
+
+Status CudaError(const char* what, cudaError_t e) {
+  return Status::Internal(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+bool BuiltWithCuda() { return true; }
+
+int GpuDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // Clear the sticky "no driver" error.
+    return 0;
+  }
+  return n;
+}
+
+std::string GpuDeviceName(int ordinal) {
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string();
+  }
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ")";
+}
+
+Status GpuCastF32ToBf16(const uint32_t* in, uint16_t* out, size_t n) {
+  if (GpuDeviceCount() == 0) return Status::Unavailable("no CUDA device");
+  if (n == 0) return Status::OK();
+  uint32_t* d_in = nullptr;
+  uint16_t* d_out = nullptr;
+  cudaError_t e = cudaMalloc(&d_in, n * sizeof(uint32_t));
+  if (e == cudaSuccess) e = cudaMalloc(&d_out, n * sizeof(uint16_t));
+  if (e == cudaSuccess) {
+    e = cudaMemcpy(d_in, in, n * sizeof(uint32_t), cudaMemcpyHostToDevice);
+  }
+  if (e == cudaSuccess) {
+    const int threads = 256;
+    const size_t want = (n + threads - 1) / threads;
+    const int blocks = static_cast<int>(want < 65535 ? want : 65535);
+    CastF32ToBf16Kernel<<<blocks, threads>>>(d_in, d_out, n);
+    e = cudaGetLastError();
+  }
+  if (e == cudaSuccess) {
+    e = cudaMemcpy(out, d_out, n * sizeof(uint16_t), cudaMemcpyDeviceToHost);
+  }
+  cudaFree(d_in);
+  cudaFree(d_out);
+  if (e != cudaSuccess) return CudaError("GpuCastF32ToBf16", e);
+  return Status::OK();
+}
+
+}  // namespace hy

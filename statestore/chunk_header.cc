@@ -1,0 +1,169 @@
+// Serialization and validation of the 72-byte chunk header (see codec.h).
+
+#include "chunk_header.h"
+
+#include <cstring>
+#include <string>
+
+namespace hy::statestore {
+
+namespace {
+
+constexpr uint8_t kFlagBf16Cast = 1u << 0;
+constexpr uint8_t kFlagXorDelta = 1u << 1;
+constexpr uint8_t kFlagZstd = 1u << 2;
+constexpr uint8_t kKnownFlags = kFlagBf16Cast | kFlagXorDelta | kFlagZstd;
+
+// Largest raw length a header may claim (256 TiB): keeps every length
+// computation far from overflow, and no chunk comes near it.
+constexpr uint64_t kMaxRawLength = uint64_t{1} << 48;
+
+void Put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t Get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+void Put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t Get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+Status Corrupt(const std::string& what) {
+  return Status::DataLoss("corrupt chunk header: " + what);
+}
+
+}  // namespace
+
+uint64_t StoredLengthFor(bool bf16_cast, uint64_t raw_length) {
+  return bf16_cast ? raw_length / 4 * 2 + raw_length % 4 : raw_length;
+}
+
+uint64_t ChunkHeader::StoredLength() const {
+  return StoredLengthFor(bf16_cast, raw_length);
+}
+
+std::string ChunkHeader::DebugString() const {
+  std::string flags;
+  if (bf16_cast) flags += "cast|";
+  if (xor_delta) flags += "delta|";
+  if (zstd) flags += "zstd|";
+  if (flags.empty()) flags = "plain|";
+  flags.pop_back();
+  static constexpr const char* kTransformNames[] = {"none", "byte-group",
+                                                    "exponent-split"};
+  std::string out = "v" + std::to_string(version);
+  out += " dtype=" + std::string(SafetensorsName(dtype));
+  out += " stored=" + std::string(SafetensorsName(stored_dtype));
+  out += " raw=" + std::to_string(raw_length);
+  out += " body=" + std::to_string(body_length);
+  out += " flags=" + flags;
+  out += " transform=";
+  out += kTransformNames[static_cast<int>(transform) % 3];
+  if (zstd) out += " level=" + std::to_string(zstd_level);
+  if (xor_delta) out += " base=" + base_hash.ToHex();
+  return out;
+}
+
+void SerializeChunkHeader(const ChunkHeader& h, uint8_t out[kChunkHeaderSize]) {
+  static_assert(kChunkHeaderSize == 72, "layout below is for 72 bytes");
+  std::memset(out, 0, kChunkHeaderSize);
+  Put32(out + 0, kChunkMagic);
+  out[4] = h.version;
+  out[5] = static_cast<uint8_t>((h.bf16_cast ? kFlagBf16Cast : 0) |
+                                (h.xor_delta ? kFlagXorDelta : 0) |
+                                (h.zstd ? kFlagZstd : 0));
+  out[6] = static_cast<uint8_t>(h.transform);
+  out[7] = static_cast<uint8_t>(h.dtype);
+  out[8] = static_cast<uint8_t>(h.stored_dtype);
+  out[9] = static_cast<uint8_t>(h.zstd_level);
+  Put64(out + 16, h.raw_length);
+  Put64(out + 24, h.body_length);
+  Put64(out + 32, h.checksum);
+  Put64(out + 40, h.body_checksum);
+  if (h.xor_delta) h.base_hash.EncodeTo(out + 48);
+  Put64(out + 64, Checksum64(ConstBytes(out, 64)));
+}
+
+Result<ChunkHeader> ParseChunkHeader(ConstBytes encoded) {
+  if (encoded.size() < kChunkHeaderSize) {
+    return Status::DataLoss("truncated chunk: " +
+                            std::to_string(encoded.size()) +
+                            " bytes, shorter than the " +
+                            std::to_string(kChunkHeaderSize) + "-byte header");
+  }
+  const uint8_t* p = encoded.data();
+  if (Get32(p) != kChunkMagic) return Corrupt("bad magic (not an hy chunk)");
+  const uint64_t want_sum = Get64(p + 64);
+  if (Checksum64(ConstBytes(p, 64)) != want_sum) {
+    return Corrupt("header checksum mismatch");
+  }
+  ChunkHeader h;
+  h.version = p[4];
+  if (h.version != kChunkFormatVersion) {
+    return Status::InvalidArgument(
+        "unsupported chunk format version " + std::to_string(h.version) +
+        " (this build reads version " + std::to_string(kChunkFormatVersion) +
+        ")");
+  }
+  const uint8_t flags = p[5];
+  if (flags & ~kKnownFlags) return Corrupt("unknown flag bits");
+  h.bf16_cast = flags & kFlagBf16Cast;
+  h.xor_delta = flags & kFlagXorDelta;
+  h.zstd = flags & kFlagZstd;
+  if (p[6] > static_cast<uint8_t>(ByteTransform::kExponentSplit)) {
+    return Corrupt("unknown transform " + std::to_string(p[6]));
+  }
+  h.transform = static_cast<ByteTransform>(p[6]);
+  Result<DType> dtype = DTypeFromCode(p[7]);
+  Result<DType> stored = DTypeFromCode(p[8]);
+  if (!dtype.ok() || !stored.ok()) return Corrupt("unknown dtype code");
+  h.dtype = *dtype;
+  h.stored_dtype = *stored;
+  h.zstd_level = static_cast<int8_t>(p[9]);
+  for (int i = 10; i < 16; ++i) {
+    if (p[i] != 0) return Corrupt("reserved bytes are not zero");
+  }
+  h.raw_length = Get64(p + 16);
+  h.body_length = Get64(p + 24);
+  h.checksum = Get64(p + 32);
+  h.body_checksum = Get64(p + 40);
+  h.base_hash = Hash128::DecodeFrom(p + 48);
+
+  if (h.bf16_cast ? (h.dtype != DType::kF32 || h.stored_dtype != DType::kBF16)
+                  : h.stored_dtype != h.dtype) {
+    return Corrupt("dtype and stored dtype disagree with the cast flag");
+  }
+  if (h.transform == ByteTransform::kExponentSplit &&
+      h.stored_dtype != DType::kF32 && h.stored_dtype != DType::kBF16) {
+    return Corrupt("exponent split on a dtype that has none");
+  }
+  if (!h.xor_delta && !h.base_hash.IsZero()) {
+    return Corrupt("base hash set without the delta flag");
+  }
+  if (!h.zstd && h.zstd_level != 0) {
+    return Corrupt("zstd level set without the zstd flag");
+  }
+  if (h.raw_length > kMaxRawLength) return Corrupt("absurd raw length");
+  if (!h.zstd && h.body_length != h.StoredLength()) {
+    return Corrupt("uncompressed body length " + std::to_string(h.body_length) +
+                   " != stored length " + std::to_string(h.StoredLength()));
+  }
+  if (h.body_length != encoded.size() - kChunkHeaderSize) {
+    return Status::DataLoss(
+        "chunk length mismatch: header says " +
+        std::to_string(kChunkHeaderSize + h.body_length) + " bytes, have " +
+        std::to_string(encoded.size()) +
+        (encoded.size() < kChunkHeaderSize + h.body_length ? " (truncated)"
+                                                           : ""));
+  }
+  return h;
+}
+
+}  // namespace hy::statestore

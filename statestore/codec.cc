@@ -1,0 +1,322 @@
+// The encode and decode pipelines of the chunk codec (see codec.h).
+
+#include "hy/statestore/codec.h"
+
+#include <zstd.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "byte_group.h"
+#include "chunk_header.h"
+#include "hy/common/bf16.h"
+
+namespace hy::statestore {
+
+namespace {
+
+using internal::CopyBytes;
+using internal::GroupBytes;
+using internal::UngroupBytes;
+using internal::XorBytes;
+
+// Per-thread zstd contexts and scratch buffers, reused across chunks so the
+// steady state allocates nothing. A thread keeps up to three buffers of the
+// largest chunk it has coded.
+class ThreadScratch {
+ public:
+  ~ThreadScratch() {
+    ZSTD_freeCCtx(cctx_);
+    ZSTD_freeDCtx(dctx_);
+  }
+
+  // Returns a buffer of at least n bytes (never null). Contents unspecified.
+  uint8_t* Buffer(int slot, size_t n) {
+    if (cap_[slot] < n || !buf_[slot]) {
+      buf_[slot].reset(new uint8_t[n == 0 ? 1 : n]);
+      cap_[slot] = n;
+    }
+    return buf_[slot].get();
+  }
+  ZSTD_CCtx* cctx() {
+    if (cctx_ == nullptr) cctx_ = ZSTD_createCCtx();
+    return cctx_;
+  }
+  ZSTD_DCtx* dctx() {
+    if (dctx_ == nullptr) dctx_ = ZSTD_createDCtx();
+    return dctx_;
+  }
+
+ private:
+  std::unique_ptr<uint8_t[]> buf_[3];
+  size_t cap_[3] = {0, 0, 0};
+  ZSTD_CCtx* cctx_ = nullptr;
+  ZSTD_DCtx* dctx_ = nullptr;
+};
+
+ThreadScratch& Scratch() {
+  thread_local ThreadScratch scratch;
+  return scratch;
+}
+
+ByteTransform ResolveTransform(int requested, DType stored, bool delta) {
+  const bool has_split = stored == DType::kF32 || stored == DType::kBF16;
+  if (requested == kAutoTransform) {
+    if (has_split && !delta) return ByteTransform::kExponentSplit;
+    return DTypeSize(stored) > 1 ? ByteTransform::kByteGroup
+                                 : ByteTransform::kNone;
+  }
+  const auto t = static_cast<ByteTransform>(requested);
+  if (t == ByteTransform::kExponentSplit && !has_split) {
+    return ByteTransform::kByteGroup;
+  }
+  return t;
+}
+
+// Applies `t` to the whole elements of in[0, len) and copies the trailing
+// partial element verbatim.
+void ApplyTransform(ByteTransform t, DType dtype, const uint8_t* in, size_t len,
+                    uint8_t* out) {
+  const size_t es = DTypeSize(dtype);
+  const size_t n = len / es;
+  if (t == ByteTransform::kExponentSplit && dtype == DType::kBF16) {
+    internal::SplitExponentBf16(in, n, out);
+  } else if (t == ByteTransform::kExponentSplit && dtype == DType::kF32) {
+    internal::SplitExponentF32(in, n, out);
+  } else {
+    GroupBytes(in, n, es, out);
+  }
+  CopyBytes(out + n * es, in + n * es, len - n * es);
+}
+
+void UndoTransform(ByteTransform t, DType dtype, const uint8_t* in, size_t len,
+                   uint8_t* out) {
+  const size_t es = DTypeSize(dtype);
+  const size_t n = len / es;
+  if (t == ByteTransform::kExponentSplit && dtype == DType::kBF16) {
+    internal::MergeExponentBf16(in, n, out);
+  } else if (t == ByteTransform::kExponentSplit && dtype == DType::kF32) {
+    internal::MergeExponentF32(in, n, out);
+  } else {
+    UngroupBytes(in, n, es, out);
+  }
+  CopyBytes(out + n * es, in + n * es, len - n * es);
+}
+
+// Casts raw f32 bytes to stored bf16 bytes; a trailing partial element is
+// copied verbatim. `out` has StoredLengthFor(true, raw.size()) bytes.
+void CastToStored(ConstBytes raw, uint8_t* out) {
+  const size_t n = raw.size() / 4;
+  CastF32ToBf16(raw.data(), out, n);
+  CopyBytes(out + 2 * n, raw.data() + 4 * n, raw.size() - 4 * n);
+}
+
+void WidenFromStored(const uint8_t* stored, MutableBytes out) {
+  const size_t n = out.size() / 4;
+  WidenBf16ToF32(stored, out.data(), n);
+  CopyBytes(out.data() + 4 * n, stored + 2 * n, out.size() - 4 * n);
+}
+
+Status CheckOptions(const EncodeOptions& o) {
+  if (o.transform < kAutoTransform ||
+      o.transform > static_cast<int>(ByteTransform::kExponentSplit)) {
+    return Status::InvalidArgument("unknown byte transform " +
+                                   std::to_string(o.transform));
+  }
+  if (o.zstd && (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > 127 ||
+                 o.zstd_level > ZSTD_maxCLevel())) {
+    return Status::InvalidArgument("zstd level " +
+                                   std::to_string(o.zstd_level) +
+                                   " out of range");
+  }
+  if (!(o.min_compression_ratio >= 1.0) ||
+      !std::isfinite(o.min_compression_ratio)) {
+    return Status::InvalidArgument("min_compression_ratio must be >= 1");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+size_t MaxEncodedLength(size_t raw_length) {
+  return kChunkHeaderSize + ZSTD_compressBound(raw_length);
+}
+
+Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
+                   ConstBytes base, std::string* out) {
+  if (DTypeSize(dtype) == 0) return Status::InvalidArgument("invalid dtype");
+  HY_RETURN_IF_ERROR(CheckOptions(options));
+  const bool delta = !base.empty();
+  if (delta && base.size() != raw.size()) {
+    return Status::InvalidArgument(
+        "delta base has " + std::to_string(base.size()) + " bytes, chunk has " +
+        std::to_string(raw.size()));
+  }
+  ThreadScratch& scratch = Scratch();
+
+  ChunkHeader h;
+  h.bf16_cast = options.cast_to_bf16 && dtype == DType::kF32;
+  h.dtype = dtype;
+  h.stored_dtype = h.bf16_cast ? DType::kBF16 : dtype;
+  h.raw_length = raw.size();
+  const size_t stored_len = StoredLengthFor(h.bf16_cast, raw.size());
+
+  // Stage 1: cast.
+  const uint8_t* stored = raw.data();
+  if (h.bf16_cast) {
+    uint8_t* buf = scratch.Buffer(0, stored_len);
+    CastToStored(raw, buf);
+    stored = buf;
+  }
+  h.checksum = Checksum64(ConstBytes(stored, stored_len));
+
+  // Stage 2: XOR delta against the (cast) base.
+  const uint8_t* work = stored;
+  if (delta) {
+    h.xor_delta = true;
+    h.base_hash = options.base_hash ? *options.base_hash : ContentHash(base);
+    uint8_t* buf = scratch.Buffer(1, stored_len);
+    if (h.bf16_cast) {
+      CastToStored(base, buf);
+      XorBytes(buf, stored, stored_len, buf);
+    } else {
+      XorBytes(base.data(), stored, stored_len, buf);
+    }
+    work = buf;
+  }
+
+  // Stage 3: byte transform.
+  h.transform = ResolveTransform(options.transform, h.stored_dtype, delta);
+  if (h.transform != ByteTransform::kNone) {
+    uint8_t* buf = scratch.Buffer(2, stored_len);
+    ApplyTransform(h.transform, h.stored_dtype, work, stored_len, buf);
+    work = buf;
+  }
+
+  // Stage 4: zstd, unless it does not pay.
+  if (options.zstd) {
+    out->resize(kChunkHeaderSize + ZSTD_compressBound(stored_len));
+    const size_t n = ZSTD_compressCCtx(
+        scratch.cctx(), out->data() + kChunkHeaderSize,
+        out->size() - kChunkHeaderSize, work, stored_len, options.zstd_level);
+    if (ZSTD_isError(n)) {
+      return Status::Internal(std::string("zstd compression failed: ") +
+                              ZSTD_getErrorName(n));
+    }
+    if (static_cast<double>(n) * options.min_compression_ratio <=
+            static_cast<double>(stored_len) &&
+        stored_len > 0) {
+      h.zstd = true;
+      h.zstd_level = static_cast<int8_t>(options.zstd_level);
+      h.body_length = n;
+      out->resize(kChunkHeaderSize + n);
+      h.body_checksum = Checksum64(ConstBytes(*out).subspan(kChunkHeaderSize));
+      SerializeChunkHeader(h, reinterpret_cast<uint8_t*>(out->data()));
+      return Status::OK();
+    }
+    // Not worth it: store the stored bytes plainly, free of any base.
+    h.xor_delta = false;
+    h.base_hash = Hash128();
+    h.transform = ByteTransform::kNone;
+    work = stored;
+  }
+  h.body_length = stored_len;
+  out->resize(kChunkHeaderSize + stored_len);
+  CopyBytes(out->data() + kChunkHeaderSize, work, stored_len);
+  h.body_checksum = Checksum64(ConstBytes(work, stored_len));
+  SerializeChunkHeader(h, reinterpret_cast<uint8_t*>(out->data()));
+  return Status::OK();
+}
+
+Result<ChunkHeader> VerifyChunk(ConstBytes encoded) {
+  HY_ASSIGN_OR_RETURN(ChunkHeader h, ParseChunkHeader(encoded));
+  if (Checksum64(encoded.subspan(kChunkHeaderSize)) != h.body_checksum) {
+    return Status::DataLoss("chunk body checksum mismatch");
+  }
+  return h;
+}
+
+Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out) {
+  HY_ASSIGN_OR_RETURN(const ChunkHeader h, VerifyChunk(encoded));
+  if (out.size() != h.raw_length) {
+    return Status::InvalidArgument(
+        "output buffer has " + std::to_string(out.size()) +
+        " bytes, chunk decodes to " + std::to_string(h.raw_length));
+  }
+  if (h.xor_delta) {
+    if (base.size() != h.raw_length) {
+      return Status::InvalidArgument(
+          base.empty() ? std::string("delta chunk needs its base")
+                       : "delta base has " + std::to_string(base.size()) +
+                             " bytes, chunk has " +
+                             std::to_string(h.raw_length));
+    }
+    if (ContentHash(base) != h.base_hash) {
+      return Status::InvalidArgument("wrong delta base: chunk wants " +
+                                     h.base_hash.ToHex() + ", got " +
+                                     ContentHash(base).ToHex());
+    }
+  }
+  ThreadScratch& scratch = Scratch();
+  const size_t stored_len = h.StoredLength();
+  const ConstBytes body = encoded.subspan(kChunkHeaderSize);
+  uint8_t* stored = h.bf16_cast ? scratch.Buffer(0, stored_len) : out.data();
+
+  // Undo zstd.
+  const uint8_t* cur = body.data();
+  if (h.zstd) {
+    const unsigned long long frame_size =
+        ZSTD_getFrameContentSize(body.data(), body.size());
+    if (frame_size != stored_len) {
+      return Status::DataLoss(
+          frame_size == ZSTD_CONTENTSIZE_ERROR
+              ? std::string("corrupt chunk body: not a zstd frame")
+              : "corrupt chunk body: zstd frame size disagrees with header");
+    }
+    uint8_t* dst = h.transform != ByteTransform::kNone
+                       ? scratch.Buffer(1, stored_len)
+                       : stored;
+    const size_t n = ZSTD_decompressDCtx(scratch.dctx(), dst, stored_len,
+                                         body.data(), body.size());
+    if (ZSTD_isError(n)) {
+      return Status::DataLoss(std::string("corrupt chunk body: zstd: ") +
+                              ZSTD_getErrorName(n));
+    }
+    if (n != stored_len) {
+      return Status::DataLoss("corrupt chunk body: zstd produced " +
+                              std::to_string(n) + " bytes, want " +
+                              std::to_string(stored_len));
+    }
+    cur = dst;
+  }
+
+  // Undo the byte transform.
+  if (h.transform != ByteTransform::kNone) {
+    UndoTransform(h.transform, h.stored_dtype, cur, stored_len, stored);
+    cur = stored;
+  }
+
+  // Undo the delta.
+  if (h.xor_delta) {
+    const uint8_t* base_stored = base.data();
+    if (h.bf16_cast) {
+      uint8_t* buf = scratch.Buffer(2, stored_len);
+      CastToStored(base, buf);
+      base_stored = buf;
+    }
+    XorBytes(cur, base_stored, stored_len, stored);
+  } else if (cur != stored) {
+    CopyBytes(stored, cur, stored_len);
+  }
+
+  if (Checksum64(ConstBytes(stored, stored_len)) != h.checksum) {
+    return Status::DataLoss("chunk checksum mismatch: decoded bytes differ "
+                            "from what was encoded");
+  }
+  if (h.bf16_cast) WidenFromStored(stored, out);
+  return Status::OK();
+}
+
+}  // namespace hy::statestore

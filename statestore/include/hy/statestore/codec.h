@@ -1,0 +1,181 @@
+// The chunk codec: turns the raw bytes of one chunk of a tensor into a
+// self-describing encoded chunk, and back.
+//
+// Encoding runs these stages, each optional and recorded in the header:
+//   1. bf16 cast (lossy; only when EncodeOptions::cast_to_bf16 and the dtype
+//      is f32): round-to-nearest-even, see hy/common/bf16.h.
+//   2. XOR delta against a base chunk of the same raw length (the previous
+//      version of the same region). Lossless. The header carries the base's
+//      ContentHash, so a decoder refuses the wrong base.
+//   3. Byte transform: byte grouping, or exponent split for f32/bf16.
+//   4. zstd at EncodeOptions::zstd_level (default 1).
+// When stages 2-4 do not shrink the data by at least
+// EncodeOptions::min_compression_ratio, the chunk stores the (cast) bytes
+// plainly instead: no delta, no transform, no zstd, so it decodes at memcpy
+// speed and depends on no base.
+//
+// The "stored bytes" of a chunk are the raw bytes after stage 1 (equal to the
+// raw bytes when there is no cast). The header holds xxh3-64 of the stored
+// bytes and of the body. Decoding checks the body checksum before it touches
+// the body (so any damaged byte is reported, even one the decompressor would
+// ignore) and the stored checksum after undoing every stage (so a chunk that
+// decodes to other bytes than were encoded is never returned as data).
+// Decode returns data in the raw dtype: a bf16-cast f32 chunk comes back as
+// f32 (the bf16 values widened exactly).
+//
+// A length that is not a multiple of the element size is allowed: the
+// trailing partial element is carried verbatim (not cast, not transformed).
+//
+// Wire format (all integers little-endian), 72-byte header then the body:
+//   0  u32  magic "HYCK"          24 u64  body_length (bytes)
+//   4  u8   format version (1)    32 u64  xxh3-64 of the stored bytes
+//   5  u8   flags                 40 u64  xxh3-64 of the body
+//   6  u8   transform             48 u8[16] base ContentHash (canonical,
+//   7  u8   dtype (raw)                    big-endian), zero without delta
+//   8  u8   stored dtype          64 u64  xxh3-64 of header bytes [0, 64)
+//   9  i8   zstd level            72 ...  body: body_length bytes
+//  10  u8[6] reserved, zero
+//  16  u64  raw_length (bytes)
+// flags: bit 0 bf16 cast, bit 1 XOR delta, bit 2 zstd; other bits zero.
+// transform: 0 none, 1 byte grouping, 2 exponent split.
+//
+// Thread-safety: every function is safe to call concurrently; each thread
+// keeps its own zstd contexts and scratch buffers.
+
+#ifndef HY_STATESTORE_CODEC_H_
+#define HY_STATESTORE_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hy/common/bytes.h"
+#include "hy/common/dtype.h"
+#include "hy/common/hash.h"
+#include "hy/common/result.h"
+#include "hy/common/status.h"
+
+namespace hy {
+class ThreadPool;
+}  // namespace hy
+
+namespace hy::statestore {
+
+inline constexpr uint32_t kChunkMagic = 0x4B435948;  // "HYCK" little-endian.
+inline constexpr uint8_t kChunkFormatVersion = 1;
+inline constexpr size_t kChunkHeaderSize = 72;
+
+enum class ByteTransform : uint8_t {
+  kNone = 0,
+  kByteGroup = 1,
+  kExponentSplit = 2,  // f32 and bf16 (after any cast) only.
+};
+
+// Picks the transform by dtype: exponent split for f32/bf16 (byte grouping
+// for an XOR delta of them: as small, and faster), byte grouping for other
+// multi-byte types, none for one-byte types.
+inline constexpr int kAutoTransform = -1;
+
+struct EncodeOptions {
+  // Cast f32 input to bf16 before the other stages (lossy). Ignored for other
+  // dtypes.
+  bool cast_to_bf16 = false;
+  // kAutoTransform, or a ByteTransform value. kExponentSplit on a dtype that
+  // has no exponent split falls back to byte grouping.
+  int transform = kAutoTransform;
+  bool zstd = true;
+  // zstd level; 1 is the sweet spot on floats (level 3 gains nothing, and
+  // negative levels skip literal Huffman coding and gain nothing either).
+  int zstd_level = 1;
+  // Compression must make the body at least this much smaller than the
+  // stored bytes, else the chunk is stored plainly.
+  double min_compression_ratio = 1.02;
+  // The base's ContentHash when the caller already knows it (a store keys
+  // chunks by it); saves hashing the base again. Ignored without a base.
+  const Hash128* base_hash = nullptr;
+};
+
+// The decoded header of an encoded chunk.
+struct ChunkHeader {
+  uint8_t version = kChunkFormatVersion;
+  bool bf16_cast = false;
+  bool xor_delta = false;
+  bool zstd = false;
+  ByteTransform transform = ByteTransform::kNone;
+  DType dtype = DType::kU8;
+  DType stored_dtype = DType::kU8;
+  int8_t zstd_level = 0;
+  uint64_t raw_length = 0;
+  uint64_t body_length = 0;
+  uint64_t checksum = 0;       // xxh3-64 of the stored bytes.
+  uint64_t body_checksum = 0;  // xxh3-64 of the body.
+  Hash128 base_hash;      // Zero unless xor_delta.
+
+  // Length of the stored bytes (after any cast) implied by the header.
+  uint64_t StoredLength() const;
+  uint64_t EncodedLength() const { return kChunkHeaderSize + body_length; }
+  // "dtype=F32 raw=1048576 body=... flags=cast|delta|zstd transform=..."
+  std::string DebugString() const;
+};
+
+// Encodes `raw` (elements of `dtype`) into `*out`, replacing its contents.
+// `base`, when non-empty, is the previous version of the same region and must
+// have raw.size() bytes; the chunk is then XOR-delta encoded against it.
+// Returns InvalidArgument for an invalid dtype, a base of the wrong length,
+// or an out-of-range option; Internal if zstd fails. *out is unspecified on
+// failure.
+Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
+                   ConstBytes base, std::string* out);
+
+// Parses and checks the header of `encoded` without touching the body.
+// Returns DataLoss for a truncated or corrupt header (bad magic, checksum
+// mismatch, inconsistent fields, encoded.size() != EncodedLength()), and
+// InvalidArgument for a format version this build does not read.
+Result<ChunkHeader> ParseChunkHeader(ConstBytes encoded);
+
+// Checks the header and the body checksum without decoding: what a scrub of
+// stored chunks needs. Returns the header, or the errors of ParseChunkHeader
+// plus DataLoss for a body checksum mismatch.
+Result<ChunkHeader> VerifyChunk(ConstBytes encoded);
+
+// Decodes `encoded` into `out`, which must be exactly header.raw_length bytes.
+// A delta chunk needs its `base` (the same bytes given to EncodeChunk);
+// otherwise `base` is ignored.
+// Returns DataLoss if the chunk is corrupt or truncated (any header field,
+// the zstd frame, or the checksum of the decoded bytes); InvalidArgument if
+// out has the wrong size, or the base is missing, of the wrong size, or not
+// the one the chunk was encoded against. On failure `out` holds unspecified
+// bytes: callers must not use them.
+Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out);
+
+// Upper bound of EncodeChunk's output size for `raw_length` input bytes.
+size_t MaxEncodedLength(size_t raw_length);
+
+// ---- Many chunks at once ----------------------------------------------------
+
+struct EncodeJob {
+  DType dtype = DType::kU8;
+  ConstBytes raw;
+  ConstBytes base;            // Empty for no delta.
+  std::string* out = nullptr;  // REQUIRES: non-null, distinct per job.
+  Status status;               // Set by EncodeChunks.
+};
+
+struct DecodeJob {
+  ConstBytes encoded;
+  ConstBytes base;
+  MutableBytes out;  // REQUIRES: disjoint from every other job's buffers.
+  Status status;     // Set by DecodeChunks.
+};
+
+// Runs every job, spread over `pool` and the calling thread (serially when
+// pool is null). Each job's status is set; returns OK if all succeeded, else
+// the first failure in job order, with the job index in its message.
+Status EncodeChunks(const EncodeOptions& options, ThreadPool* pool,
+                    std::vector<EncodeJob>* jobs);
+Status DecodeChunks(ThreadPool* pool, std::vector<DecodeJob>* jobs);
+
+}  // namespace hy::statestore
+
+#endif  // HY_STATESTORE_CODEC_H_

@@ -82,9 +82,10 @@ void RunCase(const Flags& flags, const Case& c, size_t threads) {
   double enc_s = 1e30, dec_s = 1e30;
   for (int r = 0; r < flags.reps; ++r) {
     enc_s = std::min(enc_s, Seconds([&] {
-      Status s = statestore::EncodeChunks(c.options, pool.get(), &ejobs);
-      if (!s.ok()) Die(s, "encode " + c.data + "/" + c.mode);
-    }));
+                       Status s = statestore::EncodeChunks(c.options,
+                                                           pool.get(), &ejobs);
+                       if (!s.ok()) Die(s, "encode " + c.data + "/" + c.mode);
+                     }));
   }
   size_t encoded_bytes = 0;
   for (size_t i = 0; i < n_chunks; ++i) {
@@ -93,9 +94,9 @@ void RunCase(const Flags& flags, const Case& c, size_t threads) {
   }
   for (int r = 0; r < flags.reps; ++r) {
     dec_s = std::min(dec_s, Seconds([&] {
-      Status s = statestore::DecodeChunks(pool.get(), &djobs);
-      if (!s.ok()) Die(s, "decode " + c.data + "/" + c.mode);
-    }));
+                       Status s = statestore::DecodeChunks(pool.get(), &djobs);
+                       if (!s.ok()) Die(s, "decode " + c.data + "/" + c.mode);
+                     }));
   }
   if (!c.options.cast_to_bf16 && out != raw) {
     Die(Status::Internal("decoded bytes differ"), c.data + "/" + c.mode);
@@ -174,7 +175,7 @@ int Main(int argc, char** argv) {
 
   // Every data set has size_mib MiB of raw bytes.
   const size_t n32 = flags.size_mib * (1 << 20) / 4;  // f32 elements.
-  const size_t n16 = 2 * n32;                          // bf16 elements.
+  const size_t n16 = 2 * n32;                         // bf16 elements.
   const float kLr = 1e-4f;
   const AdamState f32_state = SimulateAdam(n32, 8, kLr, 1);
   const AdamState bf16_state = SimulateAdam(n16, 8, kLr, 2);
@@ -223,9 +224,10 @@ int Main(int argc, char** argv) {
 
   const size_t all = ThreadPool::DefaultThreadCount();
   if (!flags.json) {
-    std::printf("hy_bench_codec: %zu MiB per tensor, %zu KiB chunks, zstd-1, "
-                "best of %d; MB/s of raw bytes\n\n",
-                flags.size_mib, flags.chunk_kib, flags.reps);
+    std::printf(
+        "hy_bench_codec: %zu MiB per tensor, %zu KiB chunks, zstd-1, "
+        "best of %d; MB/s of raw bytes\n\n",
+        flags.size_mib, flags.chunk_kib, flags.reps);
     std::printf("| %-20s | %-18s | %7s | %7s | %11s | %11s | %s\n", "data",
                 "mode", "threads", "ratio", "encode MB/s", "decode MB/s",
                 "note");

@@ -75,9 +75,7 @@ struct Hasher128::State {
   XXH3_state_t* xxh = XXH3_createState();
 };
 
-Hasher128::Hasher128() : state_(new State) {
-  XXH3_128bits_reset(state_->xxh);
-}
+Hasher128::Hasher128() : state_(new State) { XXH3_128bits_reset(state_->xxh); }
 
 Hasher128::~Hasher128() { XXH3_freeState(state_->xxh); }
 

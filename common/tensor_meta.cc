@@ -9,7 +9,8 @@ Status TensorMeta::Validate() const { return ByteSize().status(); }
 Result<int64_t> TensorMeta::NumElements() const {
   if (name.empty()) return Status::InvalidArgument("tensor name is empty");
   if (DTypeSize(dtype) == 0) {
-    return Status::InvalidArgument("tensor '" + name + "' has an invalid dtype");
+    return Status::InvalidArgument("tensor '" + name +
+                                   "' has an invalid dtype");
   }
   int64_t n = 1;
   for (int64_t d : shape) {

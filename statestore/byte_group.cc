@@ -39,25 +39,43 @@ inline uint32_t Load32(const uint8_t* p) {
 
 void GroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out) {
   switch (elem_size) {
-    case 1: CopyBytes(out, in, n); return;
-    case 2: GroupFixed<2>(in, n, out); return;
-    case 4: GroupFixed<4>(in, n, out); return;
-    case 8: GroupFixed<8>(in, n, out); return;
+    case 1:
+      CopyBytes(out, in, n);
+      return;
+    case 2:
+      GroupFixed<2>(in, n, out);
+      return;
+    case 4:
+      GroupFixed<4>(in, n, out);
+      return;
+    case 8:
+      GroupFixed<8>(in, n, out);
+      return;
   }
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < elem_size; ++j) out[j * n + i] = in[i * elem_size + j];
+    for (size_t j = 0; j < elem_size; ++j)
+      out[j * n + i] = in[i * elem_size + j];
   }
 }
 
 void UngroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out) {
   switch (elem_size) {
-    case 1: CopyBytes(out, in, n); return;
-    case 2: UngroupFixed<2>(in, n, out); return;
-    case 4: UngroupFixed<4>(in, n, out); return;
-    case 8: UngroupFixed<8>(in, n, out); return;
+    case 1:
+      CopyBytes(out, in, n);
+      return;
+    case 2:
+      UngroupFixed<2>(in, n, out);
+      return;
+    case 4:
+      UngroupFixed<4>(in, n, out);
+      return;
+    case 8:
+      UngroupFixed<8>(in, n, out);
+      return;
   }
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < elem_size; ++j) out[i * elem_size + j] = in[j * n + i];
+    for (size_t j = 0; j < elem_size; ++j)
+      out[i * elem_size + j] = in[j * n + i];
   }
 }
 
@@ -109,10 +127,9 @@ void MergeExponentF32(const uint8_t* __restrict in, size_t n,
   const uint8_t* __restrict p1 = in + 2 * n;
   const uint8_t* __restrict p2 = in + 3 * n;
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t v = ((p2[i] & 0x80u) << 24) |
-                       (static_cast<uint32_t>(exp[i]) << 23) |
-                       ((p2[i] & 0x7Fu) << 16) |
-                       (static_cast<uint32_t>(p1[i]) << 8) | p0[i];
+    const uint32_t v =
+        ((p2[i] & 0x80u) << 24) | (static_cast<uint32_t>(exp[i]) << 23) |
+        ((p2[i] & 0x7Fu) << 16) | (static_cast<uint32_t>(p1[i]) << 8) | p0[i];
     std::memcpy(out + 4 * i, &v, 4);
   }
 }

@@ -93,10 +93,10 @@ void SerializeChunkHeader(const ChunkHeader& h, uint8_t out[kChunkHeaderSize]) {
 
 Result<ChunkHeader> ParseChunkHeader(ConstBytes encoded) {
   if (encoded.size() < kChunkHeaderSize) {
-    return Status::DataLoss("truncated chunk: " +
-                            std::to_string(encoded.size()) +
-                            " bytes, shorter than the " +
-                            std::to_string(kChunkHeaderSize) + "-byte header");
+    return Status::DataLoss(
+        "truncated chunk: " + std::to_string(encoded.size()) +
+        " bytes, shorter than the " + std::to_string(kChunkHeaderSize) +
+        "-byte header");
   }
   const uint8_t* p = encoded.data();
   if (Get32(p) != kChunkMagic) return Corrupt("bad magic (not an hy chunk)");
@@ -107,10 +107,10 @@ Result<ChunkHeader> ParseChunkHeader(ConstBytes encoded) {
   ChunkHeader h;
   h.version = p[4];
   if (h.version != kChunkFormatVersion) {
-    return Status::InvalidArgument(
-        "unsupported chunk format version " + std::to_string(h.version) +
-        " (this build reads version " + std::to_string(kChunkFormatVersion) +
-        ")");
+    return Status::InvalidArgument("unsupported chunk format version " +
+                                   std::to_string(h.version) +
+                                   " (this build reads version " +
+                                   std::to_string(kChunkFormatVersion) + ")");
   }
   const uint8_t flags = p[5];
   if (flags & ~kKnownFlags) return Corrupt("unknown flag bits");
@@ -156,12 +156,12 @@ Result<ChunkHeader> ParseChunkHeader(ConstBytes encoded) {
                    " != stored length " + std::to_string(h.StoredLength()));
   }
   if (h.body_length != encoded.size() - kChunkHeaderSize) {
-    return Status::DataLoss(
-        "chunk length mismatch: header says " +
-        std::to_string(kChunkHeaderSize + h.body_length) + " bytes, have " +
-        std::to_string(encoded.size()) +
-        (encoded.size() < kChunkHeaderSize + h.body_length ? " (truncated)"
-                                                           : ""));
+    return Status::DataLoss("chunk length mismatch: header says " +
+                            std::to_string(kChunkHeaderSize + h.body_length) +
+                            " bytes, have " + std::to_string(encoded.size()) +
+                            (encoded.size() < kChunkHeaderSize + h.body_length
+                                 ? " (truncated)"
+                                 : ""));
   }
   return h;
 }

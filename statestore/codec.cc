@@ -127,9 +127,8 @@ Status CheckOptions(const EncodeOptions& o) {
   }
   if (o.zstd && (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > 127 ||
                  o.zstd_level > ZSTD_maxCLevel())) {
-    return Status::InvalidArgument("zstd level " +
-                                   std::to_string(o.zstd_level) +
-                                   " out of range");
+    return Status::InvalidArgument(
+        "zstd level " + std::to_string(o.zstd_level) + " out of range");
   }
   if (!(o.min_compression_ratio >= 1.0) ||
       !std::isfinite(o.min_compression_ratio)) {
@@ -248,10 +247,10 @@ Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out) {
   if (h.xor_delta) {
     if (base.size() != h.raw_length) {
       return Status::InvalidArgument(
-          base.empty() ? std::string("delta chunk needs its base")
-                       : "delta base has " + std::to_string(base.size()) +
-                             " bytes, chunk has " +
-                             std::to_string(h.raw_length));
+          base.empty()
+              ? std::string("delta chunk needs its base")
+              : "delta base has " + std::to_string(base.size()) +
+                    " bytes, chunk has " + std::to_string(h.raw_length));
     }
     if (ContentHash(base) != h.base_hash) {
       return Status::InvalidArgument("wrong delta base: chunk wants " +
@@ -312,8 +311,9 @@ Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out) {
   }
 
   if (Checksum64(ConstBytes(stored, stored_len)) != h.checksum) {
-    return Status::DataLoss("chunk checksum mismatch: decoded bytes differ "
-                            "from what was encoded");
+    return Status::DataLoss(
+        "chunk checksum mismatch: decoded bytes differ "
+        "from what was encoded");
   }
   if (h.bf16_cast) WidenFromStored(stored, out);
   return Status::OK();

@@ -24,7 +24,8 @@ double Bf16Magnitude(uint32_t h) {
   const uint32_t exp = (h >> 7) & 0xFF;
   const uint32_t man = h & 0x7F;
   if (exp == 0) return std::ldexp(static_cast<double>(man), -133);
-  return std::ldexp(static_cast<double>(128 + man), static_cast<int>(exp) - 134);
+  return std::ldexp(static_cast<double>(128 + man),
+                    static_cast<int>(exp) - 134);
 }
 
 // Reference round-to-nearest-even written from the definition, with double

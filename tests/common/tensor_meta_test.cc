@@ -21,7 +21,8 @@ TEST(TensorMetaTest, SizesAndValidation) {
 }
 
 TEST(TensorMetaTest, RejectsBadMetadata) {
-  EXPECT_TRUE((TensorMeta{"", DType::kF32, {2}}).Validate().IsInvalidArgument());
+  EXPECT_TRUE(
+      (TensorMeta{"", DType::kF32, {2}}).Validate().IsInvalidArgument());
   EXPECT_TRUE(
       (TensorMeta{"x", DType::kF32, {2, -1}}).Validate().IsInvalidArgument());
   EXPECT_TRUE((TensorMeta{"x", static_cast<DType>(99), {2}})
@@ -31,8 +32,7 @@ TEST(TensorMetaTest, RejectsBadMetadata) {
   TensorMeta huge{"x", DType::kF32, {int64_t{1} << 31, int64_t{1} << 31}};
   EXPECT_TRUE(huge.NumElements().ok());
   EXPECT_TRUE(huge.ByteSize().status().IsInvalidArgument());
-  TensorMeta overflow{"x", DType::kU8,
-                      {int64_t{1} << 40, int64_t{1} << 40}};
+  TensorMeta overflow{"x", DType::kU8, {int64_t{1} << 40, int64_t{1} << 40}};
   EXPECT_TRUE(overflow.NumElements().status().IsInvalidArgument());
 }
 

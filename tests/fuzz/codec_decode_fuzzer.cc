@@ -78,11 +78,11 @@ void HostileBody(const uint8_t* data, size_t size) {
   const uint8_t t = (data[1] >> 3) % 3;
   const bool has_split =
       h.stored_dtype == DType::kF32 || h.stored_dtype == DType::kBF16;
-  h.transform = static_cast<hy::statestore::ByteTransform>(
-      t == 2 && !has_split ? 1 : t);
+  h.transform =
+      static_cast<hy::statestore::ByteTransform>(t == 2 && !has_split ? 1 : t);
   const std::vector<uint8_t> body(data + 4, data + size);
-  h.raw_length = h.zstd ? (data[2] | static_cast<uint64_t>(data[3]) << 8)
-                        : body.size();
+  h.raw_length =
+      h.zstd ? (data[2] | static_cast<uint64_t>(data[3]) << 8) : body.size();
   if (h.bf16_cast && !h.zstd) h.raw_length = body.size() * 2;  // Roughly.
   if (hy::statestore::StoredLengthFor(h.bf16_cast, h.raw_length) !=
           body.size() &&
@@ -95,8 +95,8 @@ void HostileBody(const uint8_t* data, size_t size) {
   h.body_checksum = hy::Checksum64(body);
   h.checksum = 0x0123456789abcdefull;
   std::string enc(kChunkHeaderSize, '\0');
-  hy::statestore::SerializeChunkHeader(
-      h, reinterpret_cast<uint8_t*>(enc.data()));
+  hy::statestore::SerializeChunkHeader(h,
+                                       reinterpret_cast<uint8_t*>(enc.data()));
   enc.append(body.begin(), body.end());
   std::vector<uint8_t> out(h.raw_length);
   (void)DecodeChunk(enc, base, MutableBytes(out));
@@ -107,9 +107,15 @@ void HostileBody(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   switch (data[0] % 3) {
-    case 0: DecodeAsIs(data + 1, size - 1); break;
-    case 1: RoundTripThenDamage(data + 1, size - 1); break;
-    case 2: HostileBody(data + 1, size - 1); break;
+    case 0:
+      DecodeAsIs(data + 1, size - 1);
+      break;
+    case 1:
+      RoundTripThenDamage(data + 1, size - 1);
+      break;
+    case 2:
+      HostileBody(data + 1, size - 1);
+      break;
   }
   return 0;
 }

@@ -21,8 +21,8 @@ TEST(ByteGroupTest, GroupsBytePlanes) {
   const std::vector<uint8_t> in = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23};
   std::vector<uint8_t> out(in.size());
   GroupBytes(in.data(), 3, 4, out.data());
-  EXPECT_EQ(out, (std::vector<uint8_t>{0, 10, 20, 1, 11, 21, 2, 12, 22, 3, 13,
-                                       23}));
+  EXPECT_EQ(out,
+            (std::vector<uint8_t>{0, 10, 20, 1, 11, 21, 2, 12, 22, 3, 13, 23}));
 }
 
 TEST(ByteGroupTest, UngroupInvertsGroupForEveryElementSize) {

@@ -19,7 +19,8 @@ TEST(CodecBatchTest, ParallelMatchesSerial) {
   std::vector<std::vector<uint8_t>> raw, base;
   for (int i = 0; i < kChunks; ++i) {
     raw.push_back(WeightLikeBytes(DType::kF32, 16384 + 4 * i, i));
-    base.push_back(i % 2 ? StepF32(raw.back(), 1e-4f, i) : std::vector<uint8_t>());
+    base.push_back(i % 2 ? StepF32(raw.back(), 1e-4f, i)
+                         : std::vector<uint8_t>());
   }
   std::vector<std::string> par(kChunks), ser(kChunks);
   std::vector<EncodeJob> jobs(kChunks), serial_jobs(kChunks);

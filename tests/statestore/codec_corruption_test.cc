@@ -111,14 +111,14 @@ TEST(CodecCorruptionTest, ResealedHeadersAreStillChecked) {
   // Another transform, dtype or flag with a valid header checksum: either a
   // consistency check or the content checksum must catch it.
   const std::pair<size_t, uint8_t> edits[] = {
-      {5, 0x00},  // zstd flag cleared
-      {5, 0x08},  // unknown flag
-      {6, 0x01},  // byte grouping instead of exponent split
-      {6, 0x00},  // no transform
-      {6, 0x03},  // unknown transform
-      {6, 0x07},  // unknown transform
-      {7, 0x06},  // dtype i32
-      {7, 0x63},  // unknown dtype
+      {5, 0x00},   // zstd flag cleared
+      {5, 0x08},   // unknown flag
+      {6, 0x01},   // byte grouping instead of exponent split
+      {6, 0x00},   // no transform
+      {6, 0x03},   // unknown transform
+      {6, 0x07},   // unknown transform
+      {7, 0x06},   // dtype i32
+      {7, 0x63},   // unknown dtype
       {10, 0x01},  // reserved byte
       {16, 0x00},  // raw length changed
       {32, 0x00},  // content checksum changed

@@ -41,7 +41,8 @@ TEST_P(CodecRoundTripTest, EveryStageCombinationAndLength) {
   int cases = 0;
   for (size_t len : lengths) {
     const auto raw = WeightLikeBytes(dtype, len, static_cast<uint32_t>(len));
-    const auto base = WeightLikeBytes(dtype, len, static_cast<uint32_t>(len + 1));
+    const auto base =
+        WeightLikeBytes(dtype, len, static_cast<uint32_t>(len + 1));
     for (bool cast : {false, true}) {
       for (bool delta : {false, true}) {
         for (int transform : transforms) {
@@ -83,8 +84,7 @@ TEST_P(CodecRoundTripTest, EveryStageCombinationAndLength) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDTypes, CodecRoundTripTest,
-                         ::testing::ValuesIn(kAllDTypes),
-                         [](const auto& info) {
+                         ::testing::ValuesIn(kAllDTypes), [](const auto& info) {
                            return std::string(SafetensorsName(info.param));
                          });
 
@@ -206,9 +206,9 @@ TEST(CodecTest, RejectsBadArguments) {
   std::string enc;
   EXPECT_TRUE(EncodeChunk({}, static_cast<DType>(77), raw, {}, &enc)
                   .IsInvalidArgument());
-  EXPECT_TRUE(EncodeChunk({}, DType::kF32, raw, ConstBytes(raw).subspan(1),
-                          &enc)
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      EncodeChunk({}, DType::kF32, raw, ConstBytes(raw).subspan(1), &enc)
+          .IsInvalidArgument());
   EncodeOptions o;
   o.transform = 3;
   EXPECT_TRUE(EncodeChunk(o, DType::kF32, raw, {}, &enc).IsInvalidArgument());

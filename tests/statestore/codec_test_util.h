@@ -27,7 +27,9 @@ inline std::vector<uint8_t> WeightLikeBytes(DType dtype, size_t n,
     uint8_t* p = out.data() + i * es;
     const float f = gauss(rng);
     switch (dtype) {
-      case DType::kF32: std::memcpy(p, &f, 4); break;
+      case DType::kF32:
+        std::memcpy(p, &f, 4);
+        break;
       case DType::kF64: {
         const double d = f;
         std::memcpy(p, &d, 8);
@@ -53,8 +55,12 @@ inline std::vector<uint8_t> WeightLikeBytes(DType dtype, size_t n,
         std::memcpy(p, &v, 4);
         break;
       }
-      case DType::kBool: *p = rng() & 1; break;
-      default: *p = static_cast<uint8_t>(rng()); break;
+      case DType::kBool:
+        *p = rng() & 1;
+        break;
+      default:
+        *p = static_cast<uint8_t>(rng());
+        break;
     }
   }
   for (size_t i = count * es; i < n; ++i) out[i] = static_cast<uint8_t>(rng());

@@ -29,7 +29,7 @@ inline uint16_t F32BitsToBf16Bits(uint32_t bits) {
   const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
   const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
   return static_cast<uint16_t>((bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan
-                                                                   : rounded);
+                                                                  : rounded);
 }
 
 inline uint32_t Bf16BitsToF32Bits(uint16_t bits) {

@@ -71,7 +71,8 @@ class ConstBytes {
 class MutableBytes {
  public:
   constexpr MutableBytes() = default;
-  constexpr MutableBytes(uint8_t* data, size_t size) : data_(data), size_(size) {}
+  constexpr MutableBytes(uint8_t* data, size_t size)
+      : data_(data), size_(size) {}
   MutableBytes(void* data, size_t size)
       : data_(static_cast<uint8_t*>(data)), size_(size) {}
   MutableBytes(std::vector<uint8_t>& v)  // NOLINT: implicit by design

@@ -29,7 +29,7 @@ enum class DType : uint8_t {
 
 // Every DType, in enumerator order (for tests and tables).
 inline constexpr DType kAllDTypes[] = {
-    DType::kF32, DType::kBF16, DType::kF16, DType::kF64, DType::kI64,
+    DType::kF32, DType::kBF16, DType::kF16, DType::kF64,  DType::kI64,
     DType::kI32, DType::kI8,   DType::kU8,  DType::kBool,
 };
 

@@ -1,7 +1,8 @@
 // Hashes used across hy's formats, all from libxxhash (XXH3, seed 0):
 //
 //   Checksum64(bytes)   xxh3-64: integrity checksums (chunk raw bytes, headers)
-//   ContentHash(bytes)  xxh3-128: content addresses (a chunk's key in the store,
+//   ContentHash(bytes)  xxh3-128: content addresses (a chunk's key in the
+//   store,
 //                       the identity of a delta base)
 //
 // XXH3 is not cryptographic: content addressing assumes non-adversarial
@@ -42,7 +43,9 @@ struct Hash128 {
   friend bool operator==(const Hash128& a, const Hash128& b) {
     return a.low == b.low && a.high == b.high;
   }
-  friend bool operator!=(const Hash128& a, const Hash128& b) { return !(a == b); }
+  friend bool operator!=(const Hash128& a, const Hash128& b) {
+    return !(a == b);
+  }
   friend bool operator<(const Hash128& a, const Hash128& b) {
     return a.high != b.high ? a.high < b.high : a.low < b.low;
   }

@@ -45,9 +45,18 @@ class [[nodiscard]] Result {
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
 
-  const T& value() const& { CheckOk(); return *value_; }
-  T& value() & { CheckOk(); return *value_; }
-  T&& value() && { CheckOk(); return std::move(*value_); }
+  const T& value() const& {
+    CheckOk();
+    return *value_;
+  }
+  T& value() & {
+    CheckOk();
+    return *value_;
+  }
+  T&& value() && {
+    CheckOk();
+    return std::move(*value_);
+  }
 
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }

@@ -98,7 +98,9 @@ class [[nodiscard]] Status {
     return rep_ ? std::string_view(rep_->message) : std::string_view();
   }
 
-  bool IsInvalidArgument() const { return code() == StatusCode::kInvalidArgument; }
+  bool IsInvalidArgument() const {
+    return code() == StatusCode::kInvalidArgument;
+  }
   bool IsNotFound() const { return code() == StatusCode::kNotFound; }
   bool IsDataLoss() const { return code() == StatusCode::kDataLoss; }
 
@@ -130,9 +132,9 @@ std::ostream& operator<<(std::ostream& os, const Status& s);
 
 // Evaluates `expr` (a Status); returns it from the enclosing function if it is
 // not OK.
-#define HY_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::hy::Status hy_status_tmp_ = (expr);        \
+#define HY_RETURN_IF_ERROR(expr)                     \
+  do {                                               \
+    ::hy::Status hy_status_tmp_ = (expr);            \
     if (!hy_status_tmp_.ok()) return hy_status_tmp_; \
   } while (0)
 

@@ -110,7 +110,7 @@ struct ChunkHeader {
   uint64_t body_length = 0;
   uint64_t checksum = 0;       // xxh3-64 of the stored bytes.
   uint64_t body_checksum = 0;  // xxh3-64 of the body.
-  Hash128 base_hash;      // Zero unless xor_delta.
+  Hash128 base_hash;           // Zero unless xor_delta.
 
   // Length of the stored bytes (after any cast) implied by the header.
   uint64_t StoredLength() const;
@@ -157,7 +157,7 @@ size_t MaxEncodedLength(size_t raw_length);
 struct EncodeJob {
   DType dtype = DType::kU8;
   ConstBytes raw;
-  ConstBytes base;            // Empty for no delta.
+  ConstBytes base;             // Empty for no delta.
   std::string* out = nullptr;  // REQUIRES: non-null, distinct per job.
   Status status;               // Set by EncodeChunks.
 };

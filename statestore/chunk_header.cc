@@ -71,6 +71,16 @@ std::string ChunkHeader::DebugString() const {
   return out;
 }
 
+std::string EncodingName(const ChunkHeader& h) {
+  std::string e;
+  if (h.bf16_cast) e += "bf16+";
+  if (h.xor_delta) e += "delta+";
+  if (h.transform == ByteTransform::kByteGroup) e += "group+";
+  if (h.transform == ByteTransform::kExponentSplit) e += "split+";
+  e += h.zstd ? "zstd" : "plain";
+  return e;
+}
+
 void SerializeChunkHeader(const ChunkHeader& h, uint8_t out[kChunkHeaderSize]) {
   static_assert(kChunkHeaderSize == 72, "layout below is for 72 bytes");
   std::memset(out, 0, kChunkHeaderSize);

@@ -119,6 +119,10 @@ struct ChunkHeader {
   std::string DebugString() const;
 };
 
+// A short name for how a chunk is encoded, stages joined by '+', e.g.
+// "split+zstd", "bf16+delta+group+zstd", "plain".
+std::string EncodingName(const ChunkHeader& h);
+
 // Encodes `raw` (elements of `dtype`) into `*out`, replacing its contents.
 // `base`, when non-empty, is the previous version of the same region and must
 // have raw.size() bytes; the chunk is then XOR-delta encoded against it.

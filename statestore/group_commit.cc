@@ -1,0 +1,129 @@
+// Two-phase commit across per-rank stores (see group_commit.h).
+
+#include "hy/statestore/group_commit.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+namespace hy::statestore {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kPollInterval(20);
+
+// A read-only follower of a store another process writes, with its own
+// scratch folder for RocksDB's secondary-instance logs.
+class Follower {
+ public:
+  ~Follower() {
+    store_.reset();
+    std::error_code ec;
+    if (!scratch_.empty()) fs::remove_all(scratch_, ec);
+  }
+
+  // Returns the store's open error (e.g. NotFound before it exists).
+  Status Open(const std::string& path) {
+    if (store_) return Status::OK();
+    if (scratch_.empty()) {
+      std::string tmpl = (fs::temp_directory_path() / "hy-follow-XXXXXX").string();
+      if (mkdtemp(tmpl.data()) == nullptr) {
+        return Status::IOError("cannot create a folder for a store follower");
+      }
+      scratch_ = tmpl;
+    }
+    StoreOptions o;
+    o.read_only = true;
+    o.secondary_path = scratch_;
+    o.threads = 1;
+    Result<std::unique_ptr<Store>> s = Store::Open(path, o);
+    if (!s.ok()) return s.status();
+    store_ = std::move(s).value();
+    return Status::OK();
+  }
+  Store* store() { return store_.get(); }
+
+ private:
+  std::string scratch_;
+  std::unique_ptr<Store> store_;
+};
+
+// Finds `version` in `store` (after catching up).
+Result<VersionInfo> Lookup(Store* store, uint64_t version) {
+  HY_RETURN_IF_ERROR(store->Refresh());
+  HY_ASSIGN_OR_RETURN(std::vector<VersionInfo> versions, store->ListVersions());
+  for (VersionInfo& v : versions) {
+    if (v.version == version) return v;
+  }
+  return VersionInfo{version, false, {}, {}};
+}
+
+}  // namespace
+
+Status CommitAcrossStores(Store* own, const CommitRecord& commit,
+                          const std::vector<PeerStore>& peers,
+                          std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::vector<Follower> followers(peers.size());
+  std::vector<bool> prepared(peers.size(), false);
+  for (;;) {
+    std::string missing;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (prepared[i]) continue;
+      Status s = followers[i].Open(peers[i].path);
+      if (s.ok()) {
+        Result<VersionInfo> v = Lookup(followers[i].store(), commit.version);
+        if (!v.ok()) return v.status().WithContext("reading " + peers[i].path);
+        prepared[i] = std::count(v->prepared.begin(), v->prepared.end(),
+                                 peers[i].rank) > 0;
+      } else if (!s.IsNotFound()) {
+        return s.WithContext("following " + peers[i].path);
+      }
+      if (!prepared[i]) {
+        missing += (missing.empty() ? "" : ",") + std::to_string(peers[i].rank);
+      }
+    }
+    if (missing.empty()) break;
+    if (Clock::now() >= deadline) {
+      return Status::Unavailable(
+          "not committing version " + std::to_string(commit.version) +
+          ": ranks " + missing + " did not prepare it within " +
+          std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  return own->Commit(commit);
+}
+
+Status FollowCommit(Store* own, int own_rank,
+                    const std::string& coordinator_path, uint64_t version,
+                    std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  Follower coordinator;
+  for (;;) {
+    Status s = coordinator.Open(coordinator_path);
+    if (s.ok()) {
+      Result<VersionInfo> v = Lookup(coordinator.store(), version);
+      if (!v.ok()) return v.status().WithContext("reading " + coordinator_path);
+      if (v->committed) {
+        CommitRecord mine = v->commit;
+        mine.ranks = {own_rank};
+        return own->Commit(mine);
+      }
+    } else if (!s.IsNotFound()) {
+      return s.WithContext("following " + coordinator_path);
+    }
+    if (Clock::now() >= deadline) {
+      return Status::Unavailable("the coordinator did not commit version " +
+                                 std::to_string(version) + " within " +
+                                 std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+}  // namespace hy::statestore

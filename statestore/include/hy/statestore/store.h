@@ -1,0 +1,233 @@
+// Store: a versioned, content-addressed, crash-safe store of training state
+// on RocksDB.
+//
+// A version is the complete training state at one step: named tensors (each
+// held as shards by one or more ranks) and named blobs. Each rank saves its
+// part with Save(), which cuts every shard into chunks, skips chunks whose
+// content the store already holds (so an unchanged chunk is never written
+// twice), encodes the rest with the chunk codec, writes them, and then writes
+// the rank's manifest and its prepared record in one synced batch. A
+// coordinator then calls Commit(), which succeeds only once every rank of the
+// world has prepared, and makes the version visible with one synced write.
+// Readers see committed versions only; anything else is a leftover that Gc()
+// removes.
+//
+// One process opens a store read-write (RocksDB's lock enforces it); ranks
+// that share a store are threads of that process (or clients of a store
+// service). Ranks in different processes each own a store (one per node) and
+// run the same protocol per store; see docs/architecture.md.
+//
+// Thread-safety: all methods may be called concurrently from many threads.
+// Gc() waits for saves in flight and blocks new ones while it runs.
+
+#ifndef HY_STATESTORE_STORE_H_
+#define HY_STATESTORE_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hy/common/bytes.h"
+#include "hy/common/result.h"
+#include "hy/common/shard.h"
+#include "hy/common/status.h"
+#include "hy/common/tensor_meta.h"
+#include "hy/statestore/codec.h"
+#include "hy/statestore/manifest.h"
+
+namespace hy::statestore {
+
+inline constexpr int kStoreFormatVersion = 1;
+
+struct StoreOptions {
+  bool create_if_missing = true;
+  bool read_only = false;
+  // When set, open as a RocksDB secondary instance that follows a store
+  // another process writes (read-only; Refresh() catches up). The folder
+  // holds the follower's own log files.
+  std::string secondary_path;
+  // Shards are cut into chunks of this many bytes (a multiple of 8).
+  uint64_t chunk_bytes = 4 << 20;
+  // How chunks are encoded (bf16 cast is chosen per tensor, in ShardData).
+  EncodeOptions codec;
+  // A changed chunk may be stored as an XOR delta against the same region's
+  // chunk in the previous committed version, when that is smaller, up to
+  // this many deltas in a row (the next one is a full chunk again, so a read
+  // decodes at most delta_max_chain + 1 chunks). 0 turns deltas off. Deltas
+  // pay off for bf16 weights (most bits unchanged after a step), much less
+  // for f32 optimizer state; each costs a decode of its base while saving.
+  int delta_max_chain = 0;
+  // Threads for hashing, encoding and decoding; 0 = one per core.
+  size_t threads = 0;
+  // Raw bytes encoded per ingested SST file while saving (bounds the
+  // encoded bytes held in memory at once).
+  uint64_t ingest_batch_bytes = 256 << 20;
+  // SaveAsync may hold at most this many bytes of snapshot copies; a call
+  // that would exceed it waits until earlier saves drain (back-pressure).
+  uint64_t staging_bytes = 1ull << 30;
+};
+
+// One shard of one tensor, as a rank hands it to Save.
+struct ShardData {
+  TensorMeta meta;          // The global tensor.
+  ShardGeometry geometry;   // Which part of it `data` is.
+  ConstBytes data;          // geometry.NumElements() * DTypeSize elements.
+  bool cast_to_bf16 = false;  // Store f32 data as bf16 (lossy).
+};
+
+struct BlobData {
+  std::string name;
+  int rank = kReplicatedBlob;  // kReplicatedBlob or the owning rank.
+  ConstBytes data;
+};
+
+// Everything one rank saves for one version.
+struct SavePart {
+  uint64_t version = 0;
+  int rank = 0;
+  std::vector<ShardData> shards;
+  std::vector<BlobData> blobs;
+};
+
+struct SaveStats {
+  uint64_t logical_bytes = 0;  // Raw bytes of the part's shards.
+  uint64_t chunks = 0;
+  uint64_t new_chunks = 0;     // Chunks encoded and written by this save.
+  uint64_t new_bytes = 0;      // Encoded bytes written by this save.
+  uint64_t delta_chunks = 0;   // New chunks stored as XOR deltas.
+  uint64_t stored_bytes = 0;   // Encoded bytes of all referenced chunks.
+};
+
+struct VersionInfo {
+  uint64_t version = 0;
+  bool committed = false;
+  CommitRecord commit;          // Valid when committed.
+  std::vector<int> prepared;    // Ranks with a prepare record.
+};
+
+struct BadChunk {
+  std::string tensor;
+  int rank = 0;
+  size_t index = 0;  // Chunk index within the shard.
+  Hash128 address;
+  Status status;     // Why it is bad (DataLoss: missing or corrupt).
+};
+
+struct VerifyReport {
+  uint64_t chunks_checked = 0;
+  uint64_t bytes_checked = 0;  // Raw bytes decoded.
+  std::vector<BadChunk> bad;
+  bool ok() const { return bad.empty(); }
+};
+
+struct GcOptions {
+  size_t keep_last = 1;            // Newest committed versions kept.
+  std::set<uint64_t> pinned;       // Also kept.
+  // Epochs whose live bytes fall below this fraction are rewritten so the
+  // dead chunks in them are reclaimed.
+  double repack_below = 0.5;
+};
+
+struct GcReport {
+  std::vector<uint64_t> dropped_versions;      // Committed, dropped.
+  std::vector<uint64_t> dropped_uncommitted;   // Leftovers removed.
+  uint64_t dropped_chunks = 0;
+  uint64_t reclaimed_bytes = 0;   // Encoded bytes no longer stored.
+  uint64_t repacked_bytes = 0;    // Live bytes rewritten by repacking.
+};
+
+class SaveHandle;
+
+class Store {
+ public:
+  // Opens (or creates) the store at `path`.
+  // Returns InvalidArgument if `path` holds something that is not an hy
+  // store, FailedPrecondition if the store's format is newer than this
+  // build reads, NotFound if it does not exist and !create_if_missing,
+  // IOError (e.g. locked by another process) or DataLoss from RocksDB.
+  static Result<std::unique_ptr<Store>> Open(const std::string& path,
+                                             const StoreOptions& options);
+  virtual ~Store();
+
+  // Writes `part` (chunks, manifest, blobs) and the prepared record of
+  // (part.version, part.rank), synced. The buffers are read during the call
+  // only. Returns InvalidArgument for malformed shards (geometry that does
+  // not fit, wrong data size), AlreadyExists if that rank already prepared
+  // that version or it is committed, IOError from the disk.
+  virtual Status Save(const SavePart& part, SaveStats* stats) = 0;
+
+  // Like Save, but copies every buffer before it returns (waiting while the
+  // staging budget is full) and encodes and writes in the background: the
+  // caller may overwrite its tensors as soon as this returns.
+  // Returns InvalidArgument for a part larger than the whole staging budget.
+  virtual Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) = 0;
+
+  // Makes `commit.version` visible. REQUIRES: commit.world_size >= 1.
+  // Checks the prepare records of commit.LocalRanks() (every rank of the
+  // world for a shared store). Returns FailedPrecondition naming the ranks
+  // that have not prepared it, AlreadyExists if it is committed already.
+  virtual Status Commit(const CommitRecord& commit) = 0;
+
+  // Every version the store knows, committed or merely prepared, ascending.
+  virtual Result<std::vector<VersionInfo>> ListVersions() = 0;
+
+  // The newest committed version. Returns NotFound if there is none.
+  virtual Result<uint64_t> LatestCommitted() = 0;
+
+  // Returns NotFound unless `version` is committed; DataLoss if a rank's
+  // part is missing or corrupt.
+  virtual Result<Manifest> ReadManifest(uint64_t version) = 0;
+
+  // Reads the elements [region.offset, region.offset + region.length) of the
+  // row-major flattened tensor into `out` (region.length * dtype size
+  // bytes, in the tensor's stored dtype widened back to f32 if it was cast).
+  // Decodes only the chunks that overlap the region, in parallel.
+  // Returns NotFound for an unknown version or tensor, InvalidArgument for a
+  // region outside the tensor or a wrong-size `out`, DataLoss if a chunk is
+  // missing or corrupt or no shard covers part of the region.
+  virtual Status ReadRegion(uint64_t version, const std::string& tensor,
+                            FlatRun region, MutableBytes out) = 0;
+
+  // Reads one rank's shard of a tensor, as saved. Returns NotFound if that
+  // rank holds none, otherwise as ReadRegion.
+  virtual Status ReadShard(uint64_t version, const std::string& tensor,
+                           int rank, MutableBytes out) = 0;
+
+  // Returns NotFound for an unknown blob, DataLoss if it is damaged.
+  virtual Result<std::string> ReadBlob(uint64_t version,
+                                       const std::string& name,
+                                       int rank = kReplicatedBlob) = 0;
+
+  // Decodes every chunk of a committed version and checks it.
+  // Returns NotFound for an unknown version; problems with chunks are listed
+  // in the report, not returned as errors.
+  virtual Result<VerifyReport> Verify(uint64_t version) = 0;
+
+  // Drops committed versions beyond keep_last (except pinned ones), every
+  // uncommitted version older than the newest kept one, chunks no kept
+  // version references, and chunk files left by saves that never prepared.
+  virtual Result<GcReport> Gc(const GcOptions& options) = 0;
+
+  // The path the store was opened at.
+  virtual const std::string& path() const = 0;
+
+  // For a store opened with secondary_path: catches up with what the
+  // writing process has written since. A no-op for other stores.
+  virtual Status Refresh() = 0;
+};
+
+// Waits for a SaveAsync.
+class SaveHandle {
+ public:
+  virtual ~SaveHandle() = default;
+  // Blocks until the save has finished; returns its status. Idempotent.
+  virtual Status Wait(SaveStats* stats = nullptr) = 0;
+  // True once Wait would not block.
+  virtual bool Done() const = 0;
+};
+
+}  // namespace hy::statestore
+
+#endif  // HY_STATESTORE_STORE_H_

@@ -1,0 +1,359 @@
+// Store: opening, the commit protocol, and listing versions (see store.h).
+
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <limits>
+
+#include "store_impl.h"
+
+namespace hy::statestore {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kChunksCf = "chunks";
+const char* const kManifestsCf = "manifests";
+const char* const kMetaCf = "meta";
+
+rocksdb::ColumnFamilyOptions ChunkCfOptions() {
+  rocksdb::ColumnFamilyOptions o;
+  // Chunk data is ingested as SST files whose key ranges (one epoch each)
+  // never overlap, so they land in the bottom level and never need
+  // compacting; Gc reclaims space by dropping or repacking whole epochs.
+  o.disable_auto_compactions = true;
+  o.level0_slowdown_writes_trigger = std::numeric_limits<int>::max();
+  o.level0_stop_writes_trigger = std::numeric_limits<int>::max();
+  o.compression = rocksdb::kNoCompression;  // Chunks are compressed already.
+  rocksdb::BlockBasedTableOptions t;
+  t.block_size = 1 << 20;
+  t.cache_index_and_filter_blocks = false;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
+
+}  // namespace
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::OK();
+  const std::string msg = what + ": " + s.ToString();
+  switch (s.code()) {
+    case rocksdb::Status::kNotFound:
+      return Status::NotFound(msg);
+    case rocksdb::Status::kCorruption:
+      return Status::DataLoss(msg);
+    case rocksdb::Status::kInvalidArgument:
+      return Status::InvalidArgument(msg);
+    case rocksdb::Status::kIOError:
+      return Status::IOError(msg);
+    case rocksdb::Status::kBusy:
+    case rocksdb::Status::kTimedOut:
+    case rocksdb::Status::kTryAgain:
+      return Status::Unavailable(msg);
+    case rocksdb::Status::kNotSupported:
+      return Status::FailedPrecondition(msg);
+    default:
+      return Status::Internal(msg);
+  }
+}
+
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                           const StoreOptions& options) {
+  if (options.chunk_bytes == 0 || options.chunk_bytes % 8 != 0) {
+    return Status::InvalidArgument("chunk_bytes must be a positive multiple of 8");
+  }
+  auto store = std::make_unique<RocksStore>(path, options);
+  HY_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+RocksStore::RocksStore(std::string path, const StoreOptions& options)
+    : path_(std::move(path)), options_(options) {
+  const size_t threads =
+      options.threads ? options.threads : ThreadPool::DefaultThreadCount();
+  // ParallelFor also runs on the caller, so threads - 1 helpers suffice.
+  pool_ = std::make_unique<ThreadPool>(threads > 1 ? threads - 1 : 1);
+  async_pool_ = std::make_unique<ThreadPool>(1);
+}
+
+RocksStore::~RocksStore() {
+  async_pool_.reset();  // Finish queued SaveAsync work first.
+  if (db_ != nullptr) {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    }
+    db_->Close().PermitUncheckedError();
+    delete db_;
+  }
+}
+
+Status RocksStore::Init() {
+  std::error_code ec;
+  const bool exists = fs::exists(path_, ec);
+  const bool is_db = exists && fs::exists(fs::path(path_) / "CURRENT", ec);
+  if (exists && !is_db && !fs::is_empty(path_, ec)) {
+    return Status::InvalidArgument("'" + path_ +
+                                   "' is not an hy store (no RocksDB there)");
+  }
+  if (!is_db && (!options_.create_if_missing || options_.read_only ||
+                 !options_.secondary_path.empty())) {
+    return Status::NotFound("no hy store at '" + path_ + "'");
+  }
+  if (is_db) {
+    std::vector<std::string> cfs;
+    HY_RETURN_IF_ERROR(FromRocks(
+        rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path_, &cfs),
+        "listing column families of " + path_));
+    for (const char* want : {kChunksCf, kManifestsCf, kMetaCf}) {
+      if (std::find(cfs.begin(), cfs.end(), want) == cfs.end()) {
+        return Status::InvalidArgument("'" + path_ +
+                                       "' is a RocksDB but not an hy store "
+                                       "(no column family '" +
+                                       std::string(want) + "')");
+      }
+    }
+  }
+
+  rocksdb::DBOptions dbo;
+  dbo.create_if_missing = !is_db;
+  dbo.create_missing_column_families = !is_db;
+  dbo.paranoid_checks = true;
+  dbo.max_background_jobs = 2;
+  chunk_cf_options_ = ChunkCfOptions();
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {kChunksCf, chunk_cf_options_},
+      {kManifestsCf, rocksdb::ColumnFamilyOptions()},
+      {kMetaCf, rocksdb::ColumnFamilyOptions()}};
+  rocksdb::Status rs;
+  if (!options_.secondary_path.empty()) {
+    dbo.max_open_files = -1;  // Required of secondary instances.
+    rs = rocksdb::DB::OpenAsSecondary(dbo, path_, options_.secondary_path, cfs,
+                                      &handles_, &db_);
+  } else if (options_.read_only) {
+    rs = rocksdb::DB::OpenForReadOnly(dbo, path_, cfs, &handles_, &db_);
+  } else {
+    rs = rocksdb::DB::Open(dbo, path_, cfs, &handles_, &db_);
+  }
+  HY_RETURN_IF_ERROR(FromRocks(rs, "opening store " + path_));
+  chunks_ = handles_[1];
+  manifests_ = handles_[2];
+  meta_ = handles_[3];
+
+  std::string format;
+  Status s = Get(meta_, keys::kFormat, &format);
+  if (s.IsNotFound()) {
+    if (is_db) {
+      return Status::InvalidArgument("'" + path_ +
+                                     "' is not an hy store (no format record)");
+    }
+    rocksdb::WriteBatch b;
+    b.Put(meta_, keys::kFormat, std::to_string(kStoreFormatVersion));
+    HY_RETURN_IF_ERROR(WriteSynced(&b, "writing the format record"));
+  } else if (!s.ok()) {
+    return s;
+  } else if (format != std::to_string(kStoreFormatVersion)) {
+    return Status::FailedPrecondition(
+        "store '" + path_ + "' has format " + format +
+        "; this build reads format " + std::to_string(kStoreFormatVersion));
+  }
+
+  // A writer killed while writing an SST for ingestion leaves the file
+  // behind (ingested ones are moved into the DB): remove them.
+  if (!read_only()) {
+    for (const auto& e : fs::directory_iterator(path_, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("hy-ingest-", 0) == 0) fs::remove(e.path(), ec);
+    }
+  }
+
+  // The next epoch follows the newest epoch record (records are written
+  // before their data, so no chunk data can have a later epoch).
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  it->SeekForPrev("e\xff");
+  if (it->Valid() && it->key().starts_with("e") && it->key().size() == 9) {
+    next_epoch_ = keys::GetBE64(it->key().ToStringView(), 1) + 1;
+  }
+  return FromRocks(it->status(), "reading epoch records");
+}
+
+Status RocksStore::Refresh() {
+  if (options_.secondary_path.empty()) return Status::OK();
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  manifest_cache_.clear();
+  return FromRocks(db_->TryCatchUpWithPrimary(),
+                   "catching up with the primary of " + path_);
+}
+
+Status RocksStore::Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
+                       std::string* value) {
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf, key, value);
+  if (s.IsNotFound()) return Status::NotFound("key not found");
+  return FromRocks(s, "reading " + path_);
+}
+
+Status RocksStore::WriteSynced(rocksdb::WriteBatch* batch,
+                               const std::string& what) {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, batch), what);
+}
+
+Status RocksStore::Commit(const CommitRecord& commit) {
+  if (read_only()) return Status::FailedPrecondition("store is read-only");
+  if (commit.world_size < 1) {
+    return Status::InvalidArgument("world_size must be >= 1");
+  }
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  std::string ignored;
+  Status s = Get(meta_, keys::Committed(commit.version), &ignored);
+  if (s.ok()) {
+    return Status::AlreadyExists("version " + std::to_string(commit.version) +
+                                 " is already committed");
+  }
+  if (!s.IsNotFound()) return s;
+  for (int r : commit.ranks) {
+    if (r < 0 || r >= commit.world_size) {
+      return Status::InvalidArgument("rank " + std::to_string(r) +
+                                     " outside the world");
+    }
+  }
+  std::string missing;
+  for (int r : commit.LocalRanks()) {
+    s = Get(meta_, keys::Prepared(commit.version, r), &ignored);
+    if (s.IsNotFound()) {
+      missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    } else if (!s.ok()) {
+      return s;
+    }
+  }
+  if (!missing.empty()) {
+    return Status::FailedPrecondition(
+        "cannot commit version " + std::to_string(commit.version) +
+        ": ranks not prepared: " + missing);
+  }
+  CommitRecord c = commit;
+  c.logical_bytes = c.stored_bytes = c.new_bytes = 0;
+  HY_ASSIGN_OR_RETURN(std::vector<RankManifest> parts,
+                      ReadRankParts(commit.version));
+  const std::vector<int> local = commit.LocalRanks();
+  for (const RankManifest& p : parts) {
+    if (std::find(local.begin(), local.end(), p.rank) == local.end()) continue;
+    c.logical_bytes += p.logical_bytes;
+    c.stored_bytes += p.stored_bytes;
+    c.new_bytes += p.new_bytes;
+  }
+  c.wall_time_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  rocksdb::WriteBatch b;
+  b.Put(meta_, keys::Committed(c.version), EncodeCommitRecord(c));
+  return WriteSynced(&b, "writing the commit record");
+}
+
+Result<std::vector<VersionInfo>> RocksStore::ListVersions() {
+  std::map<uint64_t, VersionInfo> by_version;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  for (it->Seek("c"); it->Valid() && it->key().starts_with("c"); it->Next()) {
+    if (it->key().size() != 9) return Status::DataLoss("malformed commit key");
+    HY_ASSIGN_OR_RETURN(CommitRecord c,
+                        DecodeCommitRecord(it->value().ToStringView()));
+    VersionInfo& v = by_version[keys::GetBE64(it->key().ToStringView(), 1)];
+    v.version = c.version;
+    v.committed = true;
+    v.commit = c;
+  }
+  for (it->Seek("p"); it->Valid() && it->key().starts_with("p"); it->Next()) {
+    if (it->key().size() != 13) return Status::DataLoss("malformed prepare key");
+    const std::string_view k = it->key().ToStringView();
+    VersionInfo& v = by_version[keys::GetBE64(k, 1)];
+    v.version = keys::GetBE64(k, 1);
+    v.prepared.push_back(static_cast<int>(keys::GetBE32(k, 9)));
+  }
+  HY_RETURN_IF_ERROR(FromRocks(it->status(), "listing versions"));
+  std::vector<VersionInfo> out;
+  for (auto& [version, info] : by_version) out.push_back(std::move(info));
+  return out;
+}
+
+Result<uint64_t> RocksStore::LatestCommitted() {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  it->SeekForPrev("c\xff\xff\xff\xff\xff\xff\xff\xff\xff");
+  if (it->Valid() && it->key().starts_with("c") && it->key().size() == 9) {
+    return keys::GetBE64(it->key().ToStringView(), 1);
+  }
+  HY_RETURN_IF_ERROR(FromRocks(it->status(), "finding the latest version"));
+  return Status::NotFound("no committed version in " + path_);
+}
+
+Result<std::vector<RankManifest>> RocksStore::ReadRankParts(uint64_t version) {
+  std::vector<RankManifest> parts;
+  const std::string prefix = keys::VersionPrefix('m', version);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), manifests_));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    HY_ASSIGN_OR_RETURN(RankManifest m,
+                        DecodeRankManifest(it->value().ToStringView()));
+    if (m.version != version ||
+        static_cast<uint32_t>(m.rank) !=
+            keys::GetBE32(it->key().ToStringView(), 9)) {
+      return Status::DataLoss("rank manifest stored under the wrong key");
+    }
+    parts.push_back(std::move(m));
+  }
+  HY_RETURN_IF_ERROR(FromRocks(it->status(), "reading rank manifests"));
+  return parts;
+}
+
+Result<Manifest> RocksStore::ReadManifest(uint64_t version) {
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  return ReadManifestLocked(version);
+}
+
+Result<Manifest> RocksStore::ReadManifestLocked(uint64_t version) {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = manifest_cache_.find(version);
+    if (it != manifest_cache_.end()) return *it->second;
+  }
+  std::string value;
+  Status s = Get(meta_, keys::Committed(version), &value);
+  if (s.IsNotFound()) {
+    return Status::NotFound("version " + std::to_string(version) +
+                            " is not committed in " + path_);
+  }
+  HY_RETURN_IF_ERROR(s);
+  Manifest m;
+  HY_ASSIGN_OR_RETURN(m.commit, DecodeCommitRecord(value));
+  HY_ASSIGN_OR_RETURN(std::vector<RankManifest> parts, ReadRankParts(version));
+  std::vector<bool> seen(m.commit.world_size, false);
+  const std::vector<int> local = m.commit.LocalRanks();
+  for (const RankManifest& p : parts) {
+    if (std::find(local.begin(), local.end(), p.rank) == local.end()) continue;
+    seen[p.rank] = true;
+    HY_RETURN_IF_ERROR(MergeRankManifest(p, &m));
+  }
+  for (int r : local) {
+    if (!seen[r]) {
+      return Status::DataLoss("version " + std::to_string(version) +
+                              " is committed but rank " + std::to_string(r) +
+                              "'s manifest is missing");
+    }
+  }
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  if (manifest_cache_.size() >= 8) manifest_cache_.erase(manifest_cache_.begin());
+  manifest_cache_[version] = std::make_shared<const Manifest>(m);
+  return m;
+}
+
+}  // namespace hy::statestore

@@ -1,0 +1,203 @@
+// Store: garbage collection (see Store::Gc).
+//
+// Order of writes, so a crash at any point leaves a consistent store:
+//   1. one synced batch drops the records of dropped versions and the index
+//      entries of dead chunks, and points repacked chunks at their new epoch
+//      (whose data was ingested before);
+//   2. only then is the data of dead or repacked epochs deleted.
+// A crash between the two leaves epochs that no index entry references;
+// the next Gc finds them (live bytes 0) and deletes them.
+
+#include <rocksdb/convenience.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include "store_impl.h"
+
+namespace hy::statestore {
+
+namespace {
+
+struct EpochUse {
+  keys::EpochRecord record;
+  uint64_t live_bytes = 0;
+  // Chunks still referenced, with where they are.
+  std::vector<std::pair<Hash128, keys::ChunkLocation>> live;
+};
+
+void DeleteVersionRecords(rocksdb::WriteBatch* b, rocksdb::ColumnFamilyHandle* meta,
+                          rocksdb::ColumnFamilyHandle* manifests, uint64_t v) {
+  b->Delete(meta, keys::Committed(v));
+  for (char tag : {'p'}) {
+    b->DeleteRange(meta, keys::VersionPrefix(tag, v),
+                   keys::VersionPrefix(tag, v + 1));
+  }
+  for (char tag : {'m', 'b'}) {
+    b->DeleteRange(manifests, keys::VersionPrefix(tag, v),
+                   keys::VersionPrefix(tag, v + 1));
+  }
+}
+
+}  // namespace
+
+Status RocksStore::DeleteEpochData(uint64_t epoch) {
+  const std::string begin = keys::EpochBegin(epoch);
+  const std::string end = keys::EpochBegin(epoch + 1);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  HY_RETURN_IF_ERROR(FromRocks(db_->DeleteRange(wo, chunks_, begin, end),
+                               "deleting epoch " + std::to_string(epoch)));
+  const rocksdb::Slice b(begin), e(end);
+  HY_RETURN_IF_ERROR(FromRocks(
+      rocksdb::DeleteFilesInRange(db_, chunks_, &b, &e, /*include_end=*/false),
+      "dropping the files of epoch " + std::to_string(epoch)));
+  rocksdb::WriteBatch batch;
+  batch.Delete(meta_, keys::Epoch(epoch));
+  return WriteSynced(&batch, "dropping an epoch record");
+}
+
+Result<GcReport> RocksStore::Gc(const GcOptions& options) {
+  if (read_only()) return Status::FailedPrecondition("store is read-only");
+  std::unique_lock<std::shared_mutex> gc(gc_mu_);
+  GcReport report;
+  HY_ASSIGN_OR_RETURN(std::vector<VersionInfo> versions, ListVersions());
+
+  // Which versions stay.
+  std::vector<uint64_t> committed;
+  for (const VersionInfo& v : versions) {
+    if (v.committed) committed.push_back(v.version);
+  }
+  std::set<uint64_t> keep;
+  for (size_t i = committed.size() > options.keep_last
+                      ? committed.size() - options.keep_last
+                      : 0;
+       i < committed.size(); ++i) {
+    keep.insert(committed[i]);
+  }
+  for (uint64_t p : options.pinned) {
+    if (std::binary_search(committed.begin(), committed.end(), p)) keep.insert(p);
+  }
+  const uint64_t newest_kept = keep.empty() ? 0 : *keep.rbegin();
+  rocksdb::WriteBatch batch;
+  std::vector<uint64_t> survivors;  // Versions whose chunks stay live.
+  for (const VersionInfo& v : versions) {
+    const bool dropped = v.committed ? keep.count(v.version) == 0
+                                     : (!keep.empty() && v.version < newest_kept);
+    if (dropped) {
+      DeleteVersionRecords(&batch, meta_, manifests_, v.version);
+      (v.committed ? report.dropped_versions : report.dropped_uncommitted)
+          .push_back(v.version);
+    } else {
+      survivors.push_back(v.version);
+    }
+  }
+
+  // Mark: every chunk a surviving version references.
+  std::set<Hash128> live;
+  for (uint64_t v : survivors) {
+    HY_ASSIGN_OR_RETURN(std::vector<RankManifest> parts, ReadRankParts(v));
+    for (const RankManifest& p : parts) {
+      for (const TensorEntry& t : p.tensors) {
+        for (const ShardEntry& s : t.shards) {
+          for (const ChunkRef& c : s.chunks) live.insert(c.address);
+        }
+      }
+    }
+  }
+
+  // Sweep the index, and tally what stays live in each epoch.
+  std::map<uint64_t, EpochUse> epochs;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  for (it->Seek("e"); it->Valid() && it->key().starts_with("e"); it->Next()) {
+    EpochUse u;
+    if (it->key().size() != 9 ||
+        !keys::DecodeEpoch(it->value().ToStringView(), &u.record)) {
+      return Status::DataLoss("corrupt epoch record");
+    }
+    epochs[keys::GetBE64(it->key().ToStringView(), 1)] = u;
+  }
+  std::map<Hash128, keys::ChunkLocation> index;
+  for (it->Seek("a"); it->Valid() && it->key().starts_with("a"); it->Next()) {
+    keys::ChunkLocation loc;
+    if (it->key().size() != 17 ||
+        !keys::DecodeLocation(it->value().ToStringView(), &loc)) {
+      return Status::DataLoss("corrupt chunk index entry");
+    }
+    index[keys::GetHash(it->key().ToStringView(), 1)] = loc;
+  }
+  HY_RETURN_IF_ERROR(FromRocks(it->status(), "scanning the chunk index"));
+  // A live delta chunk keeps its whole base chain alive.
+  std::vector<Hash128> stack(live.begin(), live.end());
+  while (!stack.empty()) {
+    const Hash128 a = stack.back();
+    stack.pop_back();
+    auto entry = index.find(a);
+    if (entry != index.end() && entry->second.depth > 0 &&
+        live.insert(entry->second.base).second) {
+      stack.push_back(entry->second.base);
+    }
+  }
+  for (const auto& [a, loc] : index) {
+    if (live.count(a)) {
+      EpochUse& u = epochs[loc.epoch];
+      u.live_bytes += loc.stored_length;
+      u.live.push_back({a, loc});
+    } else {
+      batch.Delete(meta_, keys::ChunkIndex(a));
+      ++report.dropped_chunks;
+      report.reclaimed_bytes += loc.stored_length;
+    }
+  }
+
+  // Epochs to delete outright, and sparse ones to repack first.
+  std::vector<uint64_t> doomed;
+  for (auto& [epoch, u] : epochs) {
+    if (u.live.empty()) {
+      doomed.push_back(epoch);
+      continue;
+    }
+    if (!u.record.sealed || u.record.bytes == 0 ||
+        static_cast<double>(u.live_bytes) >=
+            options.repack_below * static_cast<double>(u.record.bytes)) {
+      continue;
+    }
+    std::vector<EncodedChunk> moved;
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    for (const auto& [a, loc] : u.live) {
+      std::string value;
+      HY_RETURN_IF_ERROR(FromRocks(
+          db_->Get(ro, chunks_, keys::Chunk(epoch, a), &value),
+          "repacking chunk " + a.ToHex()));
+      moved.push_back({a, std::move(value), loc.depth, loc.base, loc.encoding});
+    }
+    uint64_t fresh = 0;
+    HY_RETURN_IF_ERROR(WriteEpoch(&moved, &fresh));
+    keys::EpochRecord r;
+    r.chunks = moved.size();
+    for (const EncodedChunk& c : moved) {
+      r.bytes += c.value.size();
+      batch.Put(meta_, keys::ChunkIndex(c.address),
+                keys::EncodeLocation(
+                    {fresh, c.value.size(), c.depth, c.base, c.encoding}));
+    }
+    r.sealed = true;
+    batch.Put(meta_, keys::Epoch(fresh), keys::EncodeEpoch(r));
+    report.repacked_bytes += r.bytes;
+    report.reclaimed_bytes += u.record.bytes - u.live_bytes;
+    doomed.push_back(epoch);
+  }
+  HY_RETURN_IF_ERROR(WriteSynced(&batch, "garbage collection"));
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    manifest_cache_.clear();
+  }
+  for (uint64_t epoch : doomed) HY_RETURN_IF_ERROR(DeleteEpochData(epoch));
+  return report;
+}
+
+}  // namespace hy::statestore

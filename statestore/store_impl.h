@@ -1,0 +1,121 @@
+// Internal: the RocksDB implementation of Store (see store.h), split over
+// store.cc (open, commit, listing), store_write.cc (Save, SaveAsync),
+// store_read.cc (reads, Verify) and store_gc.cc (Gc).
+
+#ifndef HY_STATESTORE_STORE_IMPL_H_
+#define HY_STATESTORE_STORE_IMPL_H_
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hy/common/thread_pool.h"
+#include "hy/statestore/store.h"
+#include "keys.h"
+
+namespace hy::statestore {
+
+// Converts a RocksDB status; `what` says what was being done.
+Status FromRocks(const rocksdb::Status& s, const std::string& what);
+
+class RocksStore : public Store {
+ public:
+  RocksStore(std::string path, const StoreOptions& options);
+  ~RocksStore() override;
+
+  // Opens RocksDB and checks the format. Called once by Store::Open.
+  Status Init();
+
+  Status Save(const SavePart& part, SaveStats* stats) override;
+  Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) override;
+  Status Commit(const CommitRecord& commit) override;
+  Result<std::vector<VersionInfo>> ListVersions() override;
+  Result<uint64_t> LatestCommitted() override;
+  Result<Manifest> ReadManifest(uint64_t version) override;
+  Status ReadRegion(uint64_t version, const std::string& tensor,
+                    FlatRun region, MutableBytes out) override;
+  Status ReadShard(uint64_t version, const std::string& tensor, int rank,
+                   MutableBytes out) override;
+  Result<std::string> ReadBlob(uint64_t version, const std::string& name,
+                               int rank) override;
+  Result<VerifyReport> Verify(uint64_t version) override;
+  Result<GcReport> Gc(const GcOptions& options) override;
+  const std::string& path() const override { return path_; }
+  Status Refresh() override;
+
+ private:
+  struct EncodedChunk {
+    Hash128 address;
+    std::string value;
+    uint8_t depth = 0;  // Delta chain depth; 0 for a full chunk.
+    Hash128 base;       // The delta base's address when depth > 0.
+    std::string encoding;  // Only set when repacking.
+  };
+  struct Staged;  // SaveAsync's copy of a part.
+
+  bool read_only() const {
+    return options_.read_only || !options_.secondary_path.empty();
+  }
+  Status SaveLocked(const SavePart& part, SaveStats* stats);
+  // Writes `chunks` (any order; sorted here) as one SST and ingests it as a
+  // new epoch. Sets *epoch.
+  Status WriteEpoch(std::vector<EncodedChunk>* chunks, uint64_t* epoch);
+  // Decodes the chunk `ref` into `out` (ref.raw_length bytes) and checks it
+  // against its address. DataLoss if missing or corrupt.
+  Status ReadChunk(const ChunkRef& ref, MutableBytes out);
+  Status ReadChunkAt(const Hash128& address, uint64_t raw_length,
+                     MutableBytes out, int level);
+  // Where the previous committed version before `version` keeps each
+  // shard's chunks: tensor name -> its shard entry for `rank`.
+  Result<std::map<std::string, ShardEntry>> PreviousShards(uint64_t version,
+                                                           int rank);
+  Result<Manifest> ReadManifestLocked(uint64_t version);
+  Result<std::string> ReadBlobLocked(const Manifest& m,
+                                     const std::string& name, int rank);
+  Result<std::vector<RankManifest>> ReadRankParts(uint64_t version);
+  Status DeleteEpochData(uint64_t epoch);
+  Status Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
+             std::string* value);  // NotFound passes through as NotFound.
+  Status WriteSynced(rocksdb::WriteBatch* batch, const std::string& what);
+
+  const std::string path_;
+  const StoreOptions options_;
+  rocksdb::DB* db_ = nullptr;
+  rocksdb::ColumnFamilyHandle* chunks_ = nullptr;
+  rocksdb::ColumnFamilyHandle* manifests_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ColumnFamilyOptions chunk_cf_options_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+
+  std::unique_ptr<ThreadPool> pool_;
+
+  // Saves and reads hold it shared; Gc exclusive.
+  std::shared_mutex gc_mu_;
+  // Serializes prepare/commit checks with their writes.
+  std::mutex commit_mu_;
+
+  std::mutex epoch_mu_;
+  uint64_t next_epoch_ = 1;  // Guarded by epoch_mu_.
+
+  std::mutex cache_mu_;
+  std::map<uint64_t, std::shared_ptr<const Manifest>> manifest_cache_;
+
+  std::mutex staging_mu_;
+  std::condition_variable staging_cv_;
+  uint64_t staging_used_ = 0;  // Guarded by staging_mu_.
+
+  // Runs SaveAsync work; declared last so it drains before the rest dies.
+  std::unique_ptr<ThreadPool> async_pool_;
+};
+
+}  // namespace hy::statestore
+
+#endif  // HY_STATESTORE_STORE_IMPL_H_

@@ -1,0 +1,309 @@
+// Store: the read path (ReadRegion, ReadShard, ReadBlob) and Verify.
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "store_impl.h"
+
+namespace hy::statestore {
+
+namespace {
+
+// One copy from a decoded chunk into the output buffer.
+struct Piece {
+  uint64_t chunk_offset = 0;  // Bytes into the decoded chunk.
+  uint64_t out_offset = 0;    // Bytes into the output.
+  uint64_t length = 0;
+};
+
+struct ChunkTask {
+  ChunkRef ref;
+  std::vector<Piece> pieces;
+};
+
+// Per-thread buffer for one decoded chunk.
+std::string& ChunkScratch(size_t n) {
+  thread_local std::string buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf;
+}
+
+// Removes from `piece` (global element range) what `covered` already holds
+// and returns the uncovered parts. `covered` maps begin -> end, disjoint.
+std::vector<FlatRun> Uncovered(const std::map<int64_t, int64_t>& covered,
+                               FlatRun piece) {
+  std::vector<FlatRun> out;
+  int64_t pos = piece.offset;
+  const int64_t end = piece.end();
+  auto it = covered.upper_bound(pos);
+  if (it != covered.begin()) --it;
+  for (; it != covered.end() && it->first < end && pos < end; ++it) {
+    if (it->second <= pos) continue;
+    if (it->first > pos) out.push_back({pos, it->first - pos});
+    pos = std::max(pos, it->second);
+  }
+  if (pos < end) out.push_back({pos, end - pos});
+  return out;
+}
+
+void AddCovered(std::map<int64_t, int64_t>* covered, FlatRun run) {
+  (*covered)[run.offset] = run.end();  // Disjoint by construction.
+}
+
+}  // namespace
+
+Status RocksStore::ReadChunk(const ChunkRef& ref, MutableBytes out) {
+  return ReadChunkAt(ref.address, ref.raw_length, out, 0);
+}
+
+Status RocksStore::ReadChunkAt(const Hash128& address, uint64_t raw_length,
+                               MutableBytes out, int level) {
+  // Chains are bounded by delta_max_chain when written; a deeper one is
+  // damage (or a cycle), not data.
+  constexpr int kMaxChainDepth = 255;
+  if (level > kMaxChainDepth) {
+    return Status::DataLoss("delta chain through chunk " + address.ToHex() +
+                            " is deeper than any hy writes");
+  }
+  ChunkRef ref;
+  ref.address = address;
+  ref.raw_length = raw_length;
+  std::string loc_value;
+  Status s = Get(meta_, keys::ChunkIndex(ref.address), &loc_value);
+  keys::ChunkLocation loc;
+  if (s.IsNotFound() || (s.ok() && !keys::DecodeLocation(loc_value, &loc))) {
+    return Status::DataLoss("chunk " + ref.address.ToHex() +
+                            " is missing from the chunk index");
+  }
+  HY_RETURN_IF_ERROR(s);
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  ro.verify_checksums = true;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status rs =
+      db_->Get(ro, chunks_, keys::Chunk(loc.epoch, ref.address), &value);
+  if (rs.IsNotFound()) {
+    return Status::DataLoss("chunk " + ref.address.ToHex() +
+                            " is missing from epoch " +
+                            std::to_string(loc.epoch));
+  }
+  HY_RETURN_IF_ERROR(FromRocks(rs, "reading chunk " + ref.address.ToHex()));
+  const ConstBytes encoded(value.data(), value.size());
+  Result<ChunkHeader> h = ParseChunkHeader(encoded);
+  if (!h.ok()) return h.status().WithContext("chunk " + ref.address.ToHex());
+  if (h->raw_length != ref.raw_length) {
+    return Status::DataLoss("chunk " + ref.address.ToHex() + " decodes to " +
+                            std::to_string(h->raw_length) +
+                            " bytes, the manifest says " +
+                            std::to_string(ref.raw_length));
+  }
+  std::string base;
+  if (h->xor_delta) {
+    if (loc.depth == 0) {
+      return Status::DataLoss("chunk " + ref.address.ToHex() +
+                              " is a delta but its index entry names no base");
+    }
+    base.resize(raw_length);
+    HY_RETURN_IF_ERROR(
+        ReadChunkAt(loc.base, raw_length, MutableBytes(base), level + 1)
+            .WithContext("base of chunk " + ref.address.ToHex()));
+  }
+  HY_RETURN_IF_ERROR(DecodeChunk(encoded, base, out).WithContext(
+      "chunk " + ref.address.ToHex()));
+  // End to end: lossless chunks must hash back to their address.
+  if (!h->bf16_cast && ContentHash(out) != ref.address) {
+    return Status::DataLoss("chunk " + ref.address.ToHex() +
+                            " does not match its address");
+  }
+  return Status::OK();
+}
+
+Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,
+                              FlatRun region, MutableBytes out) {
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
+  auto t = m.tensors.find(tensor);
+  if (t == m.tensors.end()) {
+    return Status::NotFound("no tensor '" + tensor + "' in version " +
+                            std::to_string(version));
+  }
+  const TensorMeta& meta = t->second.meta;
+  const uint64_t es = DTypeSize(meta.dtype);
+  const int64_t numel = *meta.NumElements();
+  if (region.offset < 0 || region.length < 0 || region.offset > numel ||
+      region.length > numel - region.offset) {
+    return Status::InvalidArgument("region outside tensor '" + tensor + "'");
+  }
+  if (out.size() != static_cast<uint64_t>(region.length) * es) {
+    return Status::InvalidArgument("output buffer has the wrong size");
+  }
+
+  // Plan: which chunks hold which parts of the region. A replicated region
+  // is read once, from the first shard (in rank order) that holds it.
+  std::map<int64_t, int64_t> covered;
+  std::vector<ChunkTask> tasks;
+  for (const ShardEntry& s : t->second.shards) {
+    HY_ASSIGN_OR_RETURN(std::vector<FlatRun> runs,
+                        s.geometry.ToFlatRuns(meta.shape));
+    std::map<size_t, size_t> task_of_chunk;
+    for (const RunOverlap& o : IntersectRuns(runs, region)) {
+      for (const FlatRun& u :
+           Uncovered(covered, FlatRun{o.global_offset, o.length})) {
+        AddCovered(&covered, u);
+        uint64_t local = (o.local_offset + (u.offset - o.global_offset)) * es;
+        uint64_t dst = (u.offset - region.offset) * es;
+        uint64_t left = u.length * es;
+        while (left > 0) {
+          const size_t ci = local / s.chunk_bytes;
+          if (ci >= s.chunks.size()) {
+            return Status::DataLoss("shard of '" + tensor +
+                                    "' has too few chunks");
+          }
+          const uint64_t in_chunk = local - ci * s.chunk_bytes;
+          const uint64_t n =
+              std::min(left, s.chunks[ci].raw_length - in_chunk);
+          auto [it, fresh] = task_of_chunk.emplace(ci, tasks.size());
+          if (fresh) tasks.push_back({s.chunks[ci], {}});
+          tasks[it->second].pieces.push_back({in_chunk, dst, n});
+          local += n;
+          dst += n;
+          left -= n;
+        }
+      }
+    }
+  }
+  int64_t total = 0;
+  for (const auto& [b, e] : covered) total += e - b;
+  if (total != region.length) {
+    return Status::DataLoss("no shard of '" + tensor + "' in version " +
+                            std::to_string(version) +
+                            " holds part of the region");
+  }
+
+  // Decode the chunks in parallel, each into a per-thread buffer.
+  std::vector<Status> results(tasks.size());
+  pool_->ParallelFor(tasks.size(), [&](size_t i) {
+    const ChunkTask& t = tasks[i];
+    if (t.pieces.size() == 1 && t.pieces[0].length == t.ref.raw_length) {
+      // The whole chunk lands in one place: decode straight into it.
+      results[i] = ReadChunk(
+          t.ref, out.subspan(t.pieces[0].out_offset, t.ref.raw_length));
+      return;
+    }
+    std::string& buf = ChunkScratch(tasks[i].ref.raw_length);
+    MutableBytes chunk(buf.data(), tasks[i].ref.raw_length);
+    results[i] = ReadChunk(tasks[i].ref, chunk);
+    if (!results[i].ok()) return;
+    for (const Piece& p : tasks[i].pieces) {
+      std::memcpy(out.data() + p.out_offset, chunk.data() + p.chunk_offset,
+                  p.length);
+    }
+  });
+  for (Status& s : results) HY_RETURN_IF_ERROR(s);
+  return Status::OK();
+}
+
+Status RocksStore::ReadShard(uint64_t version, const std::string& tensor,
+                             int rank, MutableBytes out) {
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
+  auto t = m.tensors.find(tensor);
+  if (t == m.tensors.end()) {
+    return Status::NotFound("no tensor '" + tensor + "' in version " +
+                            std::to_string(version));
+  }
+  for (const ShardEntry& s : t->second.shards) {
+    if (s.rank != rank) continue;
+    uint64_t bytes = 0;
+    for (const ChunkRef& c : s.chunks) bytes += c.raw_length;
+    if (out.size() != bytes) {
+      return Status::InvalidArgument("output buffer has " +
+                                     std::to_string(out.size()) +
+                                     " bytes, the shard " +
+                                     std::to_string(bytes));
+    }
+    std::vector<Status> results(s.chunks.size());
+    pool_->ParallelFor(s.chunks.size(), [&](size_t i) {
+      results[i] = ReadChunk(
+          s.chunks[i], out.subspan(i * s.chunk_bytes, s.chunks[i].raw_length));
+    });
+    for (Status& st : results) HY_RETURN_IF_ERROR(st);
+    return Status::OK();
+  }
+  return Status::NotFound("rank " + std::to_string(rank) +
+                          " holds no shard of '" + tensor + "'");
+}
+
+Result<std::string> RocksStore::ReadBlob(uint64_t version,
+                                         const std::string& name, int rank) {
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
+  return ReadBlobLocked(m, name, rank);
+}
+
+Result<std::string> RocksStore::ReadBlobLocked(const Manifest& m,
+                                               const std::string& name,
+                                               int rank) {
+  const uint64_t version = m.commit.version;
+  for (const BlobEntry& b : m.blobs) {
+    if (b.name != name || b.rank != rank) continue;
+    std::string value;
+    Status s = Get(manifests_, keys::Blob(version, rank, name), &value);
+    if (s.IsNotFound()) return Status::DataLoss("blob '" + name + "' is missing");
+    HY_RETURN_IF_ERROR(s);
+    if (value.size() != b.size || ContentHash(value) != b.hash) {
+      return Status::DataLoss("blob '" + name + "' is damaged");
+    }
+    return value;
+  }
+  return Status::NotFound("no blob '" + name + "' for rank " +
+                          std::to_string(rank) + " in version " +
+                          std::to_string(version));
+}
+
+Result<VerifyReport> RocksStore::Verify(uint64_t version) {
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
+  struct Item {
+    const std::string* tensor;
+    int rank;
+    size_t index;
+    const ChunkRef* ref;
+  };
+  std::vector<Item> items;
+  for (const auto& [name, t] : m.tensors) {
+    for (const ShardEntry& s : t.shards) {
+      for (size_t i = 0; i < s.chunks.size(); ++i) {
+        items.push_back({&name, s.rank, i, &s.chunks[i]});
+      }
+    }
+  }
+  VerifyReport report;
+  std::mutex mu;
+  pool_->ParallelFor(items.size(), [&](size_t i) {
+    const Item& it = items[i];
+    std::string& buf = ChunkScratch(it.ref->raw_length);
+    Status s = ReadChunk(*it.ref, MutableBytes(buf.data(), it.ref->raw_length));
+    std::lock_guard<std::mutex> lock(mu);
+    ++report.chunks_checked;
+    report.bytes_checked += it.ref->raw_length;
+    if (!s.ok()) {
+      report.bad.push_back({*it.tensor, it.rank, it.index, it.ref->address, s});
+    }
+  });
+  std::sort(report.bad.begin(), report.bad.end(),
+            [](const BadChunk& a, const BadChunk& b) {
+              return std::tie(a.tensor, a.rank, a.index) <
+                     std::tie(b.tensor, b.rank, b.index);
+            });
+  for (const BlobEntry& b : m.blobs) {
+    Result<std::string> data = ReadBlobLocked(m, b.name, b.rank);
+    if (!data.ok()) {
+      report.bad.push_back({"blob:" + b.name, b.rank, 0, b.hash, data.status()});
+    }
+  }
+  return report;
+}
+
+}  // namespace hy::statestore

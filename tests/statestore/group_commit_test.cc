@@ -1,0 +1,129 @@
+// Two-phase commit across per-rank stores, with four real processes: each
+// rank is a forked process that owns its store; nothing is shared but the
+// file system.
+
+#include "hy/statestore/group_commit.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "store_test_util.h"
+
+namespace hy::statestore {
+namespace {
+
+using testing::Bytes;
+using testing::TempDir;
+
+constexpr int kWorld = 4;
+constexpr int kRefused = 10;   // Exit code: commit refused, as expected.
+constexpr int kTimedOut = 11;  // Exit code: follower gave up, as expected.
+
+std::string RankPath(const std::string& root, int rank) {
+  return root + "/rank-" + std::to_string(rank);
+}
+
+// The part of version v that `rank` holds: a quarter of a flat tensor.
+std::vector<uint8_t> Quarter(uint64_t v, int rank) {
+  return Bytes(4096, v * 100 + rank);
+}
+
+Status SaveQuarter(Store* store, uint64_t v, int rank) {
+  const auto data = Quarter(v, rank);
+  SavePart p;
+  p.version = v;
+  p.rank = rank;
+  ShardData s;
+  s.meta = TensorMeta{"w", DType::kU8, {4096 * kWorld}};
+  s.geometry = ShardGeometry::FromRuns({FlatRun{rank * 4096, 4096}});
+  s.data = ConstBytes(data);
+  p.shards.push_back(s);
+  return store->Save(p, nullptr);
+}
+
+CommitRecord Record(uint64_t v, int rank) {
+  CommitRecord c;
+  c.version = v;
+  c.step = v;
+  c.world_size = kWorld;
+  c.ranks = {rank};
+  c.layout = "fsdp=4";
+  return c;
+}
+
+// One rank's process. Version 1: every rank prepares and it commits.
+// Version 2: rank 3 has "died" and never prepares, so it must not commit.
+[[noreturn]] void Rank(const std::string& root, int rank) {
+  auto opened = Store::Open(RankPath(root, rank), testing::SmallChunks());
+  if (!opened.ok()) _exit(2);
+  std::unique_ptr<Store> store = std::move(opened).value();
+  std::vector<PeerStore> peers;
+  for (int r = 1; r < kWorld; ++r) peers.push_back({r, RankPath(root, r)});
+  const auto kLong = std::chrono::milliseconds(30000);
+  const auto kShort = std::chrono::milliseconds(1500);
+
+  if (!SaveQuarter(store.get(), 1, rank).ok()) _exit(3);
+  Status s = rank == 0 ? CommitAcrossStores(store.get(), Record(1, 0), peers, kLong)
+                       : FollowCommit(store.get(), rank, RankPath(root, 0), 1, kLong);
+  if (!s.ok()) _exit(4);
+  if (rank == 3) _exit(0);  // Gone before version 2.
+
+  if (!SaveQuarter(store.get(), 2, rank).ok()) _exit(5);
+  if (rank == 0) {
+    s = CommitAcrossStores(store.get(), Record(2, 0), peers, kShort);
+    _exit(s.code() == StatusCode::kUnavailable &&
+                  s.message().find("ranks 3 did not prepare") != std::string_view::npos
+              ? kRefused
+              : 6);
+  }
+  s = FollowCommit(store.get(), rank, RankPath(root, 0), 2, kShort);
+  _exit(s.code() == StatusCode::kUnavailable ? kTimedOut : 7);
+}
+
+TEST(GroupCommitTest, FourProcessesCommitOnlyWhenEveryRankPrepared) {
+  TempDir dir;
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) Rank(dir.path(), rank);
+    pids.push_back(pid);
+  }
+  const int want[kWorld] = {kRefused, kTimedOut, kTimedOut, 0};
+  for (int rank = 0; rank < kWorld; ++rank) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pids[rank], &status, 0), pids[rank]);
+    ASSERT_TRUE(WIFEXITED(status)) << "rank " << rank;
+    EXPECT_EQ(WEXITSTATUS(status), want[rank]) << "rank " << rank;
+  }
+
+  // Every store: version 1 committed with its own quarter; version 2 never.
+  for (int rank = 0; rank < kWorld; ++rank) {
+    StoreOptions ro = testing::SmallChunks();
+    ro.read_only = true;
+    auto store = *Store::Open(RankPath(dir.path(), rank), ro);
+    auto versions = *store->ListVersions();
+    ASSERT_GE(versions.size(), 1u);
+    EXPECT_TRUE(versions[0].committed) << "rank " << rank;
+    EXPECT_EQ(versions[0].commit.ranks, std::vector<int>{rank});
+    EXPECT_EQ(*store->LatestCommitted(), 1u) << "rank " << rank;
+    EXPECT_TRUE(store->ReadManifest(2).status().IsNotFound()) << "rank " << rank;
+    if (rank < 3) {
+      ASSERT_EQ(versions.size(), 2u);
+      EXPECT_FALSE(versions[1].committed);
+      EXPECT_EQ(versions[1].prepared, std::vector<int>{rank});
+    }
+    std::vector<uint8_t> mine(4096);
+    ASSERT_TRUE(store->ReadRegion(1, "w", {rank * 4096, 4096}, MutableBytes(mine)).ok());
+    EXPECT_EQ(mine, Quarter(1, rank));
+    // A node's store holds only its own shard.
+    const int other = (rank + 1) % kWorld;
+    EXPECT_TRUE(store->ReadRegion(1, "w", {other * 4096, 4096}, MutableBytes(mine))
+                    .IsDataLoss());
+  }
+}
+
+}  // namespace
+}  // namespace hy::statestore

@@ -14,6 +14,9 @@ packages=(
   librocksdb-dev libzstd-dev libxxhash-dev zstd
   # Tests, benchmarks, CLI, config.
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+  # Metrics: HTTP exporter and Pushgateway client (civetweb), gzip (zlib);
+  # the real Prometheus server, promtool and Pushgateway for the tests.
+  libcivetweb-dev zlib1g-dev prometheus prometheus-pushgateway
 )
 
 missing=()

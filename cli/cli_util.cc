@@ -1,0 +1,74 @@
+#include "cli_util.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+
+namespace hy::cli {
+
+std::string ExitCodeHelp() {
+  return "Exit codes:\n"
+         "  0   success\n"
+         "  1   error\n"
+         "  2   not found (a named version, store or object does not exist)\n"
+         "  3   data loss (stored data is corrupt or truncated)\n"
+         "  64  bad usage (unknown option, missing or invalid argument)\n"
+         "Data is written to stdout, diagnostics to stderr.";
+}
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return kExitOk;
+    case StatusCode::kNotFound:
+      return kExitNotFound;
+    case StatusCode::kDataLoss:
+      return kExitDataLoss;
+    default:
+      return kExitError;
+  }
+}
+
+int Report(std::string_view command, const Status& status) {
+  if (!status.ok()) {
+    std::cerr << "hyctl " << command << ": " << status.ToString() << "\n";
+  }
+  return ExitCodeFor(status);
+}
+
+void AddOutputOption(CLI::App* command, std::string* format,
+                     const std::vector<std::string>& formats) {
+  *format = formats.front();
+  std::string names;
+  for (const std::string& f : formats) names += (names.empty() ? "" : "|") + f;
+  command->add_option("-o,--output", *format, "Output format: " + names)
+      ->check(CLI::IsMember(formats))
+      ->capture_default_str();
+}
+
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  measure(header);
+  for (const auto& row : rows) measure(row);
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header);
+  for (const auto& row : rows) emit(row);
+  return out;
+}
+
+}  // namespace hy::cli

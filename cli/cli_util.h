@@ -1,0 +1,52 @@
+// Conventions every hyctl command follows: exit codes, error reporting and
+// the -o/--output option. Data goes to stdout, diagnostics to stderr.
+//
+// Thread-safety: hyctl is single-threaded; these helpers keep no state.
+
+#ifndef HY_CLI_CLI_UTIL_H_
+#define HY_CLI_CLI_UTIL_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hy/common/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace hy::cli {
+
+// hyctl's exit codes (also listed in `hyctl --help`).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,     // Any other failure.
+  kExitNotFound = 2,  // A named thing (version, store, metric) is missing.
+  kExitDataLoss = 3,  // Stored data is corrupt or truncated.
+  kExitUsage = 64,    // Bad command line (EX_USAGE).
+};
+
+// The epilogue of `hyctl --help` that documents the exit codes.
+std::string ExitCodeHelp();
+
+// Returns the exit code for `status` (kExitOk for OK).
+int ExitCodeFor(const Status& status);
+
+// Prints "hyctl <command>: <status>" to stderr unless OK, and returns
+// ExitCodeFor(status).
+int Report(std::string_view command, const Status& status);
+
+// Adds "-o,--output FORMAT" to `command`, accepting only `formats` (the first
+// is the default) and storing the choice in `*format`.
+void AddOutputOption(CLI::App* command, std::string* format,
+                     const std::vector<std::string>& formats);
+
+// Formats rows as a left-aligned table with a header row, columns separated
+// by two spaces, trailing spaces trimmed, one row per line.
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace hy::cli
+
+#endif  // HY_CLI_CLI_UTIL_H_

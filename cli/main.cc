@@ -1,0 +1,43 @@
+// hyctl: the command-line tool of hy. Each noun (metrics, and later store,
+// reshard, train, ...) adds itself from its own <noun>_command.cc.
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "cli_util.h"
+#include "hy/metrics/hy_metrics.h"
+#include "metrics_command.h"
+#include "store_commands.h"
+
+int main(int argc, char** argv) {
+  using hy::cli::kExitError;
+  using hy::cli::kExitOk;
+  using hy::cli::kExitUsage;
+
+  CLI::App app{
+      "hyctl: keeps the training state of RL post-training jobs "
+      "consistent and recoverable.",
+      "hyctl"};
+  app.footer(hy::cli::ExitCodeHelp());
+  app.set_version_flag("--version",
+                       "hyctl " + std::string(hy::metrics::HyVersion()));
+  app.require_subcommand(1);
+
+  int exit_code = kExitOk;
+  hy::cli::AddMetricsCommand(&app, &exit_code);
+  hy::cli::AddStoreCommands(&app, &exit_code);
+  hy::cli::AddTransferCommands(&app, &exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version arrive here too, with exit code 0.
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "hyctl: " << e.what() << "\n";
+    return kExitError;
+  }
+  return exit_code;
+}

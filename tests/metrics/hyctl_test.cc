@@ -1,0 +1,106 @@
+// hyctl as a user runs it: `hyctl metrics` in each output format, its exit
+// codes, and promtool on its output.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "hy/metrics/exposer.h"
+#include "hy/metrics/hy_metrics.h"
+#include "hy/metrics/text_format.h"
+#include "subprocess.h"
+
+namespace hy::metrics {
+namespace {
+
+testing::ProcessResult Hyctl(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {HY_HYCTL_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = testing::RunProcess(argv, "", 30000);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : testing::ProcessResult{};
+}
+
+std::string Reference() {
+  Registry r;
+  EXPECT_TRUE(HyMetrics::Register(r).ok());
+  EXPECT_TRUE(RegisterExporterMetrics(r).ok());
+  return SerializeText(r.Collect());
+}
+
+TEST(HyctlTest, MetricsPrintsTheExpositionOfEveryHyMetric) {
+  auto r = Hyctl({"metrics"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, Reference());
+  EXPECT_NE(r.out.find("# TYPE hy_reshard_duration_seconds histogram\n"),
+            std::string::npos);
+  EXPECT_NE(r.out.find("hy_build_info{version=\"" + std::string(HyVersion()) +
+                       "\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(Hyctl({"metrics", "-o", "text"}).out, r.out);
+}
+
+TEST(HyctlTest, MetricsOutputPassesPromtool) {
+  std::string promtool = testing::FindExecutable("promtool");
+  ASSERT_FALSE(promtool.empty())
+      << testing::MissingBinaryMessage("promtool", "prometheus");
+  auto out = Hyctl({"metrics"});
+  auto r = testing::RunProcess({promtool, "check", "metrics"}, out.out, 30000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 0) << r->out << r->err;
+  EXPECT_EQ(r->out + r->err, "");
+}
+
+TEST(HyctlTest, MetricsTable) {
+  auto r = Hyctl({"metrics", "-o", "table"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("NAME", 0), 0u);
+  EXPECT_NE(r.out.find("hy_reshard_bytes_total"), std::string::npos);
+  EXPECT_NE(r.out.find("direction,transport,wire"), std::string::npos);
+  size_t lines = std::count(r.out.begin(), r.out.end(), '\n');
+  EXPECT_EQ(lines, 1u + 19u);  // Header + 16 hy + 3 exporter families.
+}
+
+TEST(HyctlTest, MetricsJson) {
+  auto r = Hyctl({"metrics", "--output", "json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_TRUE(j.is_array());
+  EXPECT_EQ(j.size(), 19u);
+  bool found = false;
+  for (const auto& f : j) {
+    if (f["name"] == "hy_reshard_phase_seconds") {
+      found = true;
+      EXPECT_EQ(f["type"], "histogram");
+      EXPECT_EQ(f["labels"], nlohmann::json::array({"phase"}));
+      EXPECT_EQ(f["buckets"].size(), 16u);
+      EXPECT_EQ(f["series"].size(), 4u);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(HyctlTest, UsageErrorsExit64AndHelpDocumentsExitCodes) {
+  auto bad_format = Hyctl({"metrics", "-o", "yaml"});
+  EXPECT_EQ(bad_format.exit_code, 64);
+  EXPECT_EQ(bad_format.out, "");
+  EXPECT_NE(bad_format.err, "");
+  EXPECT_EQ(Hyctl({}).exit_code, 64);
+  EXPECT_EQ(Hyctl({"no-such-command"}).exit_code, 64);
+  EXPECT_EQ(Hyctl({"metrics", "--bogus"}).exit_code, 64);
+
+  auto help = Hyctl({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* text :
+       {"metrics", "Exit codes", "64", "data loss", "not found"}) {
+    EXPECT_NE(help.out.find(text), std::string::npos) << text;
+  }
+  auto version = Hyctl({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out, "hyctl " + std::string(HyVersion()) + "\n");
+}
+
+}  // namespace
+}  // namespace hy::metrics

@@ -1,0 +1,159 @@
+#include "servers.h"
+
+#include <chrono>
+#include <thread>
+
+#include "http_util.h"
+
+namespace hy::metrics::testing {
+namespace {
+
+// Starts a server on a free port via `make_argv(port)` and waits for
+// /-/ready; tries up to three ports.
+Result<std::pair<std::unique_ptr<ChildProcess>, int>> StartReady(
+    const std::function<std::vector<std::string>(int)>& make_argv,
+    const std::string& log_path, int timeout_ms) {
+  std::string last_log;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    HY_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
+    HY_ASSIGN_OR_RETURN(auto child,
+                        ChildProcess::Spawn(make_argv(port), log_path));
+    bool ready = WaitUntil(
+        [&] {
+          if (!child->Running()) return true;  // Stop waiting; it died.
+          auto r = HttpGet(port, "/-/ready", 1000);
+          return r.ok() && r->status == 200;
+        },
+        timeout_ms);
+    if (ready && child->Running()) {
+      return std::make_pair(std::move(child), port);
+    }
+    last_log = child->LogTail();
+  }
+  return Status::Unavailable("server did not become ready; its log:\n" +
+                             last_log);
+}
+
+Result<nlohmann::json> GetJson(int port, const std::string& target) {
+  HY_ASSIGN_OR_RETURN(auto response, HttpGet(port, target, 10000));
+  nlohmann::json j = nlohmann::json::parse(response.body, nullptr,
+                                           /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Status::DataLoss("HTTP " + std::to_string(response.status) +
+                            " with a body that is not JSON: " + response.body);
+  }
+  return j;
+}
+
+}  // namespace
+
+Result<internal::HttpResponse> HttpGet(int port, const std::string& target,
+                                       int timeout_ms) {
+  internal::HttpRequest request;
+  request.port = port;
+  request.target = target;
+  request.timeout_ms = timeout_ms;
+  return internal::SendHttpRequest(request);
+}
+
+bool WaitUntil(const std::function<bool()>& probe, int timeout_ms) {
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    if (probe()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+std::string PrometheusServer::Config(const std::vector<ScrapeTarget>& targets) {
+  std::string interval = std::to_string(kScrapeIntervalSeconds) + "s";
+  std::string yaml = "global:\n  scrape_interval: " + interval +
+                     "\n  scrape_timeout: " + interval +
+                     "\n  evaluation_interval: " + interval +
+                     "\nscrape_configs:\n";
+  for (const ScrapeTarget& t : targets) {
+    yaml += "  - job_name: " + t.job + "\n";
+    yaml += std::string("    honor_labels: ") +
+            (t.honor_labels ? "true" : "false") + "\n";
+    yaml += "    static_configs:\n      - targets: ['127.0.0.1:" +
+            std::to_string(t.port) + "']\n";
+  }
+  return yaml;
+}
+
+Result<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
+    const std::string& binary, const std::string& dir,
+    const std::vector<ScrapeTarget>& targets) {
+  std::string config = dir + "/prometheus.yml";
+  HY_RETURN_IF_ERROR(WriteFile(config, Config(targets)));
+  auto argv = [&](int port) {
+    return std::vector<std::string>{
+        binary,
+        "--config.file=" + config,
+        "--storage.tsdb.path=" + dir + "/tsdb",
+        "--web.listen-address=127.0.0.1:" + std::to_string(port),
+        "--web.console.templates=" + dir,
+        "--web.console.libraries=" + dir,
+    };
+  };
+  HY_ASSIGN_OR_RETURN(auto started,
+                      StartReady(argv, dir + "/prometheus.log", 30000));
+  std::unique_ptr<PrometheusServer> server(new PrometheusServer());
+  server->process_ = std::move(started.first);
+  server->port_ = started.second;
+  return server;
+}
+
+Result<nlohmann::json> PrometheusServer::Query(const std::string& expr) {
+  return GetJson(port_, "/api/v1/query?query=" + internal::PercentEncode(expr));
+}
+
+Result<nlohmann::json> PrometheusServer::QueryRange(const std::string& expr,
+                                                    int seconds) {
+  double now = std::chrono::duration<double>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  return GetJson(port_,
+                 "/api/v1/query_range?query=" + internal::PercentEncode(expr) +
+                     "&start=" + std::to_string(now - seconds) +
+                     "&end=" + std::to_string(now) + "&step=1");
+}
+
+Result<nlohmann::json> PrometheusServer::LabelValues(
+    const std::string& label, const std::string& selector) {
+  return GetJson(port_, "/api/v1/label/" + label + "/values?match%5B%5D=" +
+                            internal::PercentEncode(selector));
+}
+
+Result<nlohmann::json> PrometheusServer::WaitForResult(const std::string& expr,
+                                                       int timeout_ms) {
+  Result<nlohmann::json> last = Status::Unavailable("no query ran");
+  WaitUntil(
+      [&] {
+        last = Query(expr);
+        return last.ok() && (*last)["status"] == "success" &&
+               !(*last)["data"]["result"].empty();
+      },
+      timeout_ms);
+  return last;
+}
+
+Result<std::unique_ptr<PushgatewayServer>> PushgatewayServer::Start(
+    const std::string& binary, const std::string& dir) {
+  auto argv = [&](int port) {
+    // Debian's build persists to /var/lib/prometheus by default: keep each
+    // test's state in its own directory instead.
+    return std::vector<std::string>{
+        binary, "--web.listen-address=127.0.0.1:" + std::to_string(port),
+        "--persistence.file=" + dir + "/pushgateway.data"};
+  };
+  HY_ASSIGN_OR_RETURN(auto started,
+                      StartReady(argv, dir + "/pushgateway.log", 20000));
+  std::unique_ptr<PushgatewayServer> server(new PushgatewayServer());
+  server->process_ = std::move(started.first);
+  server->port_ = started.second;
+  return server;
+}
+
+}  // namespace hy::metrics::testing

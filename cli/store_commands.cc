@@ -1,0 +1,285 @@
+// hyctl inspect, verify and gc (see store_commands.h).
+
+#include "store_commands.h"
+
+#include <CLI/CLI.hpp>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli_util.h"
+#include "hy/statestore/store.h"
+
+namespace hy::cli {
+namespace {
+
+using nlohmann::ordered_json;
+using statestore::Store;
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
+                                         bool read_only) {
+  statestore::StoreOptions o;
+  o.read_only = read_only;
+  o.create_if_missing = false;
+  return Store::Open(path, o);
+}
+
+std::string Iso8601(int64_t ms) {
+  const std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Mb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", bytes / 1e6);
+  return buf;
+}
+
+std::string Ratio(uint64_t logical, uint64_t stored) {
+  if (stored == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2fx", double(logical) / stored);
+  return buf;
+}
+
+std::string Shape(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+int InspectVersions(Store* store, const std::string& format) {
+  Result<std::vector<statestore::VersionInfo>> versions = store->ListVersions();
+  if (!versions.ok()) return Report("inspect", versions.status());
+  std::vector<std::vector<std::string>> rows;
+  ordered_json out = ordered_json::array();
+  for (const auto& v : *versions) {
+    ordered_json j{{"version", v.version}, {"committed", v.committed}};
+    if (v.committed) {
+      const auto& c = v.commit;
+      Result<statestore::Manifest> m = store->ReadManifest(v.version);
+      if (!m.ok()) return Report("inspect", m.status());
+      j.update({{"step", c.step},
+                {"time", Iso8601(c.wall_time_ms)},
+                {"world_size", c.world_size},
+                {"layout", c.layout},
+                {"tensors", m->tensors.size()},
+                {"logical_bytes", c.logical_bytes},
+                {"stored_bytes", c.stored_bytes},
+                {"new_bytes", c.new_bytes}});
+      rows.push_back({std::to_string(v.version), std::to_string(c.step),
+                      Iso8601(c.wall_time_ms), std::to_string(c.world_size),
+                      c.layout.empty() ? "-" : c.layout,
+                      std::to_string(m->tensors.size()), Mb(c.logical_bytes),
+                      Mb(c.stored_bytes),
+                      Ratio(c.logical_bytes, c.stored_bytes), "committed"});
+    } else {
+      std::string ranks;
+      for (int r : v.prepared)
+        ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      j["prepared_ranks"] = v.prepared;
+      rows.push_back({std::to_string(v.version), "-", "-", "-", "-", "-", "-",
+                      "-", "-", "uncommitted (prepared: " + ranks + ")"});
+    }
+    out.push_back(std::move(j));
+  }
+  if (format == "json") {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << FormatTable(
+        {"VERSION", "STEP", "TIME", "WORLD", "LAYOUT", "TENSORS", "LOGICAL_MB",
+         "STORED_MB", "RATIO", "STATE"},
+        rows);
+  }
+  return kExitOk;
+}
+
+int InspectVersion(Store* store, uint64_t version, const std::string& format) {
+  Result<statestore::Manifest> m = store->ReadManifest(version);
+  if (!m.ok()) return Report("inspect", m.status());
+  std::vector<std::vector<std::string>> rows;
+  ordered_json tensors = ordered_json::array();
+  for (const auto& [name, t] : m->tensors) {
+    ordered_json shards = ordered_json::array();
+    std::map<std::string, int> encodings;
+    size_t chunks = 0;
+    for (const auto& s : t.shards) {
+      ordered_json chunk_list = ordered_json::array();
+      for (const auto& c : s.chunks) {
+        ++encodings[c.encoding];
+        chunk_list.push_back({{"address", c.address.ToHex()},
+                              {"raw_bytes", c.raw_length},
+                              {"stored_bytes", c.stored_length},
+                              {"encoding", c.encoding}});
+      }
+      chunks += s.chunks.size();
+      shards.push_back({{"rank", s.rank},
+                        {"geometry", s.geometry.ToString()},
+                        {"chunk_bytes", s.chunk_bytes},
+                        {"chunks", std::move(chunk_list)}});
+    }
+    std::string enc;
+    for (const auto& [e, n] : encodings) {
+      enc += (enc.empty() ? "" : " ") + e + ":" + std::to_string(n);
+    }
+    rows.push_back({name, std::string(SafetensorsName(t.meta.dtype)),
+                    Shape(t.meta.shape), std::to_string(t.shards.size()),
+                    std::to_string(chunks), enc});
+    tensors.push_back({{"name", name},
+                       {"dtype", std::string(SafetensorsName(t.meta.dtype))},
+                       {"shape", t.meta.shape},
+                       {"shards", std::move(shards)}});
+  }
+  if (format == "json") {
+    ordered_json blobs = ordered_json::array();
+    for (const auto& b : m->blobs) {
+      blobs.push_back({{"name", b.name}, {"rank", b.rank}, {"size", b.size}});
+    }
+    std::cout << ordered_json{{"version", version},
+                              {"step", m->commit.step},
+                              {"world_size", m->commit.world_size},
+                              {"layout", m->commit.layout},
+                              {"tensors", std::move(tensors)},
+                              {"blobs", std::move(blobs)}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << FormatTable(
+        {"TENSOR", "DTYPE", "SHAPE", "SHARDS", "CHUNKS", "ENCODINGS"}, rows);
+  }
+  return kExitOk;
+}
+
+int Verify(Store* store, std::optional<uint64_t> only,
+           const std::string& format) {
+  std::vector<uint64_t> versions;
+  if (only) {
+    versions.push_back(*only);
+  } else {
+    Result<std::vector<statestore::VersionInfo>> all = store->ListVersions();
+    if (!all.ok()) return Report("verify", all.status());
+    for (const auto& v : *all) {
+      if (v.committed) versions.push_back(v.version);
+    }
+  }
+  ordered_json out = ordered_json::array();
+  std::vector<std::vector<std::string>> bad_rows;
+  uint64_t chunks = 0, bad = 0;
+  for (uint64_t v : versions) {
+    Result<statestore::VerifyReport> r = store->Verify(v);
+    if (!r.ok()) return Report("verify", r.status());
+    chunks += r->chunks_checked;
+    ordered_json list = ordered_json::array();
+    for (const auto& b : r->bad) {
+      ++bad;
+      bad_rows.push_back({std::to_string(v), b.tensor, std::to_string(b.rank),
+                          std::to_string(b.index), b.address.ToHex(),
+                          b.status.ToString()});
+      list.push_back({{"tensor", b.tensor},
+                      {"rank", b.rank},
+                      {"chunk", b.index},
+                      {"address", b.address.ToHex()},
+                      {"error", b.status.ToString()}});
+    }
+    out.push_back({{"version", v},
+                   {"chunks", r->chunks_checked},
+                   {"bytes", r->bytes_checked},
+                   {"bad", std::move(list)}});
+  }
+  if (format == "json") {
+    std::cout << out.dump(2) << "\n";
+  } else if (bad_rows.empty()) {
+    std::cout << "ok: " << versions.size() << " versions, " << chunks
+              << " chunks verified\n";
+  } else {
+    std::cout << FormatTable(
+        {"VERSION", "TENSOR", "RANK", "CHUNK", "ADDRESS", "ERROR"}, bad_rows);
+  }
+  if (bad > 0) {
+    std::cerr << "hyctl verify: " << bad << " bad chunks\n";
+    return kExitDataLoss;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddStoreCommands(CLI::App* app, int* exit_code) {
+  struct Args {
+    std::string store;
+    std::string format;
+    std::optional<uint64_t> version;
+    size_t keep = 1;
+    std::vector<uint64_t> pinned;
+  };
+  auto args = std::make_shared<Args>();
+
+  CLI::App* inspect = app->add_subcommand(
+      "inspect", "List a store's versions, or one version's tensors");
+  inspect->add_option("STORE", args->store, "Store directory")->required();
+  inspect->add_option("--version", args->version,
+                      "Show this version's tensors");
+  AddOutputOption(inspect, &args->format, {"table", "json"});
+  inspect->callback([args, exit_code] {
+    auto store = OpenStore(args->store, /*read_only=*/true);
+    if (!store.ok()) {
+      *exit_code = Report("inspect", store.status());
+      return;
+    }
+    *exit_code = args->version ? InspectVersion(store->get(), *args->version,
+                                                args->format)
+                               : InspectVersions(store->get(), args->format);
+  });
+
+  CLI::App* verify = app->add_subcommand(
+      "verify", "Decode and check every chunk; exit 3 on any corruption");
+  verify->add_option("STORE", args->store, "Store directory")->required();
+  verify->add_option("--version", args->version,
+                     "Only this version (default: every committed one)");
+  AddOutputOption(verify, &args->format, {"table", "json"});
+  verify->callback([args, exit_code] {
+    auto store = OpenStore(args->store, /*read_only=*/true);
+    *exit_code = store.ok() ? Verify(store->get(), args->version, args->format)
+                            : Report("verify", store.status());
+  });
+
+  CLI::App* gc = app->add_subcommand(
+      "gc", "Drop old versions, leftovers and unreferenced chunks");
+  gc->add_option("STORE", args->store, "Store directory")->required();
+  gc->add_option("--keep", args->keep, "Newest committed versions to keep")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  gc->add_option("--pin", args->pinned, "Also keep these versions");
+  gc->callback([args, exit_code] {
+    auto store = OpenStore(args->store, /*read_only=*/false);
+    if (!store.ok()) {
+      *exit_code = Report("gc", store.status());
+      return;
+    }
+    statestore::GcOptions o;
+    o.keep_last = args->keep;
+    o.pinned.insert(args->pinned.begin(), args->pinned.end());
+    Result<statestore::GcReport> r = (*store)->Gc(o);
+    if (!r.ok()) {
+      *exit_code = Report("gc", r.status());
+      return;
+    }
+    std::cout << "dropped " << r->dropped_versions.size() << " versions, "
+              << r->dropped_uncommitted.size() << " uncommitted leftovers, "
+              << r->dropped_chunks << " chunks; reclaimed "
+              << Mb(r->reclaimed_bytes) << " MB, repacked "
+              << Mb(r->repacked_bytes) << " MB\n";
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace hy::cli

@@ -1,0 +1,177 @@
+// hyctl import and export: safetensors files in and out of a store (see
+// store_commands.h).
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli_util.h"
+#include "hy/statestore/safetensors.h"
+#include "hy/statestore/store.h"
+#include "store_commands.h"
+
+namespace hy::cli {
+namespace {
+
+using statestore::SafetensorsReader;
+using statestore::SafetensorsWriter;
+using statestore::Store;
+
+// The blob that carries a safetensors file's __metadata__ through the store.
+constexpr const char* kMetadataBlob = "safetensors.__metadata__";
+// Export reads big tensors in pieces of at most this many bytes.
+constexpr int64_t kExportPieceBytes = 64 << 20;
+
+struct Args {
+  std::string store;
+  std::string file;
+  std::optional<uint64_t> version;
+  uint64_t step = 0;
+  int shards = 1;
+};
+
+int Import(const Args& a) {
+  auto reader = SafetensorsReader::Open(a.file);
+  if (!reader.ok()) return Report("import", reader.status());
+  auto opened = Store::Open(a.store, statestore::StoreOptions());
+  if (!opened.ok()) return Report("import", opened.status());
+  Store* store = opened->get();
+  uint64_t version = 1;
+  if (a.version) {
+    version = *a.version;
+  } else if (Result<uint64_t> latest = store->LatestCommitted(); latest.ok()) {
+    version = *latest + 1;
+  }
+  const std::string metadata = nlohmann::json((*reader)->metadata()).dump();
+
+  // Each tensor is cut into `shards` contiguous flat runs, rank r holding
+  // elements [n*r/K, n*(r+1)/K); an empty tensor goes whole to rank 0.
+  statestore::SaveStats total;
+  for (int rank = 0; rank < a.shards; ++rank) {
+    statestore::SavePart part;
+    part.version = version;
+    part.rank = rank;
+    for (const auto& t : (*reader)->tensors()) {
+      const int64_t n = *t.meta.NumElements();
+      const int64_t es = static_cast<int64_t>(DTypeSize(t.meta.dtype));
+      const int64_t begin = n * rank / a.shards,
+                    end = n * (rank + 1) / a.shards;
+      statestore::ShardData s;
+      s.meta = t.meta;
+      ConstBytes data = *(*reader)->TensorData(t.meta.name);
+      if (n == 0) {
+        if (rank != 0) continue;
+        s.geometry = ShardGeometry::WholeTensor(t.meta.shape);
+      } else if (end > begin) {
+        s.geometry = ShardGeometry::FromRuns({FlatRun{begin, end - begin}});
+        data = data.subspan(begin * es, (end - begin) * es);
+      } else {
+        continue;
+      }
+      s.data = data;
+      part.shards.push_back(std::move(s));
+    }
+    if (rank == 0) {
+      part.blobs.push_back(
+          {kMetadataBlob, statestore::kReplicatedBlob, ConstBytes(metadata)});
+    }
+    statestore::SaveStats st;
+    Status s = store->Save(part, &st);
+    if (!s.ok()) return Report("import", s);
+    total.logical_bytes += st.logical_bytes;
+    total.new_bytes += st.new_bytes;
+  }
+  statestore::CommitRecord c;
+  c.version = version;
+  c.step = a.step;
+  c.world_size = a.shards;
+  c.layout = "flat=" + std::to_string(a.shards);
+  Status s = store->Commit(c);
+  if (!s.ok()) return Report("import", s);
+  std::cout << "imported " << (*reader)->tensors().size() << " tensors ("
+            << total.logical_bytes << " bytes) as version " << version << " in "
+            << a.shards << " shards; wrote " << total.new_bytes
+            << " new bytes\n";
+  return kExitOk;
+}
+
+int Export(const Args& a) {
+  statestore::StoreOptions o;
+  o.read_only = true;
+  o.create_if_missing = false;
+  auto opened = Store::Open(a.store, o);
+  if (!opened.ok()) return Report("export", opened.status());
+  Store* store = opened->get();
+  Result<statestore::Manifest> m = store->ReadManifest(*a.version);
+  if (!m.ok()) return Report("export", m.status());
+  std::map<std::string, std::string> metadata;
+  Result<std::string> blob = store->ReadBlob(*a.version, kMetadataBlob);
+  if (blob.ok()) {
+    try {
+      metadata = nlohmann::json::parse(*blob)
+                     .get<std::map<std::string, std::string>>();
+    } catch (const std::exception& e) {
+      return Report(
+          "export",
+          Status::DataLoss(std::string("bad metadata blob: ") + e.what()));
+    }
+  } else if (!blob.status().IsNotFound()) {
+    return Report("export", blob.status());
+  }
+  std::vector<TensorMeta> metas;
+  for (const auto& [name, t] : m->tensors) metas.push_back(t.meta);
+  auto writer = SafetensorsWriter::Create(a.file, metas, metadata);
+  if (!writer.ok()) return Report("export", writer.status());
+  std::vector<uint8_t> buf;
+  uint64_t bytes = 0;
+  // The writer decides the order of the data; read each tensor in pieces.
+  for (const auto& t : (*writer)->tensors()) {
+    const int64_t n = *t.meta.NumElements();
+    const int64_t es = static_cast<int64_t>(DTypeSize(t.meta.dtype));
+    const int64_t step = std::max<int64_t>(1, kExportPieceBytes / es);
+    for (int64_t off = 0; off < n; off += step) {
+      const int64_t len = std::min(step, n - off);
+      buf.resize(len * es);
+      Status s = store->ReadRegion(*a.version, t.meta.name, {off, len},
+                                   MutableBytes(buf));
+      if (s.ok()) s = (*writer)->Append(t.meta.name, ConstBytes(buf));
+      if (!s.ok()) return Report("export", s);
+      bytes += buf.size();
+    }
+  }
+  Status s = (*writer)->Finish();
+  if (!s.ok()) return Report("export", s);
+  std::cout << "exported " << metas.size() << " tensors (" << bytes
+            << " bytes) of version " << *a.version << " to " << a.file << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddTransferCommands(CLI::App* app, int* exit_code) {
+  auto args = std::make_shared<Args>();
+  CLI::App* imp = app->add_subcommand(
+      "import", "Commit the tensors of a safetensors file as a new version");
+  imp->add_option("STORE", args->store, "Store directory (created if missing)")
+      ->required();
+  imp->add_option("--safetensors", args->file, "File to import")->required();
+  imp->add_option("--step", args->step, "Training step to record");
+  imp->add_option("--shards", args->shards,
+                  "Cut each tensor into this many flat shards (ranks)")
+      ->check(CLI::Range(1, 1 << 16));
+  imp->add_option("--version", args->version,
+                  "Version number (default: latest committed + 1)");
+  imp->callback([args, exit_code] { *exit_code = Import(*args); });
+
+  CLI::App* exp = app->add_subcommand(
+      "export", "Write every tensor of a version as one safetensors file");
+  exp->add_option("STORE", args->store, "Store directory")->required();
+  exp->add_option("--version", args->version, "Version to export")->required();
+  exp->add_option("--safetensors", args->file, "File to write")->required();
+  exp->callback([args, exit_code] { *exit_code = Export(*args); });
+}
+
+}  // namespace hy::cli

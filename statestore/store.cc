@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "hy/metrics/histogram.h"
+#include "hy/metrics/hy_metrics.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
@@ -212,6 +214,8 @@ Status RocksStore::Commit(const CommitRecord& commit) {
   }
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
   std::lock_guard<std::mutex> lock(commit_mu_);
+  const metrics::HyMetrics* m = options_.metrics;
+  metrics::ScopedTimer timer(m ? m->checkpoint_commit_duration : nullptr);
   std::string ignored;
   Status s = Get(meta_, keys::Committed(commit.version), &ignored);
   if (s.ok()) {
@@ -255,7 +259,11 @@ Status RocksStore::Commit(const CommitRecord& commit) {
                        .count();
   rocksdb::WriteBatch b;
   b.Put(meta_, keys::Committed(c.version), EncodeCommitRecord(c));
-  return WriteSynced(&b, "writing the commit record");
+  HY_RETURN_IF_ERROR(WriteSynced(&b, "writing the commit record"));
+  if (m != nullptr) {
+    m->checkpoint_last_committed_step->Set(static_cast<double>(c.step));
+  }
+  return Status::OK();
 }
 
 Result<std::vector<VersionInfo>> RocksStore::ListVersions() {

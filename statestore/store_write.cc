@@ -10,6 +10,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "hy/metrics/histogram.h"
+#include "hy/metrics/hy_metrics.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
@@ -89,7 +91,18 @@ Status RocksStore::Save(const SavePart& part, SaveStats* stats) {
   if (read_only()) return Status::FailedPrecondition("store is read-only");
   HY_RETURN_IF_ERROR(CheckPart(part));
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
-  return SaveLocked(part, stats);
+  const metrics::HyMetrics* m = options_.metrics;
+  metrics::ScopedTimer timer(m ? m->checkpoint_save_duration : nullptr);
+  SaveStats local;
+  Status s = SaveLocked(part, &local);
+  if (!s.ok()) return s;
+  if (m != nullptr) {
+    m->checkpoint_written_bytes->Increment(static_cast<double>(local.new_bytes));
+    m->checkpoint_logical_bytes->Increment(
+        static_cast<double>(local.logical_bytes));
+  }
+  if (stats) *stats = local;
+  return Status::OK();
 }
 
 Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {

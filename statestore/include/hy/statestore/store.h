@@ -37,6 +37,10 @@
 #include "hy/statestore/codec.h"
 #include "hy/statestore/manifest.h"
 
+namespace hy::metrics {
+struct HyMetrics;
+}  // namespace hy::metrics
+
 namespace hy::statestore {
 
 inline constexpr int kStoreFormatVersion = 1;
@@ -67,6 +71,10 @@ struct StoreOptions {
   // SaveAsync may hold at most this many bytes of snapshot copies; a call
   // that would exceed it waits until earlier saves drain (back-pressure).
   uint64_t staging_bytes = 1ull << 30;
+  // Where saves and commits record hy_checkpoint_save_duration_seconds,
+  // _commit_duration_seconds, _written_bytes_total, _logical_bytes_total
+  // and _last_committed_step. Null records nothing. Must outlive the store.
+  const metrics::HyMetrics* metrics = nullptr;
 };
 
 // One shard of one tensor, as a rank hands it to Save.

@@ -276,9 +276,15 @@ int Exposer::Serve(mg_connection* conn) {
     mg_response_header_add(conn, "Vary", "Accept-Encoding", -1);
   }
   mg_response_header_send(conn);
+  // Bytes and duration are recorded after the body is sent: the duration
+  // covers sending, and only bytes that reached the connection count. So
+  // the client may hold the whole response before they are recorded, and a
+  // scrape never includes its own duration or bytes (exposer.h).
   if (method == "GET") {
-    mg_write(conn, body.data(), body.size());
-    self_.transferred_bytes->Increment(static_cast<double>(body.size()));
+    int written = mg_write(conn, body.data(), body.size());
+    if (written > 0) {
+      self_.transferred_bytes->Increment(static_cast<double>(written));
+    }
   }
   self_.scrape_duration->Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

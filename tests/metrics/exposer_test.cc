@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "http_client.h"
 #include "http_util.h"
 #include "hy/metrics/text_format.h"
+#include "servers.h"
 
 namespace hy::metrics {
 namespace {
@@ -27,6 +31,14 @@ Result<HttpResponse> Request(int port, const std::string& method,
     r.headers.emplace_back("Accept-Encoding", accept_encoding);
   }
   return internal::SendHttpRequest(r);
+}
+
+// The value of the unlabelled sample `name` in exposition `text`, or NaN.
+double SampleValue(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  size_t at = text.find(key);
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(text.c_str() + at + key.size(), nullptr);
 }
 
 std::shared_ptr<Registry> SampleRegistry(Counter** counter = nullptr) {
@@ -75,25 +87,45 @@ TEST(ExposerTest, ServesTextFormatOnEphemeralLoopbackPort) {
 TEST(ExposerTest, CountsItsOwnScrapes) {
   auto e = Exposer::Start();
   ASSERT_TRUE(e.ok());
+  double sent = 0;  // Identity encoding: the bodies are what was sent.
   for (int i = 1; i <= 3; ++i) {
     auto r = Request((*e)->port(), "GET", "/metrics");
     ASSERT_TRUE(r.ok());
+    // A scrape is counted before its body is rendered: it sees itself.
     EXPECT_NE(
         r->body.find("\nhy_exporter_scrapes_total " + std::to_string(i) + "\n"),
         std::string::npos);
+    sent += static_cast<double>(r->body.size());
   }
   EXPECT_EQ((*e)->scrapes(), 3u);
-  // The durations of earlier scrapes and the bytes sent are recorded.
+
+  // A scrape's duration and bytes are recorded once its response has been
+  // sent, so a client can have the whole response (and start the next
+  // scrape, on another request thread) before they are: wait, bounded, for
+  // the exporter to finish recording. Render() does not count a scrape.
+  std::string text;
+  bool recorded = testing::WaitUntil(
+      [&] {
+        text = (*e)->Render();
+        return SampleValue(text, "hy_exporter_scrape_duration_seconds_count") ==
+                   3 &&
+               SampleValue(text, "hy_exporter_transferred_bytes_total") == sent;
+      },
+      10000);
+  EXPECT_TRUE(recorded) << text;
+  EXPECT_EQ((*e)->scrapes(), 3u);
+
+  // The next scrape shows exactly the recorded durations and bytes.
   auto r = Request((*e)->port(), "GET", "/metrics");
   ASSERT_TRUE(r.ok());
-  EXPECT_NE(r->body.find("hy_exporter_scrape_duration_seconds_count 3\n"),
-            std::string::npos)
+  EXPECT_EQ(SampleValue(r->body, "hy_exporter_scrapes_total"), 4) << r->body;
+  EXPECT_EQ(SampleValue(r->body, "hy_exporter_scrape_duration_seconds_count"),
+            3)
       << r->body;
-  EXPECT_EQ(r->body.find("hy_exporter_transferred_bytes_total 0\n"),
-            std::string::npos);
+  EXPECT_EQ(SampleValue(r->body, "hy_exporter_transferred_bytes_total"), sent)
+      << r->body;
   // Render() shows the same text without counting a scrape.
-  EXPECT_NE((*e)->Render().find("hy_exporter_scrapes_total 4\n"),
-            std::string::npos);
+  EXPECT_EQ(SampleValue((*e)->Render(), "hy_exporter_scrapes_total"), 4);
   EXPECT_EQ((*e)->scrapes(), 4u);
 }
 

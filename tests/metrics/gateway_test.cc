@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "hy/metrics/registry.h"
 #include "servers.h"
 
@@ -58,25 +62,44 @@ TEST(GatewayTest, RefusesBadOptions) {
 }
 
 TEST(GatewayTest, UnreachableGatewayIsUnavailable) {
-  auto port = testing::FreeLoopbackPort();
-  ASSERT_TRUE(port.ok());
+  // Held for the whole test: connections are refused, and no server of a
+  // test running in parallel can take the port meanwhile.
+  auto port = testing::ReservedPort::Create();
+  ASSERT_TRUE(port.ok()) << port.status();
   GatewayOptions o;
-  o.port = *port;
+  o.port = (*port)->port();
   o.job = "j";
   auto g = Gateway::Create(o);
   ASSERT_TRUE(g.ok());
   EXPECT_EQ((*g)->Push().code(), StatusCode::kUnavailable);
 }
 
-// Labels of every group the Pushgateway holds, from /api/v1/metrics.
-std::vector<std::map<std::string, std::string>> Groups(int port) {
-  std::vector<std::map<std::string, std::string>> out;
-  auto r = testing::HttpGet(port, "/api/v1/metrics");
-  if (!r.ok()) return out;
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (j.is_discarded()) return out;
+using Group = std::map<std::string, std::string>;
+
+// Labels of every group the Pushgateway holds, from /api/v1/metrics. An
+// error if it cannot be read: an unreadable answer is not "no groups".
+Result<std::vector<Group>> Groups(int port) {
+  HY_ASSIGN_OR_RETURN(auto r, testing::HttpGet(port, "/api/v1/metrics"));
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  if (r.status != 200 || j.is_discarded() || !j.contains("data") ||
+      !j["data"].is_array()) {
+    return Status::DataLoss("/api/v1/metrics answered " +
+                            std::to_string(r.status) + ": " + r.body);
+  }
+  std::vector<Group> out;
   for (const auto& group : j["data"]) {
-    out.push_back(group["labels"].get<std::map<std::string, std::string>>());
+    out.push_back(group["labels"].get<Group>());
+  }
+  return out;
+}
+
+std::string Describe(const Result<std::vector<Group>>& groups) {
+  if (!groups.ok()) return groups.status().ToString();
+  std::string out = std::to_string(groups->size()) + " group(s):";
+  for (const Group& g : *groups) {
+    out += " {";
+    for (const auto& [name, value] : g) out += name + "=" + value + ",";
+    out += "}";
   }
   return out;
 }
@@ -92,20 +115,44 @@ class RealPushgatewayTest : public ::testing::Test {
     server_ = std::move(*server);
   }
 
+  // The Pushgateway's /metrics; a failed read fails the test (and returns
+  // "", which must not pass for "the metric is gone").
   std::string Metrics() {
     auto r = testing::HttpGet(server_->port(), "/metrics");
-    return r.ok() ? r->body : "";
+    if (!r.ok() || r->status != 200) {
+      ADD_FAILURE() << "cannot read the Pushgateway's /metrics: "
+                    << (r.ok() ? std::to_string(r->status) + " " + r->body
+                               : r.status().ToString());
+      return "";
+    }
+    return r->body;
+  }
+
+  // The Pushgateway only queues a DELETE: its handler submits the request
+  // to the store's write queue and answers 202 Accepted at once, so a read
+  // right after Delete() returns can still see the group. Wait, bounded, for
+  // the group to go. Returns whether no group is left.
+  bool WaitUntilNoGroups() {
+    return testing::WaitUntil(
+        [&] {
+          auto groups = Groups(server_->port());
+          return groups.ok() && groups->empty();
+        },
+        kDeleteDeadlineMs);
   }
 
   std::unique_ptr<Gateway> MakeGateway(const Labels& grouping) {
     GatewayOptions o;
     o.port = server_->port();
+    o.timeout_ms = testing::kHttpTimeoutMs;
     o.job = "hyctl_reshard";
     o.grouping = grouping;
     auto g = Gateway::Create(o);
     EXPECT_TRUE(g.ok()) << g.status();
     return g.ok() ? std::move(*g) : nullptr;
   }
+
+  static constexpr int kDeleteDeadlineMs = 30000;
 
   TempDir dir_;
   std::unique_ptr<PushgatewayServer> server_;
@@ -146,6 +193,7 @@ TEST_F(RealPushgatewayTest, PushPushAddDelete) {
                 .Register(*only_bytes);
   (*(*b2)->Add({{"kind", "local"}}))->Increment(5);
   auto add_gateway = MakeGateway({{"instance", "node-1"}});
+  ASSERT_NE(add_gateway, nullptr);
   add_gateway->RegisterCollectable(only_bytes);
   ASSERT_TRUE(add_gateway->PushAdd().ok());
   text = Metrics();
@@ -159,10 +207,13 @@ TEST_F(RealPushgatewayTest, PushPushAddDelete) {
   EXPECT_EQ(text.find("hy_test_step{"), std::string::npos) << text;
   EXPECT_NE(text.find("kind=\"local\"} 5"), std::string::npos);
 
+  // PUT and POST are synchronous (the Pushgateway answers once the push is
+  // stored and checked), so the reads above see them. DELETE is not.
   ASSERT_TRUE(add_gateway->Delete().ok());
+  EXPECT_TRUE(WaitUntilNoGroups()) << Describe(Groups(server_->port()));
   text = Metrics();
   EXPECT_EQ(text.find("hy_test_bytes_total{"), std::string::npos) << text;
-  EXPECT_TRUE(Groups(server_->port()).empty());
+  EXPECT_EQ(text.find("hy_test_step{"), std::string::npos) << text;
 }
 
 TEST_F(RealPushgatewayTest, GroupingLabelsSurviveEncoding) {
@@ -174,18 +225,21 @@ TEST_F(RealPushgatewayTest, GroupingLabelsSurviveEncoding) {
                            {"note", "a&b=c?d%e \xC3\xBC"},
                            {"empty", ""}};
   auto gateway = MakeGateway(grouping);
+  ASSERT_NE(gateway, nullptr);
   gateway->RegisterCollectable(registry);
   ASSERT_TRUE(gateway->Push().ok()) << server_->LogTail();
   auto groups = Groups(server_->port());
-  ASSERT_EQ(groups.size(), 1u);
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 1u) << Describe(groups);
   std::map<std::string, std::string> want(grouping.begin(), grouping.end());
   want.erase("empty");  // An empty label is no label in Prometheus.
   want["job"] = "hyctl_reshard";
-  auto got = groups[0];
+  auto got = (*groups)[0];
   if (got.count("empty") != 0 && got["empty"].empty()) got.erase("empty");
   EXPECT_EQ(got, want);
+  // The same encoded path addresses the group for DELETE.
   ASSERT_TRUE(gateway->Delete().ok());
-  EXPECT_TRUE(Groups(server_->port()).empty());
+  EXPECT_TRUE(WaitUntilNoGroups()) << Describe(Groups(server_->port()));
 }
 
 TEST_F(RealPushgatewayTest, InconsistentPushIsRefused) {
@@ -194,6 +248,7 @@ TEST_F(RealPushgatewayTest, InconsistentPushIsRefused) {
                   ->Add({})
                   .ok());
   auto g1 = MakeGateway({{"instance", "a"}});
+  ASSERT_NE(g1, nullptr);
   g1->RegisterCollectable(first);
   ASSERT_TRUE(g1->Push().ok());
 
@@ -207,6 +262,7 @@ TEST_F(RealPushgatewayTest, InconsistentPushIsRefused) {
                   ->Add({})
                   .ok());
   auto g2 = MakeGateway({{"instance", "b"}});
+  ASSERT_NE(g2, nullptr);
   g2->RegisterCollectable(second);
   Status s = g2->Push();
   EXPECT_TRUE(s.IsInvalidArgument()) << s;

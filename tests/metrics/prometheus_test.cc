@@ -33,6 +33,11 @@ double OnlyValue(const json& response) {
   return std::stod(result[0]["value"][1].get<std::string>());
 }
 
+// Bounded waits for Prometheus to scrape. They end as soon as the data is
+// there (normally within a few seconds); the deadlines leave room for a
+// loaded 2-core CI machine running other tests at the same time.
+constexpr int kScrapeDeadlineMs = 60000;
+
 std::string RequireBinary(const std::string& name, const std::string& pkg) {
   std::string path = FindExecutable(name);
   EXPECT_FALSE(path.empty()) << MissingBinaryMessage(name, pkg);
@@ -73,6 +78,7 @@ TEST(PrometheusTest, ScrapesExporterAndPushgateway) {
   go.port = (*pg)->port();
   go.job = "hyctl_reshard";
   go.grouping = {{"instance", "node-7"}};
+  go.timeout_ms = testing::kHttpTimeoutMs;
   auto gateway = Gateway::Create(go);
   ASSERT_TRUE(gateway.ok());
   (*gateway)->RegisterCollectable(job_registry);
@@ -84,13 +90,14 @@ TEST(PrometheusTest, ScrapesExporterAndPushgateway) {
   ASSERT_TRUE(server.ok()) << server.status();
   PrometheusServer& p = **server;
 
-  auto up = p.WaitForResult("up{job=\"hy\"} == 1", 30000);
+  auto up = p.WaitForResult("up{job=\"hy\"} == 1", kScrapeDeadlineMs);
   ASSERT_TRUE(up.ok()) << up.status();
   ASSERT_FALSE((*up)["data"]["result"].empty())
       << "Prometheus never scraped the exporter:\n"
       << p.LogTail();
   auto pushed = p.WaitForResult(
-      "hy_reshard_bytes_total{job=\"hyctl_reshard\",kind=\"remote\"}", 15000);
+      "hy_reshard_bytes_total{job=\"hyctl_reshard\",kind=\"remote\"}",
+      kScrapeDeadlineMs);
   ASSERT_TRUE(pushed.ok());
   ASSERT_EQ((*pushed)["data"]["result"].size(), 1u) << pushed->dump();
 
@@ -138,7 +145,10 @@ TEST(PrometheusTest, ScrapesExporterAndPushgateway) {
   EXPECT_LE(scrapes, static_cast<double>((*exposer)->scrapes()));
   double samples = value("scrape_samples_scraped{job=\"hy\"}");
   double duration = value("scrape_duration_seconds{job=\"hy\"}");
-  EXPECT_LT(duration, 0.5);
+  // Within Prometheus's scrape timeout (= the interval), or the scrape would
+  // have failed. How fast it is (a few ms) is printed below, not asserted:
+  // wall time on a shared machine is not the exporter's behaviour.
+  EXPECT_LT(duration, PrometheusServer::kScrapeIntervalSeconds);
   std::string own = (*exposer)->Render();
   const std::string key = "\nhy_exporter_transferred_bytes_total ";
   size_t at = own.find(key);
@@ -240,7 +250,7 @@ TEST(PrometheusTest, EveryDashboardExpressionReturnsData) {
   };
 
   // Template variable queries (Grafana's label_values()).
-  auto jobs = p.WaitForResult("hy_build_info", 30000);
+  auto jobs = p.WaitForResult("hy_build_info", kScrapeDeadlineMs);
   ASSERT_TRUE(jobs.ok() && !(*jobs)["data"]["result"].empty())
       << "no scrape of the exporter:\n"
       << p.LogTail();
@@ -254,7 +264,8 @@ TEST(PrometheusTest, EveryDashboardExpressionReturnsData) {
   EXPECT_EQ((*instance_values)["data"].size(), 1u);
 
   int checked = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(kScrapeDeadlineMs);
   for (const json& top : dashboard["panels"]) {
     std::vector<json> panels = {top};
     for (const json& nested : top.value("panels", json::array())) {

@@ -8,34 +8,42 @@
 namespace hy::metrics::testing {
 namespace {
 
-// Starts a server on a free port via `make_argv(port)` and waits for
-// /-/ready; tries up to three ports.
+// Starts a server with argv (which must make it listen on 127.0.0.1:0),
+// reads the port it bound from /proc, and waits until /-/ready answers 200
+// there. The port is the server's own from the moment it is bound, so the
+// answer can only come from this server.
 Result<std::pair<std::unique_ptr<ChildProcess>, int>> StartReady(
-    const std::function<std::vector<std::string>(int)>& make_argv,
-    const std::string& log_path, int timeout_ms) {
-  std::string last_log;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    HY_ASSIGN_OR_RETURN(int port, FreeLoopbackPort());
-    HY_ASSIGN_OR_RETURN(auto child,
-                        ChildProcess::Spawn(make_argv(port), log_path));
-    bool ready = WaitUntil(
-        [&] {
-          if (!child->Running()) return true;  // Stop waiting; it died.
-          auto r = HttpGet(port, "/-/ready", 1000);
-          return r.ok() && r->status == 200;
-        },
-        timeout_ms);
-    if (ready && child->Running()) {
-      return std::make_pair(std::move(child), port);
-    }
-    last_log = child->LogTail();
+    const std::vector<std::string>& argv, const std::string& log_path,
+    int timeout_ms) {
+  HY_ASSIGN_OR_RETURN(auto child, ChildProcess::Spawn(argv, log_path));
+  int port = 0;
+  bool ready = WaitUntil(
+      [&] {
+        if (!child->Running()) return true;  // Stop waiting; it died.
+        if (port == 0) port = child->ListeningPort();
+        if (port == 0) return false;  // Not listening yet.
+        auto r = HttpGet(port, "/-/ready", 5000);
+        return r.ok() && r->status == 200;
+      },
+      timeout_ms);
+  if (ready && child->Running()) {
+    return std::make_pair(std::move(child), port);
   }
-  return Status::Unavailable("server did not become ready; its log:\n" +
-                             last_log);
+  std::string within = " within " + std::to_string(timeout_ms) + " ms";
+  std::string what;
+  if (!child->Running()) {
+    what = "exited";
+  } else if (port == 0) {
+    what = "did not listen" + within;
+  } else {
+    what = "was not ready on port " + std::to_string(port) + within;
+  }
+  return Status::Unavailable(argv[0] + " " + what + "; its log:\n" +
+                             child->LogTail());
 }
 
 Result<nlohmann::json> GetJson(int port, const std::string& target) {
-  HY_ASSIGN_OR_RETURN(auto response, HttpGet(port, target, 10000));
+  HY_ASSIGN_OR_RETURN(auto response, HttpGet(port, target));
   nlohmann::json j = nlohmann::json::parse(response.body, nullptr,
                                            /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -85,20 +93,19 @@ std::string PrometheusServer::Config(const std::vector<ScrapeTarget>& targets) {
 Result<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
     const std::string& binary, const std::string& dir,
     const std::vector<ScrapeTarget>& targets) {
+  if (dir.empty()) return Status::InvalidArgument("no state directory");
   std::string config = dir + "/prometheus.yml";
   HY_RETURN_IF_ERROR(WriteFile(config, Config(targets)));
-  auto argv = [&](int port) {
-    return std::vector<std::string>{
-        binary,
-        "--config.file=" + config,
-        "--storage.tsdb.path=" + dir + "/tsdb",
-        "--web.listen-address=127.0.0.1:" + std::to_string(port),
-        "--web.console.templates=" + dir,
-        "--web.console.libraries=" + dir,
-    };
+  std::vector<std::string> argv = {
+      binary,
+      "--config.file=" + config,
+      "--storage.tsdb.path=" + dir + "/tsdb",
+      "--web.listen-address=127.0.0.1:0",
+      "--web.console.templates=" + dir,
+      "--web.console.libraries=" + dir,
   };
   HY_ASSIGN_OR_RETURN(auto started,
-                      StartReady(argv, dir + "/prometheus.log", 30000));
+                      StartReady(argv, dir + "/prometheus.log", 90000));
   std::unique_ptr<PrometheusServer> server(new PrometheusServer());
   server->process_ = std::move(started.first);
   server->port_ = started.second;
@@ -141,15 +148,14 @@ Result<nlohmann::json> PrometheusServer::WaitForResult(const std::string& expr,
 
 Result<std::unique_ptr<PushgatewayServer>> PushgatewayServer::Start(
     const std::string& binary, const std::string& dir) {
-  auto argv = [&](int port) {
-    // Debian's build persists to /var/lib/prometheus by default: keep each
-    // test's state in its own directory instead.
-    return std::vector<std::string>{
-        binary, "--web.listen-address=127.0.0.1:" + std::to_string(port),
-        "--persistence.file=" + dir + "/pushgateway.data"};
-  };
+  if (dir.empty()) return Status::InvalidArgument("no state directory");
+  // Debian's build persists to /var/lib/prometheus by default: keep each
+  // test's state in its own directory instead.
+  std::vector<std::string> argv = {
+      binary, "--web.listen-address=127.0.0.1:0",
+      "--persistence.file=" + dir + "/pushgateway.data"};
   HY_ASSIGN_OR_RETURN(auto started,
-                      StartReady(argv, dir + "/pushgateway.log", 20000));
+                      StartReady(argv, dir + "/pushgateway.log", 60000));
   std::unique_ptr<PushgatewayServer> server(new PushgatewayServer());
   server->process_ = std::move(started.first);
   server->port_ = started.second;

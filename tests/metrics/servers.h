@@ -1,7 +1,13 @@
 // Test support: a real Prometheus server and a real Pushgateway, started
-// from their Debian binaries on 127.0.0.1 with free ports and a temporary
-// directory, waited for with a bounded timeout, and stopped when the object
-// is destroyed. Also the HTTP helpers the tests use to talk to them.
+// from their Debian binaries on 127.0.0.1 with a temporary directory, waited
+// for with a bounded timeout, and stopped when the object is destroyed. Also
+// the HTTP helpers the tests use to talk to them.
+//
+// Each server binds port 0 itself and its port is read back from /proc, so
+// the port cannot be taken by another process between picking and binding,
+// and the readiness probe can only be answered by this server. Timeouts and
+// deadlines are generous (tests run in parallel on a loaded 2-core CI
+// machine); waits end as soon as their condition holds.
 
 #ifndef HY_TESTS_METRICS_SERVERS_H_
 #define HY_TESTS_METRICS_SERVERS_H_
@@ -18,9 +24,12 @@
 
 namespace hy::metrics::testing {
 
+// Default timeout for one request to a test server's response headers.
+inline constexpr int kHttpTimeoutMs = 30000;
+
 // GET http://127.0.0.1:<port><target>.
 Result<internal::HttpResponse> HttpGet(int port, const std::string& target,
-                                       int timeout_ms = 5000);
+                                       int timeout_ms = kHttpTimeoutMs);
 
 // Calls `probe` every 100 ms until it returns true or `timeout_ms` passes.
 // Returns whether it succeeded.
@@ -39,10 +48,10 @@ class PrometheusServer {
   // The prometheus.yml for `targets`: 1 s scrape and evaluation interval.
   static std::string Config(const std::vector<ScrapeTarget>& targets);
 
-  // Starts `binary` with that config and its TSDB under `dir`, on a free
-  // port, and waits (at most 30 s) until /-/ready answers 200. Retries with
-  // another port if the first is taken meanwhile. Returns kUnavailable with
-  // the server's log if it does not become ready.
+  // Starts `binary` with that config and its TSDB under `dir`, on a port the
+  // kernel picks, and waits (at most 90 s) until /-/ready answers 200 there.
+  // Returns kUnavailable with the server's log if it exits or does not become
+  // ready.
   static Result<std::unique_ptr<PrometheusServer>> Start(
       const std::string& binary, const std::string& dir,
       const std::vector<ScrapeTarget>& targets);
@@ -71,8 +80,10 @@ class PrometheusServer {
 
 class PushgatewayServer {
  public:
-  // Starts `binary` on a free port (no persistence) and waits (at most 20 s)
-  // until /-/ready answers 200.
+  // Starts `binary` on a port the kernel picks, persisting to a file under
+  // `dir` (so no state is shared with other runs), and waits (at most 60 s)
+  // until /-/ready answers 200 there. Returns kUnavailable with the server's
+  // log if it exits or does not become ready.
   static Result<std::unique_ptr<PushgatewayServer>> Start(
       const std::string& binary, const std::string& dir);
 

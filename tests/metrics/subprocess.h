@@ -1,6 +1,12 @@
 // Test support: temporary directories, child processes (real prometheus,
-// promtool, prometheus-pushgateway, hyctl) that are always reaped, and free
-// loopback ports.
+// promtool, prometheus-pushgateway, hyctl) that are always reaped, and
+// loopback ports reserved for the life of an object.
+//
+// There is deliberately no "find a free port" helper: a port that was free a
+// moment ago can be taken by any other process (tests run in parallel) before
+// it is used. Servers are started on port 0 and their port is read back
+// (ChildProcess::ListeningPort); a port that must refuse connections is held
+// by a ReservedPort.
 //
 // A ChildProcess is killed when its owner is destroyed (so a failing test
 // never leaves a server behind) and, via PR_SET_PDEATHSIG, when the test
@@ -41,8 +47,24 @@ std::string FindExecutable(const std::string& name);
 std::string MissingBinaryMessage(const std::string& binary,
                                  const std::string& package);
 
-// Returns a TCP port on 127.0.0.1 that was free a moment ago.
-Result<int> FreeLoopbackPort();
+// A TCP port on 127.0.0.1 that is bound but not listening for as long as
+// this object lives: connections to it are refused, and no other process can
+// bind it meanwhile.
+class ReservedPort {
+ public:
+  // Returns kIOError if no socket can be bound.
+  static Result<std::unique_ptr<ReservedPort>> Create();
+  ~ReservedPort();
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  ReservedPort(int fd, int port) : fd_(fd), port_(port) {}
+  int fd_;
+  int port_;
+};
 
 struct ProcessResult {
   int exit_code = -1;  // -1 if killed by a signal.
@@ -52,14 +74,17 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (a path) with `input` on stdin, collecting stdout and stderr,
-// killing it after timeout_ms. Returns kInternal if it cannot be started.
+// killing it after timeout_ms. Returns kInternal if it cannot be started
+// (including an argv[0] that cannot be executed).
 Result<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                  const std::string& input, int timeout_ms);
 
 // A long-running child (a server) with stdout and stderr in a log file.
 class ChildProcess {
  public:
-  // Starts argv[0] (a path). Returns kInternal if fork fails.
+  // Starts argv[0] (a path) and returns once the child runs it (so it holds
+  // none of this process's descriptors any more). Returns kInternal if it
+  // cannot be started (fork fails, the log cannot be opened, exec fails).
   static Result<std::unique_ptr<ChildProcess>> Spawn(
       const std::vector<std::string>& argv, const std::string& log_path);
   // Stops the child: SIGTERM, then SIGKILL after 5 s.
@@ -70,6 +95,12 @@ class ChildProcess {
   // True while the child has not exited.
   bool Running();
   pid_t pid() const { return pid_; }
+  // The TCP port of a socket the child listens on (IPv4 or IPv6, any
+  // address), read from /proc; 0 while it has none (or has exited). Only
+  // the child's own sockets count: Spawn returns after the exec. For a
+  // server started on port 0, this is the port the kernel gave it: no other
+  // process can hold it, unlike a port picked before the server started.
+  int ListeningPort() const;
   // The last `max_bytes` of the log.
   std::string LogTail(size_t max_bytes = 4000) const;
 

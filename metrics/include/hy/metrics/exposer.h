@@ -13,7 +13,13 @@
 // client's Accept-Encoding admits gzip (Prometheus's does) and
 // enable_gzip is set. The Exposer counts its own work in
 // hy_exporter_scrapes_total, hy_exporter_scrape_duration_seconds and
-// hy_exporter_transferred_bytes_total, which every scrape includes.
+// hy_exporter_transferred_bytes_total, which every scrape includes. A scrape
+// is counted in hy_exporter_scrapes_total before its body is rendered (it
+// sees itself); its duration (collect, encode and send) and the bytes sent
+// are recorded only after the response has been written, so they show from
+// a later scrape, and the client may already hold the complete response a
+// moment before they are recorded: a scrape that follows it at once, on
+// another request thread, can still miss them.
 //
 // Ownership: the Exposer owns the server and its threads; it holds
 // Collectables weakly (an expired one is skipped and forgotten). Destroying

@@ -62,7 +62,11 @@ class Gateway {
 
   // PUT: replaces every metric of the group with the current ones.
   // PushAdd, POST: replaces only the metrics with the names pushed.
-  // Delete, DELETE: removes the group.
+  // Delete, DELETE: removes the group. The Pushgateway only queues a DELETE
+  // (it answers 202 Accepted): the group may still be served for a moment
+  // after Delete returns, though a push sent after that is applied after the
+  // deletion. (Push and PushAdd are answered once the push is stored, with
+  // the Pushgateway's default consistency check.)
   // Each returns OK on a 2xx answer; kUnavailable if the Pushgateway cannot
   // be reached or answers 5xx; kInvalidArgument if it refuses the push
   // (4xx, e.g. inconsistent metrics), with its explanation in the message.

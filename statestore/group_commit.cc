@@ -59,7 +59,9 @@ Result<VersionInfo> Lookup(Store* store, uint64_t version) {
   for (VersionInfo& v : versions) {
     if (v.version == version) return v;
   }
-  return VersionInfo{version, false, {}, {}};
+  VersionInfo none;
+  none.version = version;
+  return none;
 }
 
 }  // namespace
@@ -89,9 +91,12 @@ Status CommitAcrossStores(Store* own, const CommitRecord& commit,
     }
     if (missing.empty()) break;
     if (Clock::now() >= deadline) {
+      // The decision is abort; recording it lets the followers, and their
+      // Gc, know the outcome.
+      HY_RETURN_IF_ERROR(own->Abort(commit.version));
       return Status::Unavailable(
-          "not committing version " + std::to_string(commit.version) +
-          ": ranks " + missing + " did not prepare it within " +
+          "aborted version " + std::to_string(commit.version) + ": ranks " +
+          missing + " did not prepare it within " +
           std::to_string(timeout.count()) + " ms");
     }
     std::this_thread::sleep_for(kPollInterval);
@@ -103,6 +108,11 @@ Status FollowCommit(Store* own, int own_rank,
                     const std::string& coordinator_path, uint64_t version,
                     std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
+  {
+    // Already done (a restarted follower calls again): nothing to do.
+    HY_ASSIGN_OR_RETURN(VersionInfo mine, Lookup(own, version));
+    if (mine.committed) return Status::OK();
+  }
   Follower coordinator;
   for (;;) {
     Status s = coordinator.Open(coordinator_path);
@@ -113,6 +123,11 @@ Status FollowCommit(Store* own, int own_rank,
         CommitRecord mine = v->commit;
         mine.ranks = {own_rank};
         return own->Commit(mine);
+      }
+      if (v->aborted) {
+        HY_RETURN_IF_ERROR(own->Abort(version));
+        return Status::Aborted("the coordinator aborted version " +
+                               std::to_string(version));
       }
     } else if (!s.IsNotFound()) {
       return s.WithContext("following " + coordinator_path);

@@ -39,6 +39,9 @@ inline Hash128 GetHash(std::string_view s, size_t at) {
 
 // meta CF.
 inline const std::string kFormat = "format";  // -> decimal format version.
+// -> u64: the highest epoch number ever handed out.
+inline const std::string kEpochHighWater = "hwm";  // Not under "e".
+// Single-letter prefixes (a, c, e, p, x) are reserved for the records below.
 // "a" + address -> ChunkLocation (where the encoded chunk lives).
 inline std::string ChunkIndex(const Hash128& a) {
   std::string k = "a";
@@ -56,6 +59,12 @@ inline std::string Prepared(uint64_t v, uint32_t rank) {
   std::string k = "p";
   PutBE64(&k, v);
   PutBE32(&k, rank);
+  return k;
+}
+// "x" + version -> "": the version was aborted and can never commit.
+inline std::string Aborted(uint64_t v) {
+  std::string k = "x";
+  PutBE64(&k, v);
   return k;
 }
 // "c" + version -> CommitRecord JSON: the version is committed.

@@ -127,6 +127,9 @@ Result<RankManifest> DecodeRankManifest(std::string_view text) {
         if (!g.ok()) throw std::invalid_argument(std::string(g.status().message()));
         s.geometry = *g;
         s.chunk_bytes = Field<uint64_t>(js, "chunk_bytes");
+        if (s.chunk_bytes > (uint64_t{1} << 30)) {
+          throw std::invalid_argument("chunk_bytes out of range");
+        }
         for (const json& jc : js.at("chunks")) {
           s.chunks.push_back(ChunkRef{HashField(jc, "a"), Field<uint64_t>(jc, "n"),
                                       Field<uint64_t>(jc, "s"),
@@ -180,7 +183,9 @@ Result<CommitRecord> DecodeCommitRecord(std::string_view text) {
     c.logical_bytes = Field<uint64_t>(j, "logical_bytes");
     c.stored_bytes = Field<uint64_t>(j, "stored_bytes");
     c.new_bytes = Field<uint64_t>(j, "new_bytes");
-    if (c.world_size < 1) throw std::invalid_argument("world_size < 1");
+    if (c.world_size < 1 || c.world_size > (1 << 24)) {
+      throw std::invalid_argument("world_size out of range");
+    }
     return c;
   } catch (const std::exception& e) {
     return Status::DataLoss(std::string("corrupt commit record: ") + e.what());

@@ -3,6 +3,9 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <filesystem>
 #include <limits>
@@ -66,8 +69,14 @@ Store::~Store() = default;
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                            const StoreOptions& options) {
-  if (options.chunk_bytes == 0 || options.chunk_bytes % 8 != 0) {
-    return Status::InvalidArgument("chunk_bytes must be a positive multiple of 8");
+  if (options.chunk_bytes == 0 || options.chunk_bytes % 8 != 0 ||
+      options.chunk_bytes > kMaxChunkBytes) {
+    return Status::InvalidArgument(
+        "chunk_bytes must be a positive multiple of 8, at most 1 GiB");
+  }
+  if (options.delta_max_chain < 0 || options.delta_max_chain > kMaxDeltaChain) {
+    return Status::InvalidArgument("delta_max_chain must be in [0, " +
+                                   std::to_string(kMaxDeltaChain) + "]");
   }
   auto store = std::make_unique<RocksStore>(path, options);
   HY_RETURN_IF_ERROR(store->Init());
@@ -106,7 +115,8 @@ Status RocksStore::Init() {
                  !options_.secondary_path.empty())) {
     return Status::NotFound("no hy store at '" + path_ + "'");
   }
-  if (is_db) {
+  if (!is_db) HY_RETURN_IF_ERROR(CreateAtomically());
+  {
     std::vector<std::string> cfs;
     HY_RETURN_IF_ERROR(FromRocks(
         rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path_, &cfs),
@@ -122,8 +132,6 @@ Status RocksStore::Init() {
   }
 
   rocksdb::DBOptions dbo;
-  dbo.create_if_missing = !is_db;
-  dbo.create_missing_column_families = !is_db;
   dbo.paranoid_checks = true;
   dbo.max_background_jobs = 2;
   chunk_cf_options_ = ChunkCfOptions();
@@ -150,13 +158,8 @@ Status RocksStore::Init() {
   std::string format;
   Status s = Get(meta_, keys::kFormat, &format);
   if (s.IsNotFound()) {
-    if (is_db) {
-      return Status::InvalidArgument("'" + path_ +
-                                     "' is not an hy store (no format record)");
-    }
-    rocksdb::WriteBatch b;
-    b.Put(meta_, keys::kFormat, std::to_string(kStoreFormatVersion));
-    HY_RETURN_IF_ERROR(WriteSynced(&b, "writing the format record"));
+    return Status::InvalidArgument("'" + path_ +
+                                   "' is not an hy store (no format record)");
   } else if (!s.ok()) {
     return s;
   } else if (format != std::to_string(kStoreFormatVersion)) {
@@ -176,13 +179,15 @@ Status RocksStore::Init() {
 
   // The next epoch follows the newest epoch record (records are written
   // before their data, so no chunk data can have a later epoch).
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), meta_));
-  it->SeekForPrev("e\xff");
-  if (it->Valid() && it->key().starts_with("e") && it->key().size() == 9) {
-    next_epoch_ = keys::GetBE64(it->key().ToStringView(), 1) + 1;
+  std::string hwm;
+  s = Get(meta_, keys::kEpochHighWater, &hwm);
+  if (s.ok()) {
+    if (hwm.size() != 8) return Status::DataLoss("corrupt epoch high-water mark");
+    next_epoch_ = keys::GetBE64(hwm, 0) + 1;
+  } else if (!s.IsNotFound()) {
+    return s;
   }
-  return FromRocks(it->status(), "reading epoch records");
+  return Status::OK();
 }
 
 Status RocksStore::Refresh() {
@@ -191,6 +196,61 @@ Status RocksStore::Refresh() {
   manifest_cache_.clear();
   return FromRocks(db_->TryCatchUpWithPrimary(),
                    "catching up with the primary of " + path_);
+}
+
+// A store is created whole or not at all: built in a hidden sibling folder
+// (column families and format record, synced), then renamed into place. A
+// process killed half way leaves only the hidden folder, which the next
+// creation removes; readers and followers never see a half-made store.
+Status RocksStore::CreateAtomically() {
+  std::error_code ec;
+  fs::path target = fs::absolute(path_, ec).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  const fs::path parent = target.parent_path();
+  const std::string prefix = "." + target.filename().string() + ".hy-creating-";
+  fs::create_directories(parent, ec);
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) {
+      fs::remove_all(e.path(), ec);
+    }
+  }
+  const fs::path tmp = parent / (prefix + std::to_string(getpid()));
+  {
+    rocksdb::DBOptions dbo;
+    dbo.create_if_missing = true;
+    dbo.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {kChunksCf, ChunkCfOptions()},
+        {kManifestsCf, rocksdb::ColumnFamilyOptions()},
+        {kMetaCf, rocksdb::ColumnFamilyOptions()}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    HY_RETURN_IF_ERROR(FromRocks(
+        rocksdb::DB::Open(dbo, tmp.string(), cfs, &handles, &db),
+        "creating store " + path_));
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    rocksdb::Status rs = db->Put(wo, handles[3], keys::kFormat,
+                                 std::to_string(kStoreFormatVersion));
+    for (rocksdb::ColumnFamilyHandle* h : handles) {
+      db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    }
+    db->Close().PermitUncheckedError();
+    delete db;
+    HY_RETURN_IF_ERROR(FromRocks(rs, "writing the format record"));
+  }
+  if (fs::exists(target, ec)) fs::remove(target, ec);  // An empty folder.
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    return Status::IOError("creating store " + path_ + ": " + ec.message());
+  }
+  const int dir = open(parent.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) {
+    fsync(dir);
+    close(dir);
+  }
+  return Status::OK();
 }
 
 Status RocksStore::Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
@@ -216,11 +276,21 @@ Status RocksStore::Commit(const CommitRecord& commit) {
   std::lock_guard<std::mutex> lock(commit_mu_);
   const metrics::HyMetrics* m = options_.metrics;
   metrics::ScopedTimer timer(m ? m->checkpoint_commit_duration : nullptr);
+  if (commit.version > kMaxVersion) {
+    return Status::InvalidArgument("version number too large");
+  }
   std::string ignored;
   Status s = Get(meta_, keys::Committed(commit.version), &ignored);
   if (s.ok()) {
     return Status::AlreadyExists("version " + std::to_string(commit.version) +
                                  " is already committed");
+  }
+  if (!s.IsNotFound()) return s;
+  s = Get(meta_, keys::Aborted(commit.version), &ignored);
+  if (s.ok()) {
+    return Status::FailedPrecondition("version " +
+                                      std::to_string(commit.version) +
+                                      " was aborted");
   }
   if (!s.IsNotFound()) return s;
   for (int r : commit.ranks) {
@@ -247,6 +317,7 @@ Status RocksStore::Commit(const CommitRecord& commit) {
   c.logical_bytes = c.stored_bytes = c.new_bytes = 0;
   HY_ASSIGN_OR_RETURN(std::vector<RankManifest> parts,
                       ReadRankParts(commit.version));
+  HY_RETURN_IF_ERROR(CheckCommittable(commit, parts));
   const std::vector<int> local = commit.LocalRanks();
   for (const RankManifest& p : parts) {
     if (std::find(local.begin(), local.end(), p.rank) == local.end()) continue;
@@ -266,6 +337,68 @@ Status RocksStore::Commit(const CommitRecord& commit) {
   return Status::OK();
 }
 
+Status RocksStore::Abort(uint64_t version) {
+  if (read_only()) return Status::FailedPrecondition("store is read-only");
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  std::string ignored;
+  Status s = Get(meta_, keys::Committed(version), &ignored);
+  if (s.ok()) {
+    return Status::FailedPrecondition("version " + std::to_string(version) +
+                                      " is committed; it cannot be aborted");
+  }
+  if (!s.IsNotFound()) return s;
+  rocksdb::WriteBatch b;
+  b.Put(meta_, keys::Aborted(version), "");
+  DeleteVersionParts(&b, version);
+  return WriteSynced(&b, "aborting version " + std::to_string(version));
+}
+
+Status RocksStore::CheckCommittable(const CommitRecord& commit,
+                                    const std::vector<RankManifest>& parts) {
+  const std::vector<int> local = commit.LocalRanks();
+  Manifest merged;
+  std::map<std::string, Hash128> replicated;
+  for (const RankManifest& p : parts) {
+    if (std::find(local.begin(), local.end(), p.rank) == local.end()) continue;
+    Status s = MergeRankManifest(p, &merged);
+    if (!s.ok()) return Status::FailedPrecondition(s.message());
+    for (const BlobEntry& b : p.blobs) {
+      if (b.rank != kReplicatedBlob) continue;
+      auto [it, fresh] = replicated.emplace(b.name, b.hash);
+      if (!fresh && it->second != b.hash) {
+        return Status::FailedPrecondition("ranks saved different bytes for "
+                                          "the replicated blob '" +
+                                          b.name + "'");
+      }
+    }
+  }
+  if (!commit.ranks.empty()) return Status::OK();  // Only our own shards.
+  // A shared store holds every rank: each element must be held by one.
+  for (const auto& [name, t] : merged.tensors) {
+    std::vector<FlatRun> runs;
+    for (const ShardEntry& s : t.shards) {
+      HY_ASSIGN_OR_RETURN(std::vector<FlatRun> r,
+                          s.geometry.ToFlatRuns(t.meta.shape));
+      runs.insert(runs.end(), r.begin(), r.end());
+    }
+    std::sort(runs.begin(), runs.end(),
+              [](const FlatRun& a, const FlatRun& b) { return a.offset < b.offset; });
+    int64_t covered = 0;
+    for (const FlatRun& r : runs) {
+      if (r.offset > covered) break;
+      covered = std::max(covered, r.end());
+    }
+    const int64_t numel = *t.meta.NumElements();
+    if (covered < numel) {
+      return Status::FailedPrecondition(
+          "tensor '" + name + "': elements from " + std::to_string(covered) +
+          " on are held by no rank");
+    }
+  }
+  return Status::OK();
+}
+
 Result<std::vector<VersionInfo>> RocksStore::ListVersions() {
   std::map<uint64_t, VersionInfo> by_version;
   std::unique_ptr<rocksdb::Iterator> it(
@@ -278,6 +411,12 @@ Result<std::vector<VersionInfo>> RocksStore::ListVersions() {
     v.version = c.version;
     v.committed = true;
     v.commit = c;
+  }
+  for (it->Seek("x"); it->Valid() && it->key().starts_with("x"); it->Next()) {
+    if (it->key().size() != 9) return Status::DataLoss("malformed abort key");
+    const uint64_t v = keys::GetBE64(it->key().ToStringView(), 1);
+    by_version[v].version = v;
+    by_version[v].aborted = true;
   }
   for (it->Seek("p"); it->Valid() && it->key().starts_with("p"); it->Next()) {
     if (it->key().size() != 13) return Status::DataLoss("malformed prepare key");
@@ -310,6 +449,7 @@ Result<std::vector<RankManifest>> RocksStore::ReadRankParts(uint64_t version) {
       db_->NewIterator(rocksdb::ReadOptions(), manifests_));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
        it->Next()) {
+    if (it->key().size() != 13) return Status::DataLoss("malformed manifest key");
     HY_ASSIGN_OR_RETURN(RankManifest m,
                         DecodeRankManifest(it->value().ToStringView()));
     if (m.version != version ||

@@ -28,20 +28,16 @@ struct EpochUse {
   std::vector<std::pair<Hash128, keys::ChunkLocation>> live;
 };
 
-void DeleteVersionRecords(rocksdb::WriteBatch* b, rocksdb::ColumnFamilyHandle* meta,
-                          rocksdb::ColumnFamilyHandle* manifests, uint64_t v) {
-  b->Delete(meta, keys::Committed(v));
-  for (char tag : {'p'}) {
-    b->DeleteRange(meta, keys::VersionPrefix(tag, v),
-                   keys::VersionPrefix(tag, v + 1));
-  }
+}  // namespace
+
+void RocksStore::DeleteVersionParts(rocksdb::WriteBatch* b, uint64_t v) {
+  b->DeleteRange(meta_, keys::VersionPrefix('p', v),
+                 keys::VersionPrefix('p', v + 1));
   for (char tag : {'m', 'b'}) {
-    b->DeleteRange(manifests, keys::VersionPrefix(tag, v),
+    b->DeleteRange(manifests_, keys::VersionPrefix(tag, v),
                    keys::VersionPrefix(tag, v + 1));
   }
 }
-
-}  // namespace
 
 Status RocksStore::DeleteEpochData(uint64_t epoch) {
   const std::string begin = keys::EpochBegin(epoch);
@@ -81,17 +77,36 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
     if (std::binary_search(committed.begin(), committed.end(), p)) keep.insert(p);
   }
   const uint64_t newest_kept = keep.empty() ? 0 : *keep.rbegin();
+  const uint64_t oldest_kept = keep.empty() ? 0 : *keep.begin();
+  // A store shared by all ranks holds every commit decision itself; a
+  // per-rank store (group commit) does not.
+  bool shared = true;
+  for (const VersionInfo& v : versions) {
+    if (v.committed) shared = v.commit.ranks.empty();
+  }
   rocksdb::WriteBatch batch;
   std::vector<uint64_t> survivors;  // Versions whose chunks stay live.
   for (const VersionInfo& v : versions) {
-    const bool dropped = v.committed ? keep.count(v.version) == 0
-                                     : (!keep.empty() && v.version < newest_kept);
+    bool dropped;
+    if (v.committed) {
+      dropped = keep.count(v.version) == 0;
+    } else {
+      dropped = v.aborted ||
+                (shared && !keep.empty() && v.version < newest_kept);
+    }
     if (dropped) {
-      DeleteVersionRecords(&batch, meta_, manifests_, v.version);
-      (v.committed ? report.dropped_versions : report.dropped_uncommitted)
-          .push_back(v.version);
+      DeleteVersionParts(&batch, v.version);
+      if (v.committed) batch.Delete(meta_, keys::Committed(v.version));
+      if (!v.prepared.empty() || v.committed) {
+        (v.committed ? report.dropped_versions : report.dropped_uncommitted)
+            .push_back(v.version);
+      }
     } else {
       survivors.push_back(v.version);
+    }
+    // Abort records outlive their parts while a follower may still ask.
+    if (v.aborted && !keep.empty() && v.version < oldest_kept) {
+      batch.Delete(meta_, keys::Aborted(v.version));
     }
   }
 

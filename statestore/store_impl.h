@@ -37,6 +37,7 @@ class RocksStore : public Store {
   Status Save(const SavePart& part, SaveStats* stats) override;
   Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) override;
   Status Commit(const CommitRecord& commit) override;
+  Status Abort(uint64_t version) override;
   Result<std::vector<VersionInfo>> ListVersions() override;
   Result<uint64_t> LatestCommitted() override;
   Result<Manifest> ReadManifest(uint64_t version) override;
@@ -64,6 +65,13 @@ class RocksStore : public Store {
   bool read_only() const {
     return options_.read_only || !options_.secondary_path.empty();
   }
+  Status CreateAtomically();
+  // Adds to `b` the deletion of every record of `version` but its commit
+  // and abort records.
+  void DeleteVersionParts(rocksdb::WriteBatch* b, uint64_t version);
+  // Checks that the parts of the ranks `commit` covers fit together.
+  Status CheckCommittable(const CommitRecord& commit,
+                          const std::vector<RankManifest>& parts);
   Status SaveLocked(const SavePart& part, SaveStats* stats);
   // Writes `chunks` (any order; sorted here) as one SST and ingests it as a
   // new epoch. Sets *epoch.

@@ -23,8 +23,8 @@ namespace {
 Hash128 ChunkAddress(ConstBytes raw, bool cast) {
   if (!cast) return ContentHash(raw);
   Hasher128 h;
+  h.Update(std::string_view("hy:bf16:"));  // A prefix: no raw bytes alias it.
   h.Update(raw);
-  h.Update(std::string_view("hy:bf16"));
   return h.Digest();
 }
 
@@ -53,6 +53,9 @@ bool IsDelta(const std::string& encoded) {
 
 Status CheckPart(const SavePart& part) {
   if (part.rank < 0) return Status::InvalidArgument("rank must be >= 0");
+  if (part.version > kMaxVersion) {
+    return Status::InvalidArgument("version number too large");
+  }
   std::set<std::string> names;
   for (const ShardData& s : part.shards) {
     HY_RETURN_IF_ERROR(s.meta.Validate());
@@ -112,8 +115,20 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
     std::string ignored;
     Status s = Get(meta_, keys::Committed(part.version), &ignored);
     if (s.ok()) return Status::AlreadyExists(where + ": already committed");
+    if (!s.IsNotFound()) return s;
+    s = Get(meta_, keys::Aborted(part.version), &ignored);
+    if (s.ok()) {
+      return Status::FailedPrecondition(
+          where + ": the version was aborted; save under a new version");
+    }
+    if (!s.IsNotFound()) return s;
     s = Get(meta_, keys::Prepared(part.version, part.rank), &ignored);
-    if (s.ok()) return Status::AlreadyExists(where + ": already prepared");
+    if (s.ok()) {
+      return Status::AlreadyExists(
+          where + ": already prepared (an earlier save of it, perhaps by a "
+                  "process that died; Abort the version to save it anew)");
+    }
+    if (!s.IsNotFound()) return s;
   }
 
   // Cut shards into chunks and hash them.
@@ -173,11 +188,15 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
       }
       std::string value;
       keys::ChunkLocation loc;
+      // The base must have been stored with the same cast as the new chunk:
+      // XOR against a base of the other kind would mix representations.
+      const bool cast = s.cast_to_bf16 && s.meta.dtype == DType::kF32;
       if (!Get(meta_, keys::ChunkIndex(it->second.chunks[c.index].address),
                &value)
                .ok() ||
           !keys::DecodeLocation(value, &loc) ||
-          loc.depth + 1 > options_.delta_max_chain) {
+          loc.depth + 1 > options_.delta_max_chain ||
+          (loc.encoding.rfind("bf16+", 0) == 0) != cast) {
         continue;
       }
       bases[j] = {true, it->second.chunks[c.index],
@@ -240,7 +259,9 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
           EncodeOptions de = eo;
           // Lossless chunks are addressed by ContentHash, so the base's
           // address is its hash; a cast base is hashed by the codec.
-          if (!s.cast_to_bf16) de.base_hash = &base.ref.address;
+          if (!(s.cast_to_bf16 && s.meta.dtype == DType::kF32)) {
+            de.base_hash = &base.ref.address;
+          }
           std::string delta;
           if (EncodeChunk(de, s.meta.dtype, c.raw, base_raw, &delta).ok() &&
               IsDelta(delta)) {
@@ -367,6 +388,11 @@ Status RocksStore::WriteEpoch(std::vector<EncodedChunk>* chunks,
   // prepare record seals it, Gc finds and removes the epoch's data.
   rocksdb::WriteBatch b;
   b.Put(meta_, keys::Epoch(*epoch), keys::EncodeEpoch(record));
+  // Epoch numbers are never reused, even once Gc has dropped an epoch's
+  // record: a reused number would overlap the old epoch's range tombstone.
+  std::string hwm;
+  keys::PutBE64(&hwm, *epoch);
+  b.Put(meta_, keys::kEpochHighWater, hwm);
   HY_RETURN_IF_ERROR(WriteSynced(&b, "writing an epoch record"));
 
   const std::string file =

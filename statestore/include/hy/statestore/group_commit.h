@@ -11,9 +11,10 @@
 //      and writes the same record into its own store.
 // A version is committed if and only if the coordinator's store holds its
 // commit record. If some rank never prepares, the coordinator gives up at
-// its deadline and nothing is committed anywhere; the parts that were
-// prepared are leftovers that Gc removes. A rank that died between steps 2
-// and 3 finishes step 3 on restart by calling FollowCommit again.
+// its deadline and writes an abort record instead; followers copy it, and
+// only then do their Gc drop the prepared parts (a follower never aborts on
+// its own: the coordinator may have committed). A rank that died between
+// steps 2 and 3 finishes step 3 on restart by calling FollowCommit again.
 //
 // In each store the commit record lists the ranks it holds (CommitRecord::
 // ranks = {rank}), so a node's store describes exactly its own shards.
@@ -39,16 +40,19 @@ struct PeerStore {
 // Coordinator side. `own` is the coordinator's store, holding the parts of
 // commit.ranks (normally just its own rank); `peers` are the other ranks'
 // stores. Returns Unavailable naming the ranks that had not prepared when
-// `timeout` ran out (nothing is committed then), or the error of the final
+// `timeout` ran out: the version is then aborted in `own` (Store::Abort),
+// which tells the followers. Otherwise returns the error of the final
 // Commit (e.g. AlreadyExists).
 Status CommitAcrossStores(Store* own, const CommitRecord& commit,
                           const std::vector<PeerStore>& peers,
                           std::chrono::milliseconds timeout);
 
-// Follower side: waits until the store at `coordinator_path` has committed
-// `version`, then commits the same record, for `own_rank`, in `own`.
-// Returns Unavailable if the coordinator has not committed it by `timeout`
-// (own stays uncommitted), or the error of the local Commit.
+// Follower side: waits until the store at `coordinator_path` has decided
+// `version`. On commit, commits the same record, for `own_rank`, in `own`
+// and returns OK (also when `own` had committed it already). On abort,
+// aborts it in `own` and returns Aborted. Returns Unavailable if there is no
+// decision by `timeout`: `own` keeps its prepared part, and its Gc keeps it
+// too, since the outcome is unknown; call again later.
 Status FollowCommit(Store* own, int own_rank,
                     const std::string& coordinator_path, uint64_t version,
                     std::chrono::milliseconds timeout);

@@ -44,6 +44,11 @@ struct HyMetrics;
 namespace hy::statestore {
 
 inline constexpr int kStoreFormatVersion = 1;
+// The largest version number a store accepts.
+inline constexpr uint64_t kMaxVersion = (uint64_t{1} << 62) - 1;
+// The largest delta_max_chain and chunk_bytes a store accepts.
+inline constexpr int kMaxDeltaChain = 16;
+inline constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
 
 struct StoreOptions {
   bool create_if_missing = true;
@@ -55,6 +60,7 @@ struct StoreOptions {
   // Shards are cut into chunks of this many bytes (a multiple of 8).
   uint64_t chunk_bytes = 4 << 20;
   // How chunks are encoded (bf16 cast is chosen per tensor, in ShardData).
+  // REQUIRES: chunk_bytes <= kMaxChunkBytes.
   EncodeOptions codec;
   // A changed chunk may be stored as an XOR delta against the same region's
   // chunk in the previous committed version, when that is smaller, up to
@@ -62,6 +68,7 @@ struct StoreOptions {
   // decodes at most delta_max_chain + 1 chunks). 0 turns deltas off. Deltas
   // pay off for bf16 weights (most bits unchanged after a step), much less
   // for f32 optimizer state; each costs a decode of its base while saving.
+  // REQUIRES: 0 <= delta_max_chain <= kMaxDeltaChain.
   int delta_max_chain = 0;
   // Threads for hashing, encoding and decoding; 0 = one per core.
   size_t threads = 0;
@@ -111,6 +118,7 @@ struct SaveStats {
 struct VersionInfo {
   uint64_t version = 0;
   bool committed = false;
+  bool aborted = false;         // Given up for good (see Store::Abort).
   CommitRecord commit;          // Valid when committed.
   std::vector<int> prepared;    // Ranks with a prepare record.
 };
@@ -174,9 +182,21 @@ class Store {
 
   // Makes `commit.version` visible. REQUIRES: commit.world_size >= 1.
   // Checks the prepare records of commit.LocalRanks() (every rank of the
-  // world for a shared store). Returns FailedPrecondition naming the ranks
-  // that have not prepared it, AlreadyExists if it is committed already.
+  // world for a shared store), that the ranks' parts agree (same dtype and
+  // shape per tensor, same bytes per replicated blob) and, for a shared
+  // store, that every element of every tensor is held by some rank.
+  // Returns FailedPrecondition naming the ranks that have not prepared it,
+  // or what does not fit; AlreadyExists if it is committed already;
+  // FailedPrecondition if it was aborted.
   virtual Status Commit(const CommitRecord& commit) = 0;
+
+  // Gives up an uncommitted version for good: writes its abort record and
+  // drops its prepared records, manifests and blobs (their chunks become
+  // garbage for Gc). A later Save or Commit of the version fails, so a
+  // restarted process cannot mix its new parts with a dead one's.
+  // Returns FailedPrecondition if the version is committed; OK if it was
+  // aborted already or never saved (the record is written all the same).
+  virtual Status Abort(uint64_t version) = 0;
 
   // Every version the store knows, committed or merely prepared, ascending.
   virtual Result<std::vector<VersionInfo>> ListVersions() = 0;
@@ -213,9 +233,13 @@ class Store {
   // in the report, not returned as errors.
   virtual Result<VerifyReport> Verify(uint64_t version) = 0;
 
-  // Drops committed versions beyond keep_last (except pinned ones), every
-  // uncommitted version older than the newest kept one, chunks no kept
-  // version references, and chunk files left by saves that never prepared.
+  // Drops committed versions beyond keep_last (except pinned ones), aborted
+  // versions, chunks no kept version references, and chunk files left by
+  // saves that never prepared. In a store shared by all ranks it also drops
+  // uncommitted versions older than the newest kept one (their commit would
+  // have been written here). In a per-rank store (group commit) it never
+  // drops a prepared version whose outcome it does not know: only the
+  // coordinator's abort, copied here, releases it.
   virtual Result<GcReport> Gc(const GcOptions& options) = 0;
 
   // The path the store was opened at.

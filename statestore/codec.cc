@@ -23,7 +23,7 @@ using internal::UngroupBytes;
 using internal::XorBytes;
 
 // Per-thread zstd contexts and scratch buffers, reused across chunks so the
-// steady state allocates nothing. A thread keeps up to three buffers of the
+// steady state allocates nothing. A thread keeps up to four buffers of the
 // largest chunk it has coded.
 class ThreadScratch {
  public:
@@ -50,8 +50,8 @@ class ThreadScratch {
   }
 
  private:
-  std::unique_ptr<uint8_t[]> buf_[3];
-  size_t cap_[3] = {0, 0, 0};
+  std::unique_ptr<uint8_t[]> buf_[4];
+  size_t cap_[4] = {0, 0, 0, 0};
   ZSTD_CCtx* cctx_ = nullptr;
   ZSTD_DCtx* dctx_ = nullptr;
 };
@@ -194,12 +194,16 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
     work = buf;
   }
 
-  // Stage 4: zstd, unless it does not pay.
+  // Stage 4: zstd, unless it does not pay. Compression goes through a
+  // per-thread buffer, so *out is allocated once, at its final size, and
+  // never zero-filled.
+  const uint8_t* body = work;
+  size_t body_length = stored_len;
   if (options.zstd) {
-    out->resize(kChunkHeaderSize + ZSTD_compressBound(stored_len));
-    const size_t n = ZSTD_compressCCtx(
-        scratch.cctx(), out->data() + kChunkHeaderSize,
-        out->size() - kChunkHeaderSize, work, stored_len, options.zstd_level);
+    const size_t bound = ZSTD_compressBound(stored_len);
+    uint8_t* dst = scratch.Buffer(3, bound);
+    const size_t n = ZSTD_compressCCtx(scratch.cctx(), dst, bound, work,
+                                       stored_len, options.zstd_level);
     if (ZSTD_isError(n)) {
       return Status::Internal(std::string("zstd compression failed: ") +
                               ZSTD_getErrorName(n));
@@ -209,23 +213,26 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
         stored_len > 0) {
       h.zstd = true;
       h.zstd_level = static_cast<int8_t>(options.zstd_level);
-      h.body_length = n;
-      out->resize(kChunkHeaderSize + n);
-      h.body_checksum = Checksum64(ConstBytes(*out).subspan(kChunkHeaderSize));
-      SerializeChunkHeader(h, reinterpret_cast<uint8_t*>(out->data()));
-      return Status::OK();
+      body = dst;
+      body_length = n;
+    } else {
+      // Not worth it: store the stored bytes plainly, free of any base.
+      h.xor_delta = false;
+      h.base_hash = Hash128();
+      h.transform = ByteTransform::kNone;
+      body = stored;
     }
-    // Not worth it: store the stored bytes plainly, free of any base.
-    h.xor_delta = false;
-    h.base_hash = Hash128();
-    h.transform = ByteTransform::kNone;
-    work = stored;
   }
-  h.body_length = stored_len;
-  out->resize(kChunkHeaderSize + stored_len);
-  CopyBytes(out->data() + kChunkHeaderSize, work, stored_len);
-  h.body_checksum = Checksum64(ConstBytes(work, stored_len));
-  SerializeChunkHeader(h, reinterpret_cast<uint8_t*>(out->data()));
+  h.body_length = body_length;
+  h.body_checksum = Checksum64(ConstBytes(body, body_length));
+  uint8_t header[kChunkHeaderSize];
+  SerializeChunkHeader(h, header);
+  out->clear();
+  out->reserve(kChunkHeaderSize + body_length);
+  out->append(reinterpret_cast<const char*>(header), kChunkHeaderSize);
+  if (body_length > 0) {
+    out->append(reinterpret_cast<const char*>(body), body_length);
+  }
   return Status::OK();
 }
 

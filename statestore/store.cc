@@ -85,8 +85,11 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
 
 RocksStore::RocksStore(std::string path, const StoreOptions& options)
     : path_(std::move(path)), options_(options) {
+  // Reads wait on the disk as much as on the CPU, so the default runs more
+  // threads than cores to keep several reads in flight.
   const size_t threads =
-      options.threads ? options.threads : ThreadPool::DefaultThreadCount();
+      options.threads ? options.threads
+                      : std::min<size_t>(32, 4 * ThreadPool::DefaultThreadCount());
   // ParallelFor also runs on the caller, so threads - 1 helpers suffice.
   pool_ = std::make_unique<ThreadPool>(threads > 1 ? threads - 1 : 1);
   async_pool_ = std::make_unique<ThreadPool>(1);

@@ -70,7 +70,8 @@ struct StoreOptions {
   // for f32 optimizer state; each costs a decode of its base while saving.
   // REQUIRES: 0 <= delta_max_chain <= kMaxDeltaChain.
   int delta_max_chain = 0;
-  // Threads for hashing, encoding and decoding; 0 = one per core.
+  // Threads for hashing, encoding, reading and decoding; 0 = four per core
+  // (reads wait on the disk; more threads keep more of them in flight).
   size_t threads = 0;
   // Raw bytes encoded per ingested SST file while saving (bounds the
   // encoded bytes held in memory at once).

@@ -468,14 +468,17 @@ Result<std::vector<RankManifest>> RocksStore::ReadRankParts(uint64_t version) {
 
 Result<Manifest> RocksStore::ReadManifest(uint64_t version) {
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
-  return ReadManifestLocked(version);
+  HY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> m,
+                      ReadManifestLocked(version));
+  return *m;
 }
 
-Result<Manifest> RocksStore::ReadManifestLocked(uint64_t version) {
+Result<std::shared_ptr<const Manifest>> RocksStore::ReadManifestLocked(
+    uint64_t version) {
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = manifest_cache_.find(version);
-    if (it != manifest_cache_.end()) return *it->second;
+    if (it != manifest_cache_.end()) return it->second;
   }
   std::string value;
   Status s = Get(meta_, keys::Committed(version), &value);
@@ -501,10 +504,21 @@ Result<Manifest> RocksStore::ReadManifestLocked(uint64_t version) {
                               "'s manifest is missing");
     }
   }
+  auto shared = std::make_shared<const Manifest>(std::move(m));
   std::lock_guard<std::mutex> lock(cache_mu_);
   if (manifest_cache_.size() >= 8) manifest_cache_.erase(manifest_cache_.begin());
-  manifest_cache_[version] = std::make_shared<const Manifest>(m);
-  return m;
+  manifest_cache_[version] = shared;
+  return shared;
+}
+
+Result<const TensorEntry*> RocksStore::FindTensor(const Manifest& m,
+                                                  const std::string& name) {
+  auto t = m.tensors.find(name);
+  if (t == m.tensors.end()) {
+    return Status::NotFound("no tensor '" + name + "' in version " +
+                            std::to_string(m.commit.version));
+  }
+  return &t->second;
 }
 
 }  // namespace hy::statestore

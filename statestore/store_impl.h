@@ -85,7 +85,12 @@ class RocksStore : public Store {
   // shard's chunks: tensor name -> its shard entry for `rank`.
   Result<std::map<std::string, ShardEntry>> PreviousShards(uint64_t version,
                                                            int rank);
-  Result<Manifest> ReadManifestLocked(uint64_t version);
+  // The committed version's manifest, shared with the cache (committed
+  // manifests never change). REQUIRES: gc_mu_ held.
+  Result<std::shared_ptr<const Manifest>> ReadManifestLocked(uint64_t version);
+  // Returns NotFound if `m` has no tensor `name`.
+  static Result<const TensorEntry*> FindTensor(const Manifest& m,
+                                               const std::string& name);
   Result<std::string> ReadBlobLocked(const Manifest& m,
                                      const std::string& name, int rank);
   Result<std::vector<RankManifest>> ReadRankParts(uint64_t version);

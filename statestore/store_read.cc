@@ -122,13 +122,10 @@ Status RocksStore::ReadChunkAt(const Hash128& address, uint64_t raw_length,
 Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,
                               FlatRun region, MutableBytes out) {
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
-  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
-  auto t = m.tensors.find(tensor);
-  if (t == m.tensors.end()) {
-    return Status::NotFound("no tensor '" + tensor + "' in version " +
-                            std::to_string(version));
-  }
-  const TensorMeta& meta = t->second.meta;
+  HY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> m,
+                      ReadManifestLocked(version));
+  HY_ASSIGN_OR_RETURN(const TensorEntry* t, FindTensor(*m, tensor));
+  const TensorMeta& meta = t->meta;
   const uint64_t es = DTypeSize(meta.dtype);
   const int64_t numel = *meta.NumElements();
   if (region.offset < 0 || region.length < 0 || region.offset > numel ||
@@ -143,7 +140,7 @@ Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,
   // is read once, from the first shard (in rank order) that holds it.
   std::map<int64_t, int64_t> covered;
   std::vector<ChunkTask> tasks;
-  for (const ShardEntry& s : t->second.shards) {
+  for (const ShardEntry& s : t->shards) {
     HY_ASSIGN_OR_RETURN(std::vector<FlatRun> runs,
                         s.geometry.ToFlatRuns(meta.shape));
     std::map<size_t, size_t> task_of_chunk;
@@ -207,13 +204,10 @@ Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,
 Status RocksStore::ReadShard(uint64_t version, const std::string& tensor,
                              int rank, MutableBytes out) {
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
-  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
-  auto t = m.tensors.find(tensor);
-  if (t == m.tensors.end()) {
-    return Status::NotFound("no tensor '" + tensor + "' in version " +
-                            std::to_string(version));
-  }
-  for (const ShardEntry& s : t->second.shards) {
+  HY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> m,
+                      ReadManifestLocked(version));
+  HY_ASSIGN_OR_RETURN(const TensorEntry* t, FindTensor(*m, tensor));
+  for (const ShardEntry& s : t->shards) {
     if (s.rank != rank) continue;
     uint64_t bytes = 0;
     for (const ChunkRef& c : s.chunks) bytes += c.raw_length;
@@ -238,8 +232,9 @@ Status RocksStore::ReadShard(uint64_t version, const std::string& tensor,
 Result<std::string> RocksStore::ReadBlob(uint64_t version,
                                          const std::string& name, int rank) {
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
-  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
-  return ReadBlobLocked(m, name, rank);
+  HY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> m,
+                      ReadManifestLocked(version));
+  return ReadBlobLocked(*m, name, rank);
 }
 
 Result<std::string> RocksStore::ReadBlobLocked(const Manifest& m,
@@ -264,7 +259,9 @@ Result<std::string> RocksStore::ReadBlobLocked(const Manifest& m,
 
 Result<VerifyReport> RocksStore::Verify(uint64_t version) {
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
-  HY_ASSIGN_OR_RETURN(Manifest m, ReadManifestLocked(version));
+  HY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> shared,
+                      ReadManifestLocked(version));
+  const Manifest& m = *shared;
   struct Item {
     const std::string* tensor;
     int rank;

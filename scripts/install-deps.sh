@@ -37,3 +37,10 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# The prometheus packages start system services where systemd runs; hy's
+# tests start their own servers on ephemeral ports, so stop those.
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  $SUDO systemctl disable --now prometheus prometheus-pushgateway \
+    >/dev/null 2>&1 || true
+fi

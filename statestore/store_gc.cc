@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <set>
-#include <unordered_set>
 
 #include "store_impl.h"
 

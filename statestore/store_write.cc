@@ -4,11 +4,9 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <future>
 #include <map>
 #include <set>
-#include <unordered_map>
 
 #include "hy/metrics/histogram.h"
 #include "hy/metrics/hy_metrics.h"
@@ -28,9 +26,6 @@ Hash128 ChunkAddress(ConstBytes raw, bool cast) {
   return h.Digest();
 }
 
-struct HashAddressLess {
-  bool operator()(const Hash128& a, const Hash128& b) const { return a < b; }
-};
 
 // One chunk of one shard of the part being saved.
 struct PendingChunk {
@@ -151,9 +146,9 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
   st.chunks = chunks.size();
 
   // Which contents does the store already hold?
-  std::map<Hash128, keys::ChunkLocation, HashAddressLess> known;
+  std::map<Hash128, keys::ChunkLocation> known;
   std::vector<size_t> to_write;  // Indices into chunks, one per new address.
-  std::set<Hash128, HashAddressLess> queued;
+  std::set<Hash128> queued;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Hash128& a = chunks[i].address;
     if (known.count(a) || queued.count(a)) continue;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "bench_util.h"
 #include "hy/common/thread_pool.h"
 #include "hy/statestore/codec.h"
 
@@ -44,13 +45,6 @@ struct Case {
   const std::vector<uint8_t>* base;  // Null: no delta.
   EncodeOptions options;
 };
-
-double Seconds(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
 
 void Die(const Status& s, const std::string& what) {
   std::fprintf(stderr, "hy_bench_codec: %s: %s\n", what.c_str(),

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+
 namespace hy::bench {
 namespace {
 
@@ -115,18 +117,6 @@ void FillRandom(std::mt19937_64* rng, char* p, size_t n) {
 
 std::string Mb(double mb) { return std::to_string(std::lround(mb)) + " MB"; }
 
-// Evicts every file under `dir` from the page cache.
-void DropCache(const std::string& dir) {
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const int fd = open(e.path().c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    fdatasync(fd);
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
-  }
-}
-
 void Print(const Flags& f, const Data& d, const std::string& path,
            double seconds, const std::string& notes) {
   const double mbps = d.mb() / seconds;
@@ -180,7 +170,7 @@ double ReadBack(std::unique_ptr<rocksdb::DB> db, const rocksdb::Options& o,
                 const std::string& name) {
   Check(db->Close(), "close");
   db = OpenDb(o, dir);
-  DropCache(dir);
+  DropPageCache(dir);
   size_t seen = 0;
   const double s = Timed([&] {
     std::unique_ptr<rocksdb::Iterator> it(
@@ -273,7 +263,7 @@ int Main(int argc, char** argv) {
   Print(f, d, "1 raw write+fsync (baseline)", s, "disk " + Mb(disk));
   s = raw_write(true);
   Print(f, d, "1 raw write+DONTNEED per value+fsync", s, "disk " + Mb(disk));
-  DropCache(root);
+  DropPageCache(root);
   std::string back(d.value_bytes, '\0');
   const double raw_read_s = Timed([&] {
     const int fd = open(raw.c_str(), O_RDONLY);

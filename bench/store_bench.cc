@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "bench_util.h"
 #include "hy/statestore/store.h"
 
 namespace hy::bench {
@@ -43,29 +44,10 @@ struct Flags {
   size_t threads = 0;
 };
 
-double Seconds(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-      .count();
-}
-
 void Check(const Status& s, const char* what) {
   if (s.ok()) return;
   std::fprintf(stderr, "hy_bench_store: %s: %s\n", what, s.ToString().c_str());
   std::exit(1);
-}
-
-// Evicts every file under `dir` from the page cache.
-void DropCache(const std::string& dir) {
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    const int fd = open(e.path().c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    fdatasync(fd);
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
-  }
 }
 
 struct Row {
@@ -79,11 +61,12 @@ struct Row {
 void Print(const Flags& f, const Row& r, double baseline_mbps) {
   const double mbps = r.logical_mb / r.seconds;
   if (f.json) {
-    std::printf("{\"op\":\"%s\",\"logical_mb\":%.1f,\"written_mb\":%.1f,"
-                "\"seconds\":%.3f,\"mbps\":%.0f,\"vs_raw_fsync\":%.2f,"
-                "\"note\":\"%s\"}\n",
-                r.op.c_str(), r.logical_mb, r.written_mb, r.seconds, mbps,
-                mbps / baseline_mbps, r.note.c_str());
+    std::printf(
+        "{\"op\":\"%s\",\"logical_mb\":%.1f,\"written_mb\":%.1f,"
+        "\"seconds\":%.3f,\"mbps\":%.0f,\"vs_raw_fsync\":%.2f,"
+        "\"note\":\"%s\"}\n",
+        r.op.c_str(), r.logical_mb, r.written_mb, r.seconds, mbps,
+        mbps / baseline_mbps, r.note.c_str());
   } else {
     std::printf("| %-28s | %10.1f | %10.1f | %8.3f | %8.0f | %6.2f | %s\n",
                 r.op.c_str(), r.logical_mb, r.written_mb, r.seconds, mbps,
@@ -103,12 +86,18 @@ int Main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--json") f.json = true;
-    else if (a == "--size-mib") f.size_mib = std::stoull(next());
-    else if (a == "--chunk-mib") f.chunk_mib = std::stoull(next());
-    else if (a == "--changed") f.changed = std::stod(next());
-    else if (a == "--dir") f.dir = next();
-    else if (a == "--threads") f.threads = std::stoull(next());
+    if (a == "--json")
+      f.json = true;
+    else if (a == "--size-mib")
+      f.size_mib = std::stoull(next());
+    else if (a == "--chunk-mib")
+      f.chunk_mib = std::stoull(next());
+    else if (a == "--changed")
+      f.changed = std::stod(next());
+    else if (a == "--dir")
+      f.dir = next();
+    else if (a == "--threads")
+      f.threads = std::stoull(next());
     else {
       std::fprintf(stderr,
                    "usage: hy_bench_store [--json] [--size-mib N] "
@@ -156,9 +145,9 @@ int Main(int argc, char** argv) {
         const ssize_t w = write(fd, t.data() + off,
                                 std::min<size_t>(16 << 20, t.size() - off));
         if (w <= 0) std::exit(1);
-        sync_file_range(fd, done, w, SYNC_FILE_RANGE_WAIT_BEFORE |
-                                         SYNC_FILE_RANGE_WRITE |
-                                         SYNC_FILE_RANGE_WAIT_AFTER);
+        sync_file_range(fd, done, w,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER);
         posix_fadvise(fd, done, w, POSIX_FADV_DONTNEED);
         off += static_cast<size_t>(w);
         done += w;
@@ -167,7 +156,7 @@ int Main(int argc, char** argv) {
     fsync(fd);
     close(fd);
   });
-  DropCache(root);
+  DropPageCache(root);
   std::vector<uint8_t> back(tensors[0].size());
   const double raw_read_s = Seconds([&] {
     const int fd = open(raw_file.c_str(), O_RDONLY);
@@ -183,20 +172,22 @@ int Main(int argc, char** argv) {
   fs::remove(raw_file);
 
   if (!f.json) {
-    std::printf("hy_bench_store: %.0f MB fp32 state (params + Adam m + v), "
-                "%llu MiB chunks, %s\n\n",
-                logical_mb, static_cast<unsigned long long>(f.chunk_mib),
-                root.c_str());
+    std::printf(
+        "hy_bench_store: %.0f MB fp32 state (params + Adam m + v), "
+        "%llu MiB chunks, %s\n\n",
+        logical_mb, static_cast<unsigned long long>(f.chunk_mib), root.c_str());
     std::printf("| %-28s | %10s | %10s | %8s | %8s | %6s | %s\n", "operation",
                 "logical MB", "written MB", "seconds", "MB/s", "vs raw",
                 "note");
-    std::printf("|------------------------------|------------|------------|------"
-                "----|----------|--------|------|\n");
+    std::printf(
+        "|------------------------------|------------|------------|------"
+        "----|----------|--------|------|\n");
   }
   Print(f, {"raw write+fsync (baseline)", logical_mb, logical_mb, raw_s, ""},
         raw_mbps);
-  Print(f, {"raw write, drop-behind+fsync", logical_mb, logical_mb, streamed_s,
-            "second baseline"},
+  Print(f,
+        {"raw write, drop-behind+fsync", logical_mb, logical_mb, streamed_s,
+         "second baseline"},
         raw_mbps);
   Print(f, {"raw read, cold", logical_mb, 0, raw_read_s, ""}, raw_mbps);
 
@@ -234,7 +225,7 @@ int Main(int argc, char** argv) {
   Print(f, {"full save (v1)", logical_mb, full.new_bytes / 1e6, full_s, note},
         raw_mbps);
 
-  DropCache(root);
+  DropPageCache(root);
   const double load_s = Seconds([&] {
     for (int t = 0; t < 3; ++t) {
       Check(store->ReadRegion(1, names[t], {0, static_cast<int64_t>(n)},
@@ -259,12 +250,13 @@ int Main(int argc, char** argv) {
   const uint64_t cb = o.chunk_bytes;
   uint64_t touched = 0;
   const uint64_t stride =
-      f.changed > 0 ? std::max<uint64_t>(1, static_cast<uint64_t>(1 / f.changed))
-                    : UINT64_MAX;
+      f.changed > 0
+          ? std::max<uint64_t>(1, static_cast<uint64_t>(1 / f.changed))
+          : UINT64_MAX;
   for (auto& t : next) {
     for (uint64_t c = 0; c * cb < t.size(); c += stride) {
-      for (uint64_t off = c * cb; off < std::min<uint64_t>(t.size(), (c + 1) * cb);
-           off += 4096) {
+      for (uint64_t off = c * cb;
+           off < std::min<uint64_t>(t.size(), (c + 1) * cb); off += 4096) {
         t[off] ^= 0x01;  // A one-ulp-ish change every 1024 floats.
       }
       ++touched;
@@ -272,14 +264,16 @@ int Main(int argc, char** argv) {
   }
   SaveStats inc;
   const double inc_s = save(2, next, &inc);
-  std::snprintf(note, sizeof(note),
-                "%llu of %llu chunks changed; %.2f MB written per changed chunk",
-                static_cast<unsigned long long>(touched),
-                static_cast<unsigned long long>(full.chunks),
-                inc.new_bytes / 1e6 / std::max<uint64_t>(1, touched));
-  Print(f, {"incremental save (v2)", logical_mb, inc.new_bytes / 1e6, inc_s, note},
+  std::snprintf(
+      note, sizeof(note),
+      "%llu of %llu chunks changed; %.2f MB written per changed chunk",
+      static_cast<unsigned long long>(touched),
+      static_cast<unsigned long long>(full.chunks),
+      inc.new_bytes / 1e6 / std::max<uint64_t>(1, touched));
+  Print(f,
+        {"incremental save (v2)", logical_mb, inc.new_bytes / 1e6, inc_s, note},
         raw_mbps);
-  DropCache(root);
+  DropPageCache(root);
   const double load2_s = Seconds([&] {
     for (int t = 0; t < 3; ++t) {
       Check(store->ReadRegion(2, names[t], {0, static_cast<int64_t>(n)},

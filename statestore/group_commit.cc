@@ -30,7 +30,8 @@ class Follower {
   Status Open(const std::string& path) {
     if (store_) return Status::OK();
     if (scratch_.empty()) {
-      std::string tmpl = (fs::temp_directory_path() / "hy-follow-XXXXXX").string();
+      std::string tmpl =
+          (fs::temp_directory_path() / "hy-follow-XXXXXX").string();
       if (mkdtemp(tmpl.data()) == nullptr) {
         return Status::IOError("cannot create a folder for a store follower");
       }
@@ -94,10 +95,10 @@ Status CommitAcrossStores(Store* own, const CommitRecord& commit,
       // The decision is abort; recording it lets the followers, and their
       // Gc, know the outcome.
       HY_RETURN_IF_ERROR(own->Abort(commit.version));
-      return Status::Unavailable(
-          "aborted version " + std::to_string(commit.version) + ": ranks " +
-          missing + " did not prepare it within " +
-          std::to_string(timeout.count()) + " ms");
+      return Status::Unavailable("aborted version " +
+                                 std::to_string(commit.version) + ": ranks " +
+                                 missing + " did not prepare it within " +
+                                 std::to_string(timeout.count()) + " ms");
     }
     std::this_thread::sleep_for(kPollInterval);
   }

@@ -34,8 +34,8 @@ TensorMeta TensorMetaFromJson(const json& j) {
   m.name = Field<std::string>(j, "name");
   Result<DType> d = DTypeFromSafetensorsName(Field<std::string>(j, "dtype"));
   if (!d.ok()) {
-    throw std::invalid_argument("tensor '" + m.name + "': " +
-                                std::string(d.status().message()));
+    throw std::invalid_argument("tensor '" + m.name +
+                                "': " + std::string(d.status().message()));
   }
   m.dtype = *d;
   m.shape = Field<std::vector<int64_t>>(j, "shape");
@@ -124,16 +124,17 @@ Result<RankManifest> DecodeRankManifest(std::string_view text) {
         s.rank = Field<int>(js, "rank");
         Result<ShardGeometry> g =
             ShardGeometry::Parse(Field<std::string>(js, "geometry"));
-        if (!g.ok()) throw std::invalid_argument(std::string(g.status().message()));
+        if (!g.ok())
+          throw std::invalid_argument(std::string(g.status().message()));
         s.geometry = *g;
         s.chunk_bytes = Field<uint64_t>(js, "chunk_bytes");
         if (s.chunk_bytes > (uint64_t{1} << 30)) {
           throw std::invalid_argument("chunk_bytes out of range");
         }
         for (const json& jc : js.at("chunks")) {
-          s.chunks.push_back(ChunkRef{HashField(jc, "a"), Field<uint64_t>(jc, "n"),
-                                      Field<uint64_t>(jc, "s"),
-                                      Field<std::string>(jc, "e")});
+          s.chunks.push_back(
+              ChunkRef{HashField(jc, "a"), Field<uint64_t>(jc, "n"),
+                       Field<uint64_t>(jc, "s"), Field<std::string>(jc, "e")});
         }
         CheckShard(t.meta, s);
         t.shards.push_back(std::move(s));
@@ -141,10 +142,9 @@ Result<RankManifest> DecodeRankManifest(std::string_view text) {
       m.tensors.push_back(std::move(t));
     }
     for (const json& jb : j.at("blobs")) {
-      m.blobs.push_back(BlobEntry{Field<std::string>(jb, "name"),
-                                  Field<int>(jb, "rank"),
-                                  Field<uint64_t>(jb, "size"),
-                                  HashField(jb, "hash")});
+      m.blobs.push_back(
+          BlobEntry{Field<std::string>(jb, "name"), Field<int>(jb, "rank"),
+                    Field<uint64_t>(jb, "size"), HashField(jb, "hash")});
     }
     return m;
   } catch (const std::exception& e) {
@@ -201,7 +201,8 @@ std::vector<int> CommitRecord::LocalRanks() const {
 
 Status MergeRankManifest(const RankManifest& part, Manifest* out) {
   for (const TensorEntry& t : part.tensors) {
-    auto [it, inserted] = out->tensors.emplace(t.meta.name, TensorEntry{t.meta, {}});
+    auto [it, inserted] =
+        out->tensors.emplace(t.meta.name, TensorEntry{t.meta, {}});
     if (!inserted && it->second.meta != t.meta) {
       return Status::DataLoss("ranks disagree on tensor '" + t.meta.name +
                               "': " + it->second.meta.DebugString() + " vs " +

@@ -73,7 +73,8 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
     keep.insert(committed[i]);
   }
   for (uint64_t p : options.pinned) {
-    if (std::binary_search(committed.begin(), committed.end(), p)) keep.insert(p);
+    if (std::binary_search(committed.begin(), committed.end(), p))
+      keep.insert(p);
   }
   const uint64_t newest_kept = keep.empty() ? 0 : *keep.rbegin();
   const uint64_t oldest_kept = keep.empty() ? 0 : *keep.begin();
@@ -90,8 +91,8 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
     if (v.committed) {
       dropped = keep.count(v.version) == 0;
     } else {
-      dropped = v.aborted ||
-                (shared && !keep.empty() && v.version < newest_kept);
+      dropped =
+          v.aborted || (shared && !keep.empty() && v.version < newest_kept);
     }
     if (dropped) {
       DeleteVersionParts(&batch, v.version);
@@ -184,9 +185,9 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
     ro.fill_cache = false;
     for (const auto& [a, loc] : u.live) {
       std::string value;
-      HY_RETURN_IF_ERROR(FromRocks(
-          db_->Get(ro, chunks_, keys::Chunk(epoch, a), &value),
-          "repacking chunk " + a.ToHex()));
+      HY_RETURN_IF_ERROR(
+          FromRocks(db_->Get(ro, chunks_, keys::Chunk(epoch, a), &value),
+                    "repacking chunk " + a.ToHex()));
       moved.push_back({a, std::move(value), loc.depth, loc.base, loc.encoding});
     }
     uint64_t fresh = 0;

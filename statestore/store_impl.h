@@ -23,6 +23,10 @@
 
 namespace hy::statestore {
 
+// Returns InvalidArgument if `part` is malformed (shards whose geometry or
+// size does not fit their tensor, names given twice, bad ranks or version).
+Status CheckSavePart(const SavePart& part);
+
 // Converts a RocksDB status; `what` says what was being done.
 Status FromRocks(const rocksdb::Status& s, const std::string& what);
 
@@ -41,8 +45,8 @@ class RocksStore : public Store {
   Result<std::vector<VersionInfo>> ListVersions() override;
   Result<uint64_t> LatestCommitted() override;
   Result<Manifest> ReadManifest(uint64_t version) override;
-  Status ReadRegion(uint64_t version, const std::string& tensor,
-                    FlatRun region, MutableBytes out) override;
+  Status ReadRegion(uint64_t version, const std::string& tensor, FlatRun region,
+                    MutableBytes out) override;
   Status ReadShard(uint64_t version, const std::string& tensor, int rank,
                    MutableBytes out) override;
   Result<std::string> ReadBlob(uint64_t version, const std::string& name,
@@ -56,8 +60,8 @@ class RocksStore : public Store {
   struct EncodedChunk {
     Hash128 address;
     std::string value;
-    uint8_t depth = 0;  // Delta chain depth; 0 for a full chunk.
-    Hash128 base;       // The delta base's address when depth > 0.
+    uint8_t depth = 0;     // Delta chain depth; 0 for a full chunk.
+    Hash128 base;          // The delta base's address when depth > 0.
     std::string encoding;  // Only set when repacking.
   };
   struct Staged;  // SaveAsync's copy of a part.
@@ -91,8 +95,8 @@ class RocksStore : public Store {
   // Returns NotFound if `m` has no tensor `name`.
   static Result<const TensorEntry*> FindTensor(const Manifest& m,
                                                const std::string& name);
-  Result<std::string> ReadBlobLocked(const Manifest& m,
-                                     const std::string& name, int rank);
+  Result<std::string> ReadBlobLocked(const Manifest& m, const std::string& name,
+                                     int rank);
   Result<std::vector<RankManifest>> ReadRankParts(uint64_t version);
   Status DeleteEpochData(uint64_t epoch);
   Status Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,

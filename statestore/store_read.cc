@@ -109,8 +109,8 @@ Status RocksStore::ReadChunkAt(const Hash128& address, uint64_t raw_length,
         ReadChunkAt(loc.base, raw_length, MutableBytes(base), level + 1)
             .WithContext("base of chunk " + ref.address.ToHex()));
   }
-  HY_RETURN_IF_ERROR(DecodeChunk(encoded, base, out).WithContext(
-      "chunk " + ref.address.ToHex()));
+  HY_RETURN_IF_ERROR(DecodeChunk(encoded, base, out)
+                         .WithContext("chunk " + ref.address.ToHex()));
   // End to end: lossless chunks must hash back to their address.
   if (!h->bf16_cast && ContentHash(out) != ref.address) {
     return Status::DataLoss("chunk " + ref.address.ToHex() +
@@ -158,8 +158,7 @@ Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,
                                     "' has too few chunks");
           }
           const uint64_t in_chunk = local - ci * s.chunk_bytes;
-          const uint64_t n =
-              std::min(left, s.chunks[ci].raw_length - in_chunk);
+          const uint64_t n = std::min(left, s.chunks[ci].raw_length - in_chunk);
           auto [it, fresh] = task_of_chunk.emplace(ci, tasks.size());
           if (fresh) tasks.push_back({s.chunks[ci], {}});
           tasks[it->second].pieces.push_back({in_chunk, dst, n});
@@ -212,10 +211,9 @@ Status RocksStore::ReadShard(uint64_t version, const std::string& tensor,
     uint64_t bytes = 0;
     for (const ChunkRef& c : s.chunks) bytes += c.raw_length;
     if (out.size() != bytes) {
-      return Status::InvalidArgument("output buffer has " +
-                                     std::to_string(out.size()) +
-                                     " bytes, the shard " +
-                                     std::to_string(bytes));
+      return Status::InvalidArgument(
+          "output buffer has " + std::to_string(out.size()) +
+          " bytes, the shard " + std::to_string(bytes));
     }
     std::vector<Status> results(s.chunks.size());
     pool_->ParallelFor(s.chunks.size(), [&](size_t i) {
@@ -245,7 +243,8 @@ Result<std::string> RocksStore::ReadBlobLocked(const Manifest& m,
     if (b.name != name || b.rank != rank) continue;
     std::string value;
     Status s = Get(manifests_, keys::Blob(version, rank, name), &value);
-    if (s.IsNotFound()) return Status::DataLoss("blob '" + name + "' is missing");
+    if (s.IsNotFound())
+      return Status::DataLoss("blob '" + name + "' is missing");
     HY_RETURN_IF_ERROR(s);
     if (value.size() != b.size || ContentHash(value) != b.hash) {
       return Status::DataLoss("blob '" + name + "' is damaged");
@@ -297,7 +296,8 @@ Result<VerifyReport> RocksStore::Verify(uint64_t version) {
   for (const BlobEntry& b : m.blobs) {
     Result<std::string> data = ReadBlobLocked(m, b.name, b.rank);
     if (!data.ok()) {
-      report.bad.push_back({"blob:" + b.name, b.rank, 0, b.hash, data.status()});
+      report.bad.push_back(
+          {"blob:" + b.name, b.rank, 0, b.hash, data.status()});
     }
   }
   return report;

@@ -26,7 +26,6 @@ Hash128 ChunkAddress(ConstBytes raw, bool cast) {
   return h.Digest();
 }
 
-
 // One chunk of one shard of the part being saved.
 struct PendingChunk {
   size_t shard = 0;
@@ -46,7 +45,9 @@ bool IsDelta(const std::string& encoded) {
   return encoded.size() > 5 && (static_cast<uint8_t>(encoded[5]) & 2) != 0;
 }
 
-Status CheckPart(const SavePart& part) {
+}  // namespace
+
+Status CheckSavePart(const SavePart& part) {
   if (part.rank < 0) return Status::InvalidArgument("rank must be >= 0");
   if (part.version > kMaxVersion) {
     return Status::InvalidArgument("version number too large");
@@ -63,10 +64,10 @@ Status CheckPart(const SavePart& part) {
     const uint64_t want = static_cast<uint64_t>(s.geometry.NumElements()) *
                           DTypeSize(s.meta.dtype);
     if (s.data.size() != want) {
-      return Status::InvalidArgument(
-          "tensor '" + s.meta.name + "': shard " + s.geometry.ToString() +
-          " needs " + std::to_string(want) + " bytes, got " +
-          std::to_string(s.data.size()));
+      return Status::InvalidArgument("tensor '" + s.meta.name + "': shard " +
+                                     s.geometry.ToString() + " needs " +
+                                     std::to_string(want) + " bytes, got " +
+                                     std::to_string(s.data.size()));
     }
   }
   std::set<std::pair<int, std::string>> blobs;
@@ -83,11 +84,9 @@ Status CheckPart(const SavePart& part) {
   return Status::OK();
 }
 
-}  // namespace
-
 Status RocksStore::Save(const SavePart& part, SaveStats* stats) {
   if (read_only()) return Status::FailedPrecondition("store is read-only");
-  HY_RETURN_IF_ERROR(CheckPart(part));
+  HY_RETURN_IF_ERROR(CheckSavePart(part));
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
   const metrics::HyMetrics* m = options_.metrics;
   metrics::ScopedTimer timer(m ? m->checkpoint_save_duration : nullptr);
@@ -95,7 +94,8 @@ Status RocksStore::Save(const SavePart& part, SaveStats* stats) {
   Status s = SaveLocked(part, &local);
   if (!s.ok()) return s;
   if (m != nullptr) {
-    m->checkpoint_written_bytes->Increment(static_cast<double>(local.new_bytes));
+    m->checkpoint_written_bytes->Increment(
+        static_cast<double>(local.new_bytes));
     m->checkpoint_logical_bytes->Increment(
         static_cast<double>(local.logical_bytes));
   }
@@ -120,8 +120,9 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
     s = Get(meta_, keys::Prepared(part.version, part.rank), &ignored);
     if (s.ok()) {
       return Status::AlreadyExists(
-          where + ": already prepared (an earlier save of it, perhaps by a "
-                  "process that died; Abort the version to save it anew)");
+          where +
+          ": already prepared (an earlier save of it, perhaps by a "
+          "process that died; Abort the version to save it anew)");
     }
     if (!s.IsNotFound()) return s;
   }
@@ -134,8 +135,10 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
     const ConstBytes data = part.shards[i].data;
     st.logical_bytes += data.size();
     for (uint64_t off = 0; off < data.size(); off += cb) {
-      chunks.push_back(
-          {i, off / cb, data.subspan(off, std::min(cb, data.size() - off)), {}});
+      chunks.push_back({i,
+                        off / cb,
+                        data.subspan(off, std::min(cb, data.size() - off)),
+                        {}});
     }
   }
   pool_->ParallelFor(chunks.size(), [&](size_t i) {
@@ -282,8 +285,9 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
     HY_RETURN_IF_ERROR(finish_write());
     in_flight = std::move(next);
     Batch* b = in_flight.get();
-    writing = std::async(std::launch::async,
-                         [this, b] { return WriteEpoch(&b->encoded, &b->epoch); });
+    writing = std::async(std::launch::async, [this, b] {
+      return WriteEpoch(&b->encoded, &b->epoch);
+    });
     begin = end;
   }
   HY_RETURN_IF_ERROR(finish_write());
@@ -392,14 +396,14 @@ Status RocksStore::WriteEpoch(std::vector<EncodedChunk>* chunks,
 
   const std::string file =
       path_ + "/hy-ingest-" + std::to_string(*epoch) + ".sst";
-  rocksdb::SstFileWriter writer(rocksdb::EnvOptions(),
-                                rocksdb::Options(rocksdb::DBOptions(),
-                                                 chunk_cf_options_),
-                                chunks_);
+  rocksdb::SstFileWriter writer(
+      rocksdb::EnvOptions(),
+      rocksdb::Options(rocksdb::DBOptions(), chunk_cf_options_), chunks_);
   HY_RETURN_IF_ERROR(FromRocks(writer.Open(file), "creating " + file));
   for (const EncodedChunk& c : *chunks) {
-    HY_RETURN_IF_ERROR(FromRocks(
-        writer.Put(keys::Chunk(*epoch, c.address), c.value), "writing " + file));
+    HY_RETURN_IF_ERROR(
+        FromRocks(writer.Put(keys::Chunk(*epoch, c.address), c.value),
+                  "writing " + file));
   }
   HY_RETURN_IF_ERROR(FromRocks(writer.Finish(), "finishing " + file));
   rocksdb::IngestExternalFileOptions io;
@@ -407,104 +411,6 @@ Status RocksStore::WriteEpoch(std::vector<EncodedChunk>* chunks,
   io.snapshot_consistency = false;
   return FromRocks(db_->IngestExternalFile(chunks_, {file}, io),
                    "ingesting " + file);
-}
-
-// ---- SaveAsync ---------------------------------------------------------
-
-struct RocksStore::Staged {
-  SavePart part;                         // Views into `buffers`.
-  std::vector<std::string> buffers;      // The snapshot copies.
-  uint64_t bytes = 0;
-};
-
-namespace {
-
-class AsyncHandle : public SaveHandle {
- public:
-  Status Wait(SaveStats* stats) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return done_; });
-    if (stats) *stats = stats_;
-    return status_;
-  }
-  bool Done() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_;
-  }
-  void Finish(Status s, const SaveStats& stats) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      status_ = std::move(s);
-      stats_ = stats;
-      done_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  Status status_;
-  SaveStats stats_;
-};
-
-// Shared ownership between the caller's handle and the background task.
-class HandleRef : public SaveHandle {
- public:
-  explicit HandleRef(std::shared_ptr<AsyncHandle> h) : h_(std::move(h)) {}
-  Status Wait(SaveStats* stats) override { return h_->Wait(stats); }
-  bool Done() const override { return h_->Done(); }
-
- private:
-  std::shared_ptr<AsyncHandle> h_;
-};
-
-}  // namespace
-
-Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
-  if (read_only()) return Status::FailedPrecondition("store is read-only");
-  HY_RETURN_IF_ERROR(CheckPart(part));
-  auto staged = std::make_shared<Staged>();
-  for (const ShardData& s : part.shards) staged->bytes += s.data.size();
-  for (const BlobData& b : part.blobs) staged->bytes += b.data.size();
-  if (staged->bytes > options_.staging_bytes) {
-    return Status::InvalidArgument(
-        "save of " + std::to_string(staged->bytes) +
-        " bytes exceeds the whole staging budget of " +
-        std::to_string(options_.staging_bytes));
-  }
-  {
-    std::unique_lock<std::mutex> lock(staging_mu_);
-    staging_cv_.wait(lock, [&] {
-      return staging_used_ + staged->bytes <= options_.staging_bytes;
-    });
-    staging_used_ += staged->bytes;
-  }
-  // Snapshot every buffer now; the caller may reuse its memory on return.
-  staged->buffers.reserve(part.shards.size() + part.blobs.size());
-  for (ShardData& s : part.shards) {
-    staged->buffers.emplace_back(s.data.AsStringView());
-    s.data = ConstBytes(staged->buffers.back());
-  }
-  for (BlobData& b : part.blobs) {
-    staged->buffers.emplace_back(b.data.AsStringView());
-    b.data = ConstBytes(staged->buffers.back());
-  }
-  staged->part = std::move(part);
-  auto handle = std::make_shared<AsyncHandle>();
-  async_pool_->Schedule([this, staged, handle] {
-    SaveStats stats;
-    Status s = Save(staged->part, &stats);
-    {
-      std::lock_guard<std::mutex> lock(staging_mu_);
-      staging_used_ -= staged->bytes;
-    }
-    staging_cv_.notify_all();
-    staged->buffers.clear();
-    handle->Finish(std::move(s), stats);
-  });
-  return std::unique_ptr<SaveHandle>(new HandleRef(handle));
 }
 
 }  // namespace hy::statestore

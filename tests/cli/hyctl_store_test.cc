@@ -1,9 +1,8 @@
 // hyctl's store commands, run as a real subprocess on real stores.
 
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <sys/wait.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -48,14 +47,16 @@ std::string MakeSafetensors(const TempDir& dir) {
   size_t i = 0;
   for (DType d : kAllDTypes) {
     const int64_t n = 10007 + static_cast<int64_t>(d);
-    tensors.push_back({TensorMeta{"model.t_" + std::string(SafetensorsName(d)),
-                                  d, {n}},
-                       ConstBytes(data[i++])});
+    tensors.push_back(
+        {TensorMeta{"model.t_" + std::string(SafetensorsName(d)), d, {n}},
+         ConstBytes(data[i++])});
   }
-  tensors.push_back({TensorMeta{"scalar", DType::kF64, {}}, ConstBytes(data[3]).subspan(0, 8)});
+  tensors.push_back({TensorMeta{"scalar", DType::kF64, {}},
+                     ConstBytes(data[3]).subspan(0, 8)});
   tensors.push_back({TensorMeta{"empty", DType::kF32, {0, 4}}, ConstBytes()});
   const std::string path = dir.Sub("in.safetensors");
-  EXPECT_TRUE(statestore::WriteSafetensors(path, tensors, {{"format", "pt"}}).ok());
+  EXPECT_TRUE(
+      statestore::WriteSafetensors(path, tensors, {{"format", "pt"}}).ok());
   return path;
 }
 
@@ -63,11 +64,13 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
   TempDir dir;
   const std::string in = MakeSafetensors(dir);
   const std::string store = dir.Sub("store");
-  CmdResult r = Hyctl("import " + store + " --safetensors " + in + " --step 7 --shards 3");
+  CmdResult r = Hyctl("import " + store + " --safetensors " + in +
+                      " --step 7 --shards 3");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("as version 1 in 3 shards"), std::string::npos) << r.out;
 
-  r = Hyctl("export " + store + " --version 1 --safetensors " + dir.Sub("out.safetensors"));
+  r = Hyctl("export " + store + " --version 1 --safetensors " +
+            dir.Sub("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto a = *SafetensorsReader::Open(in);
   auto b = *SafetensorsReader::Open(dir.Sub("out.safetensors"));
@@ -76,7 +79,8 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
     const auto* u = b->Find(t.meta.name);
     ASSERT_NE(u, nullptr) << t.meta.name;
     EXPECT_EQ(u->meta, t.meta);
-    EXPECT_TRUE((*a->TensorData(t.meta.name)).ContentEquals(*b->TensorData(t.meta.name)))
+    EXPECT_TRUE((*a->TensorData(t.meta.name))
+                    .ContentEquals(*b->TensorData(t.meta.name)))
         << t.meta.name;
   }
   EXPECT_EQ(a->metadata(), b->metadata());
@@ -103,11 +107,15 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
     }
     std::vector<rocksdb::ColumnFamilyHandle*> h;
     rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), store, cfs, &h, &db).ok());
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), h[1]));
+    ASSERT_TRUE(
+        rocksdb::DB::Open(rocksdb::DBOptions(), store, cfs, &h, &db).ok());
+    std::unique_ptr<rocksdb::Iterator> it(
+        db->NewIterator(rocksdb::ReadOptions(), h[1]));
     it->SeekToFirst();
     ASSERT_TRUE(it->Valid());
-    victim = Hash128::DecodeFrom(reinterpret_cast<const uint8_t*>(it->key().data() + 8)).ToHex();
+    victim = Hash128::DecodeFrom(
+                 reinterpret_cast<const uint8_t*>(it->key().data() + 8))
+                 .ToHex();
     std::string value = it->value().ToString();
     value.back() ^= 1;
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), h[1], it->key(), value).ok());
@@ -118,7 +126,8 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
   r = Hyctl("verify " + store);
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find(victim), std::string::npos) << r.out;
-  r = Hyctl("export " + store + " --version 1 --safetensors " + dir.Sub("bad.safetensors"));
+  r = Hyctl("export " + store + " --version 1 --safetensors " +
+            dir.Sub("bad.safetensors"));
   EXPECT_EQ(r.code, 3);
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("bad.safetensors")));
 }
@@ -139,7 +148,8 @@ TEST(HyctlStoreTest, GcAndExitCodes) {
 
   EXPECT_EQ(Hyctl("inspect " + store + " --version 1").code, 2);  // Dropped.
   EXPECT_EQ(Hyctl("inspect " + dir.Sub("absent")).code, 2);
-  EXPECT_EQ(Hyctl("import " + store + " --safetensors " + dir.Sub("absent")).code, 2);
+  EXPECT_EQ(
+      Hyctl("import " + store + " --safetensors " + dir.Sub("absent")).code, 2);
   EXPECT_EQ(Hyctl("gc " + store).code, 64);  // --keep is required.
   EXPECT_EQ(Hyctl("frobnicate").code, 64);
 }

@@ -4,10 +4,9 @@
 
 #include "hy/statestore/group_commit.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "store_test_util.h"
 
@@ -65,8 +64,9 @@ CommitRecord Record(uint64_t v, int rank) {
   const auto kShort = std::chrono::milliseconds(1500);
 
   if (!SaveQuarter(store.get(), 1, rank).ok()) _exit(3);
-  Status s = rank == 0 ? CommitAcrossStores(store.get(), Record(1, 0), peers, kLong)
-                       : FollowCommit(store.get(), rank, RankPath(root, 0), 1, kLong);
+  Status s = rank == 0
+                 ? CommitAcrossStores(store.get(), Record(1, 0), peers, kLong)
+                 : FollowCommit(store.get(), rank, RankPath(root, 0), 1, kLong);
   if (!s.ok()) _exit(4);
   if (rank == 3) _exit(0);  // Gone before version 2.
 
@@ -74,7 +74,8 @@ CommitRecord Record(uint64_t v, int rank) {
   if (rank == 0) {
     s = CommitAcrossStores(store.get(), Record(2, 0), peers, kShort);
     _exit(s.code() == StatusCode::kUnavailable &&
-                  s.message().find("ranks 3 did not prepare") != std::string_view::npos
+                  s.message().find("ranks 3 did not prepare") !=
+                      std::string_view::npos
               ? kRefused
               : 6);
   }
@@ -110,7 +111,8 @@ TEST(GroupCommitTest, FourProcessesCommitOnlyWhenEveryRankPrepared) {
     EXPECT_TRUE(versions[0].committed) << "rank " << rank;
     EXPECT_EQ(versions[0].commit.ranks, std::vector<int>{rank});
     EXPECT_EQ(*store->LatestCommitted(), 1u) << "rank " << rank;
-    EXPECT_TRUE(store->ReadManifest(2).status().IsNotFound()) << "rank " << rank;
+    EXPECT_TRUE(store->ReadManifest(2).status().IsNotFound())
+        << "rank " << rank;
     if (rank < 3) {  // Aborted everywhere it was prepared; parts dropped.
       ASSERT_EQ(versions.size(), 2u);
       EXPECT_FALSE(versions[1].committed);
@@ -120,12 +122,15 @@ TEST(GroupCommitTest, FourProcessesCommitOnlyWhenEveryRankPrepared) {
       EXPECT_EQ(versions.size(), 1u);
     }
     std::vector<uint8_t> mine(4096);
-    ASSERT_TRUE(store->ReadRegion(1, "w", {rank * 4096, 4096}, MutableBytes(mine)).ok());
+    ASSERT_TRUE(
+        store->ReadRegion(1, "w", {rank * 4096, 4096}, MutableBytes(mine))
+            .ok());
     EXPECT_EQ(mine, Quarter(1, rank));
     // A node's store holds only its own shard.
     const int other = (rank + 1) % kWorld;
-    EXPECT_TRUE(store->ReadRegion(1, "w", {other * 4096, 4096}, MutableBytes(mine))
-                    .IsDataLoss());
+    EXPECT_TRUE(
+        store->ReadRegion(1, "w", {other * 4096, 4096}, MutableBytes(mine))
+            .IsDataLoss());
   }
 }
 
@@ -133,7 +138,8 @@ TEST(GroupCommitTest, FourProcessesCommitOnlyWhenEveryRankPrepared) {
 // until it learns the outcome: the coordinator may commit after all.
 TEST(GroupCommitTest, FollowerKeepsAnUndecidedPartThroughGc) {
   TempDir dir;
-  auto coordinator = *Store::Open(RankPath(dir.path(), 0), testing::SmallChunks());
+  auto coordinator =
+      *Store::Open(RankPath(dir.path(), 0), testing::SmallChunks());
   auto follower = *Store::Open(RankPath(dir.path(), 1), testing::SmallChunks());
   const std::vector<PeerStore> peers = {{1, RankPath(dir.path(), 1)}};
   const auto kWait = std::chrono::milliseconds(10000);
@@ -144,21 +150,27 @@ TEST(GroupCommitTest, FollowerKeepsAnUndecidedPartThroughGc) {
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   // The coordinator gets there late, then both commit version 2 normally.
   ASSERT_TRUE(SaveQuarter(coordinator.get(), 1, 0).ok());
-  ASSERT_TRUE(CommitAcrossStores(coordinator.get(), Record(1, 0), peers, kWait).ok());
+  ASSERT_TRUE(
+      CommitAcrossStores(coordinator.get(), Record(1, 0), peers, kWait).ok());
   ASSERT_TRUE(SaveQuarter(coordinator.get(), 2, 0).ok());
   ASSERT_TRUE(SaveQuarter(follower.get(), 2, 1).ok());
-  ASSERT_TRUE(CommitAcrossStores(coordinator.get(), Record(2, 0), peers, kWait).ok());
-  ASSERT_TRUE(FollowCommit(follower.get(), 1, RankPath(dir.path(), 0), 2, kWait).ok());
+  ASSERT_TRUE(
+      CommitAcrossStores(coordinator.get(), Record(2, 0), peers, kWait).ok());
+  ASSERT_TRUE(
+      FollowCommit(follower.get(), 1, RankPath(dir.path(), 0), 2, kWait).ok());
 
   GcOptions gc;
   gc.keep_last = 2;
   ASSERT_TRUE(follower->Gc(gc).ok());
-  ASSERT_TRUE(FollowCommit(follower.get(), 1, RankPath(dir.path(), 0), 1, kWait).ok());
+  ASSERT_TRUE(
+      FollowCommit(follower.get(), 1, RankPath(dir.path(), 0), 1, kWait).ok());
   std::vector<uint8_t> mine(4096);
-  ASSERT_TRUE(follower->ReadRegion(1, "w", {4096, 4096}, MutableBytes(mine)).ok());
+  ASSERT_TRUE(
+      follower->ReadRegion(1, "w", {4096, 4096}, MutableBytes(mine)).ok());
   EXPECT_EQ(mine, Quarter(1, 1));
   // Calling again once done is fine (a restarted follower does).
-  EXPECT_TRUE(FollowCommit(follower.get(), 1, RankPath(dir.path(), 0), 1, kWait).ok());
+  EXPECT_TRUE(
+      FollowCommit(follower.get(), 1, RankPath(dir.path(), 0), 1, kWait).ok());
 }
 
 }  // namespace

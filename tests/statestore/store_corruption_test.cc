@@ -28,12 +28,13 @@ class RawDb {
     for (const char* n : {"default", "chunks", "manifests", "meta"}) {
       cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
     }
-    rocksdb::Status s = rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs,
-                                          &handles_, &db_);
+    rocksdb::Status s =
+        rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles_, &db_);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
   ~RawDb() {
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    for (auto* h : handles_)
+      db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
     delete db_;
   }
   rocksdb::DB* db() { return db_; }
@@ -48,10 +49,13 @@ constexpr int kChunksCf = 1, kManifestsCf = 2, kMetaCf = 3;
 
 void SaveOne(const std::string& path, const std::vector<uint8_t>& data) {
   auto store = *Store::Open(path, SmallChunks());
-  ASSERT_TRUE(store->Save({1, 0, {WholeShard("w", DType::kF32,
-                                             {int64_t(data.size() / 4)}, data)},
-                           {}},
-                          nullptr)
+  ASSERT_TRUE(store
+                  ->Save({1,
+                          0,
+                          {WholeShard("w", DType::kF32,
+                                      {int64_t(data.size() / 4)}, data)},
+                          {}},
+                         nullptr)
                   .ok());
   ASSERT_TRUE(store->Commit(Commit(1)).ok());
 }
@@ -71,8 +75,10 @@ TEST(StoreCorruptionTest, FlippedByteInOneChunkIsReportedExactly) {
     victim_key = it->key().ToString();
     std::string value = it->value().ToString();
     value[value.size() / 2] ^= 0x20;
-    ASSERT_TRUE(raw.db()->Put(rocksdb::WriteOptions(), raw.cf(kChunksCf),
-                              victim_key, value).ok());
+    ASSERT_TRUE(
+        raw.db()
+            ->Put(rocksdb::WriteOptions(), raw.cf(kChunksCf), victim_key, value)
+            .ok());
   }
   auto store = *Store::Open(dir.path(), SmallChunks());
   Result<VerifyReport> report = store->Verify(1);
@@ -104,15 +110,18 @@ TEST(StoreCorruptionTest, MissingChunkAndBadManifestAreDataLoss) {
         raw.db()->NewIterator(rocksdb::ReadOptions(), raw.cf(kMetaCf)));
     it->Seek("a");
     ASSERT_TRUE(it->Valid());
-    ASSERT_TRUE(raw.db()->Delete(rocksdb::WriteOptions(), raw.cf(kMetaCf),
-                                 it->key()).ok());
+    ASSERT_TRUE(
+        raw.db()
+            ->Delete(rocksdb::WriteOptions(), raw.cf(kMetaCf), it->key())
+            .ok());
   }
   {
     auto store = *Store::Open(dir.path(), SmallChunks());
     Result<VerifyReport> r = store->Verify(1);
     ASSERT_TRUE(r.ok());
     ASSERT_EQ(r->bad.size(), 1u);
-    EXPECT_NE(r->bad[0].status.message().find("missing"), std::string_view::npos);
+    EXPECT_NE(r->bad[0].status.message().find("missing"),
+              std::string_view::npos);
   }
   {
     RawDb raw(dir.path());
@@ -124,8 +133,10 @@ TEST(StoreCorruptionTest, MissingChunkAndBadManifestAreDataLoss) {
     const size_t at = json.find("\"F32\"");
     ASSERT_NE(at, std::string::npos);
     json.replace(at, 5, "\"F8_E9\"");
-    ASSERT_TRUE(raw.db()->Put(rocksdb::WriteOptions(), raw.cf(kManifestsCf),
-                              it->key(), json).ok());
+    ASSERT_TRUE(raw.db()
+                    ->Put(rocksdb::WriteOptions(), raw.cf(kManifestsCf),
+                          it->key(), json)
+                    .ok());
   }
   auto store = *Store::Open(dir.path(), SmallChunks());
   Status s = store->ReadManifest(1).status();
@@ -149,7 +160,8 @@ TEST(StoreCorruptionTest, OpenRefusesWhatIsNotAStore) {
   }
   r = Store::Open(dir.Sub("plain"), SmallChunks());
   EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status();
-  EXPECT_NE(r.status().message().find("not an hy store"), std::string_view::npos);
+  EXPECT_NE(r.status().message().find("not an hy store"),
+            std::string_view::npos);
 
   StoreOptions ro = SmallChunks();
   ro.read_only = true;
@@ -158,8 +170,10 @@ TEST(StoreCorruptionTest, OpenRefusesWhatIsNotAStore) {
   SaveOne(dir.Sub("newer"), Bytes(64, 1));
   {
     RawDb raw(dir.Sub("newer"));
-    ASSERT_TRUE(raw.db()->Put(rocksdb::WriteOptions(), raw.cf(kMetaCf),
-                              "format", "2").ok());
+    ASSERT_TRUE(
+        raw.db()
+            ->Put(rocksdb::WriteOptions(), raw.cf(kMetaCf), "format", "2")
+            .ok());
   }
   r = Store::Open(dir.Sub("newer"), SmallChunks());
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status();
@@ -180,7 +194,8 @@ TEST(StoreCorruptionTest, TruncatedFilesGiveErrorsNotCrashes) {
   int truncated = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
     if (e.path().extension() == ".sst") {
-      std::filesystem::resize_file(e.path(), std::filesystem::file_size(e.path()) / 2);
+      std::filesystem::resize_file(e.path(),
+                                   std::filesystem::file_size(e.path()) / 2);
       ++truncated;
     }
   }

@@ -4,12 +4,11 @@
 // written for it, and nothing uncommitted may be visible. Gc then removes
 // the leftovers. HY_CRASH_ITERATIONS sets the number of kills (default 50).
 
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
-#include <rocksdb/db.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -52,7 +51,8 @@ std::vector<uint8_t> B(uint64_t v) { return Bytes(8192, v); }
   for (;; ++v) {
     const auto w = W(v), b = B(v);
     const std::string step = std::to_string(v);
-    SavePart p{v, 0,
+    SavePart p{v,
+               0,
                {WholeShard("w", DType::kF32, {16384}, w),
                 WholeShard("b", DType::kU8, {8192}, b)},
                {{"step", kReplicatedBlob, ConstBytes(step)}}};
@@ -64,8 +64,8 @@ std::vector<uint8_t> B(uint64_t v) { return Bytes(8192, v); }
 // Totals over the run, printed at the end so a run that never caught a
 // writer mid-save is visible.
 struct Tally {
-  uint64_t latest = 0;      // Newest committed version seen.
-  uint64_t leftovers = 0;   // Uncommitted versions seen after kills.
+  uint64_t latest = 0;     // Newest committed version seen.
+  uint64_t leftovers = 0;  // Uncommitted versions seen after kills.
 };
 Tally tally;
 
@@ -86,14 +86,17 @@ void CheckStore(const std::string& path, uint64_t* committed_seen) {
     tally.latest = std::max(tally.latest, info.version);
     auto report = store->Verify(info.version);
     ASSERT_TRUE(report.ok()) << report.status();
-    ASSERT_TRUE(report->ok()) << "version " << info.version << ": "
-                              << report->bad[0].status;
+    ASSERT_TRUE(report->ok())
+        << "version " << info.version << ": " << report->bad[0].status;
     std::vector<uint8_t> w(65536), b(8192);
-    ASSERT_TRUE(store->ReadRegion(info.version, "w", {0, 16384}, MutableBytes(w)).ok());
-    ASSERT_TRUE(store->ReadRegion(info.version, "b", {0, 8192}, MutableBytes(b)).ok());
+    ASSERT_TRUE(
+        store->ReadRegion(info.version, "w", {0, 16384}, MutableBytes(w)).ok());
+    ASSERT_TRUE(
+        store->ReadRegion(info.version, "b", {0, 8192}, MutableBytes(b)).ok());
     ASSERT_EQ(w, W(info.version)) << info.version;
     ASSERT_EQ(b, B(info.version)) << info.version;
-    ASSERT_EQ(*store->ReadBlob(info.version, "step"), std::to_string(info.version));
+    ASSERT_EQ(*store->ReadBlob(info.version, "step"),
+              std::to_string(info.version));
   }
   *committed_seen = committed;
 }
@@ -107,14 +110,16 @@ uint64_t ChunkFileBytes(const std::string& path) {
   }
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
-  if (!rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, cfs, &handles, &db)
+  if (!rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, cfs, &handles,
+                                    &db)
            .ok()) {
     ADD_FAILURE() << "cannot open " << path;
     return 0;
   }
   rocksdb::ColumnFamilyMetaData md;
   db->GetColumnFamilyMetaData(handles[1], &md);
-  for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  for (auto* h : handles)
+    db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
   delete db;
   return md.size;
 }
@@ -146,10 +151,11 @@ TEST(StoreCrashTest, KilledWritersNeverLeaveAPartialVersion) {
     }
   }
   EXPECT_GT(committed, 0u);
-  std::printf("%d kills; %llu versions committed; %llu uncommitted "
-              "leftovers seen after kills\n",
-              iterations, static_cast<unsigned long long>(tally.latest),
-              static_cast<unsigned long long>(tally.leftovers));
+  std::printf(
+      "%d kills; %llu versions committed; %llu uncommitted "
+      "leftovers seen after kills\n",
+      iterations, static_cast<unsigned long long>(tally.latest),
+      static_cast<unsigned long long>(tally.leftovers));
   std::printf("chunk files before the final Gc: %llu bytes\n",
               static_cast<unsigned long long>(ChunkFileBytes(path)));
 

@@ -26,9 +26,13 @@ TEST(StoreMetricsTest, SavesAndCommitsAreRecorded) {
 
   const auto a = Bytes(40000, 1);
   SaveStats s1, s2;
-  ASSERT_TRUE(store->Save({1, 0, {WholeShard("w", DType::kU8, {40000}, a)}, {}}, &s1).ok());
+  ASSERT_TRUE(
+      store->Save({1, 0, {WholeShard("w", DType::kU8, {40000}, a)}, {}}, &s1)
+          .ok());
   ASSERT_TRUE(store->Commit(Commit(1)).ok());  // Step 10.
-  ASSERT_TRUE(store->Save({2, 0, {WholeShard("w", DType::kU8, {40000}, a)}, {}}, &s2).ok());
+  ASSERT_TRUE(
+      store->Save({2, 0, {WholeShard("w", DType::kU8, {40000}, a)}, {}}, &s2)
+          .ok());
   ASSERT_TRUE(store->Commit(Commit(2)).ok());  // Step 20; no new chunk.
 
   EXPECT_EQ(m->checkpoint_save_duration->Count(), 2u);

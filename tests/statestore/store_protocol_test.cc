@@ -33,23 +33,33 @@ TEST(StoreProtocolTest, AbortedVersionCanNeverCommit) {
   TempDir dir;
   auto store = *Store::Open(dir.path(), SmallChunks());
   const auto a = Bytes(5000, 1);
-  ASSERT_TRUE(store->Save({1, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr).ok());
+  ASSERT_TRUE(
+      store->Save({1, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr)
+          .ok());
   ASSERT_TRUE(store->Commit(Commit(1)).ok());
-  ASSERT_TRUE(store->Save({2, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr).ok());
+  ASSERT_TRUE(
+      store->Save({2, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr)
+          .ok());
   // A restarted process finds the dead one's part: saving over it is refused.
-  EXPECT_EQ(store->Save({2, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr).code(),
-            StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      store->Save({2, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr)
+          .code(),
+      StatusCode::kAlreadyExists);
   ASSERT_TRUE(store->Abort(2).ok());
   auto versions = *store->ListVersions();
   ASSERT_EQ(versions.size(), 2u);
   EXPECT_TRUE(versions[1].aborted);
   EXPECT_TRUE(versions[1].prepared.empty());
-  EXPECT_EQ(store->Save({2, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr).code(),
-            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      store->Save({2, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr)
+          .code(),
+      StatusCode::kFailedPrecondition);
   EXPECT_EQ(store->Commit(Commit(2)).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(store->Abort(1).code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(store->Abort(2).ok());  // Idempotent.
-  ASSERT_TRUE(store->Save({3, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr).ok());
+  ASSERT_TRUE(
+      store->Save({3, 0, {WholeShard("w", DType::kU8, {5000}, a)}, {}}, nullptr)
+          .ok());
   ASSERT_TRUE(store->Commit(Commit(3)).ok());
   EXPECT_TRUE(store->Verify(3)->ok());
 }
@@ -96,9 +106,12 @@ TEST(StoreProtocolTest, LimitsAreChecked) {
   EXPECT_TRUE(Store::Open(dir.Sub("c"), o).status().IsInvalidArgument());
   auto store = *Store::Open(dir.Sub("d"), SmallChunks());
   const auto a = Bytes(64, 1);
-  EXPECT_TRUE(store->Save({kMaxVersion + 1, 0, {WholeShard("w", DType::kU8, {64}, a)}, {}},
-                          nullptr)
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      store
+          ->Save(
+              {kMaxVersion + 1, 0, {WholeShard("w", DType::kU8, {64}, a)}, {}},
+              nullptr)
+          .IsInvalidArgument());
   CommitRecord c = Commit(UINT64_MAX);
   EXPECT_TRUE(store->Commit(c).IsInvalidArgument());
 }
@@ -125,7 +138,9 @@ TEST(StoreProtocolTest, DeltasNeverCrossTheCast) {
   }
   for (uint64_t v = 1; v <= 4; ++v) {
     std::vector<uint8_t> out(saved[v - 1].size());
-    ASSERT_TRUE(store->ReadRegion(v, "w", {0, 32 * 1024}, MutableBytes(out)).ok()) << v;
+    ASSERT_TRUE(
+        store->ReadRegion(v, "w", {0, 32 * 1024}, MutableBytes(out)).ok())
+        << v;
     if (v % 2 == 0) {
       EXPECT_EQ(out, saved[v - 1]) << v;
     }

@@ -45,8 +45,8 @@ TEST(StoreTest, RoundTripEveryDType) {
   size_t i = 0;
   for (DType d : kAllDTypes) {
     const int64_t n = 3000 + static_cast<int64_t>(d);
-    part.shards.push_back(WholeShard("t." + std::string(SafetensorsName(d)), d,
-                                     {n}, data[i++]));
+    part.shards.push_back(
+        WholeShard("t." + std::string(SafetensorsName(d)), d, {n}, data[i++]));
   }
   SaveStats st;
   ASSERT_TRUE(store->Save(part, &st).ok());
@@ -86,11 +86,12 @@ TEST(StoreTest, SubRegionsDecodeOnlyWhatTheyNeed) {
   std::vector<uint8_t> out(8);
   EXPECT_TRUE(store->ReadRegion(1, "w", {9999, 2}, MutableBytes(out))
                   .IsInvalidArgument());
-  EXPECT_TRUE(store->ReadRegion(1, "w", {0, 3}, MutableBytes(out))
-                  .IsInvalidArgument());
-  EXPECT_TRUE(store->ReadRegion(1, "nope", {0, 2}, MutableBytes(out))
-                  .IsNotFound());
-  EXPECT_TRUE(store->ReadRegion(2, "w", {0, 2}, MutableBytes(out)).IsNotFound());
+  EXPECT_TRUE(
+      store->ReadRegion(1, "w", {0, 3}, MutableBytes(out)).IsInvalidArgument());
+  EXPECT_TRUE(
+      store->ReadRegion(1, "nope", {0, 2}, MutableBytes(out)).IsNotFound());
+  EXPECT_TRUE(
+      store->ReadRegion(2, "w", {0, 2}, MutableBytes(out)).IsNotFound());
 }
 
 TEST(StoreTest, IncrementalSaveWritesOnlyChangedChunks) {
@@ -100,10 +101,14 @@ TEST(StoreTest, IncrementalSaveWritesOnlyChangedChunks) {
   const size_t kChunks = 200;
   auto v1 = Bytes(kChunks * kChunk, 1);
   SaveStats s1;
-  ASSERT_TRUE(store->Save({1, 0, {WholeShard("w", DType::kU8,
-                                             {int64_t(v1.size())}, v1)}, {}},
-                          &s1)
-                  .ok());
+  ASSERT_TRUE(
+      store
+          ->Save({1,
+                  0,
+                  {WholeShard("w", DType::kU8, {int64_t(v1.size())}, v1)},
+                  {}},
+                 &s1)
+          .ok());
   ASSERT_TRUE(store->Commit(Commit(1)).ok());
   EXPECT_EQ(s1.new_chunks, kChunks);
 
@@ -114,10 +119,14 @@ TEST(StoreTest, IncrementalSaveWritesOnlyChangedChunks) {
     changed.push_back(c);
   }
   SaveStats s2;
-  ASSERT_TRUE(store->Save({2, 0, {WholeShard("w", DType::kU8,
-                                             {int64_t(v2.size())}, v2)}, {}},
-                          &s2)
-                  .ok());
+  ASSERT_TRUE(
+      store
+          ->Save({2,
+                  0,
+                  {WholeShard("w", DType::kU8, {int64_t(v2.size())}, v2)},
+                  {}},
+                 &s2)
+          .ok());
   ASSERT_TRUE(store->Commit(Commit(2)).ok());
   EXPECT_EQ(s2.new_chunks, changed.size());
   // Random bytes store plainly: each chunk costs its size plus a header.
@@ -128,10 +137,14 @@ TEST(StoreTest, IncrementalSaveWritesOnlyChangedChunks) {
 
   // A third save of identical data writes nothing at all.
   SaveStats s3;
-  ASSERT_TRUE(store->Save({3, 0, {WholeShard("w", DType::kU8,
-                                             {int64_t(v2.size())}, v2)}, {}},
-                          &s3)
-                  .ok());
+  ASSERT_TRUE(
+      store
+          ->Save({3,
+                  0,
+                  {WholeShard("w", DType::kU8, {int64_t(v2.size())}, v2)},
+                  {}},
+                 &s3)
+          .ok());
   EXPECT_EQ(s3.new_chunks, 0u);
   EXPECT_EQ(s3.new_bytes, 0u);
 }
@@ -158,7 +171,8 @@ TEST(StoreTest, ShardedMultiRankVersion) {
   for (int rank = 0; rank < 4; ++rank) {
     const int tp = rank % 2;
     mine[rank] = column_block(tp);
-    flat_mine[rank].assign(flat.begin() + rank * 500, flat.begin() + rank * 500 + 500);
+    flat_mine[rank].assign(flat.begin() + rank * 500,
+                           flat.begin() + rank * 500 + 500);
     ranks.emplace_back([&, rank, tp] {
       SavePart p;
       p.version = 5;
@@ -176,7 +190,8 @@ TEST(StoreTest, ShardedMultiRankVersion) {
       std::string rng = "rng-state-of-rank-" + std::to_string(rank);
       p.blobs.push_back({"rng", rank, ConstBytes(rng)});
       std::string cfg = "config";
-      if (rank == 0) p.blobs.push_back({"config", kReplicatedBlob, ConstBytes(cfg)});
+      if (rank == 0)
+        p.blobs.push_back({"config", kReplicatedBlob, ConstBytes(cfg)});
       results[rank] = store->Save(p, nullptr);
     });
   }
@@ -184,14 +199,17 @@ TEST(StoreTest, ShardedMultiRankVersion) {
   for (const Status& s : results) ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(store->Commit(Commit(5, 4)).ok());
 
-  EXPECT_EQ(ReadAll(store.get(), 5, "attn.q_proj.weight", full.size(), 4), full);
+  EXPECT_EQ(ReadAll(store.get(), 5, "attn.q_proj.weight", full.size(), 4),
+            full);
   EXPECT_EQ(ReadAll(store.get(), 5, "flat", flat.size(), 2), flat);
   std::vector<uint8_t> region(4 * 7);  // Crosses the tp boundary.
-  ASSERT_TRUE(store->ReadRegion(5, "attn.q_proj.weight", {14, 7},
-                                MutableBytes(region)).ok());
+  ASSERT_TRUE(
+      store->ReadRegion(5, "attn.q_proj.weight", {14, 7}, MutableBytes(region))
+          .ok());
   EXPECT_EQ(0, std::memcmp(region.data(), full.data() + 14 * 4, 28));
   std::vector<uint8_t> shard(mine[3].size());
-  ASSERT_TRUE(store->ReadShard(5, "attn.q_proj.weight", 3, MutableBytes(shard)).ok());
+  ASSERT_TRUE(
+      store->ReadShard(5, "attn.q_proj.weight", 3, MutableBytes(shard)).ok());
   EXPECT_EQ(shard, mine[3]);
   EXPECT_EQ(*store->ReadBlob(5, "rng", 2), "rng-state-of-rank-2");
   EXPECT_EQ(*store->ReadBlob(5, "config"), "config");
@@ -232,7 +250,8 @@ TEST(StoreTest, VersionWithoutEveryPrepareStaysInvisible) {
   EXPECT_FALSE(versions[1].committed);
   EXPECT_EQ(versions[1].prepared, std::vector<int>{0});
 
-  EXPECT_EQ(store->Save(part(2, 0, b), nullptr).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store->Save(part(2, 0, b), nullptr).code(),
+            StatusCode::kAlreadyExists);
   ASSERT_TRUE(store->Save(part(2, 1, a), nullptr).ok());
   ASSERT_TRUE(store->Commit(Commit(2, 2)).ok());
   EXPECT_EQ(store->Commit(Commit(2, 2)).code(), StatusCode::kAlreadyExists);
@@ -254,7 +273,8 @@ TEST(StoreTest, SaveAsyncSnapshotsBuffersAtCallTime) {
     ASSERT_TRUE(h.ok()) << h.status();
     handles.push_back(std::move(h).value());
     // The training step mutates the tensor right away.
-    for (size_t i = 0; i < live.size(); i += 7) live[i] ^= static_cast<uint8_t>(v);
+    for (size_t i = 0; i < live.size(); i += 7)
+      live[i] ^= static_cast<uint8_t>(v);
   }
   for (uint64_t v = 1; v <= 6; ++v) {
     SaveStats st;
@@ -274,7 +294,8 @@ TEST(StoreTest, RejectsMalformedSaves) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());
   const auto d = Bytes(400, 1);
-  SavePart p{1, 0, {WholeShard("w", DType::kF32, {101}, d)}, {}};  // 404 needed.
+  SavePart p{
+      1, 0, {WholeShard("w", DType::kF32, {101}, d)}, {}};  // 404 needed.
   EXPECT_TRUE(store->Save(p, nullptr).IsInvalidArgument());
   p.shards[0] = WholeShard("w", DType::kF32, {100}, d);
   p.shards[0].geometry = ShardGeometry::FromBox(Box{{50}, {100}});  // Too far.
@@ -282,7 +303,8 @@ TEST(StoreTest, RejectsMalformedSaves) {
   p.shards[0] = WholeShard("w", DType::kF32, {100}, d);
   p.shards.push_back(p.shards[0]);  // Same tensor twice.
   EXPECT_TRUE(store->Save(p, nullptr).IsInvalidArgument());
-  EXPECT_TRUE(store->Commit(Commit(1)).code() == StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store->Commit(Commit(1)).code() ==
+              StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ inline std::vector<uint8_t> Bytes(size_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; i += 8) {
     const uint64_t r = rng();
-    for (size_t j = 0; j < 8 && i + j < n; ++j) v[i + j] = uint8_t(r >> (8 * j));
+    for (size_t j = 0; j < 8 && i + j < n; ++j)
+      v[i + j] = uint8_t(r >> (8 * j));
   }
   return v;
 }

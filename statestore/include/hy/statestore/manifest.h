@@ -82,8 +82,8 @@ struct CommitRecord {
   // world (one store shared by all ranks); {k} for rank k's own store when
   // each process keeps its own (see group_commit.h).
   std::vector<int> ranks;
-  std::string layout;       // Layout spec string, e.g. "fsdp=4".
-  std::string model_rules;  // How tensors are split (opaque here).
+  std::string layout;        // Layout spec string, e.g. "fsdp=4".
+  std::string model_rules;   // How tensors are split (opaque here).
   int64_t wall_time_ms = 0;  // Unix time of the commit.
   uint64_t logical_bytes = 0;
   uint64_t stored_bytes = 0;

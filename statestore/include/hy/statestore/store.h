@@ -87,9 +87,9 @@ struct StoreOptions {
 
 // One shard of one tensor, as a rank hands it to Save.
 struct ShardData {
-  TensorMeta meta;          // The global tensor.
-  ShardGeometry geometry;   // Which part of it `data` is.
-  ConstBytes data;          // geometry.NumElements() * DTypeSize elements.
+  TensorMeta meta;            // The global tensor.
+  ShardGeometry geometry;     // Which part of it `data` is.
+  ConstBytes data;            // geometry.NumElements() * DTypeSize elements.
   bool cast_to_bf16 = false;  // Store f32 data as bf16 (lossy).
 };
 
@@ -110,18 +110,18 @@ struct SavePart {
 struct SaveStats {
   uint64_t logical_bytes = 0;  // Raw bytes of the part's shards.
   uint64_t chunks = 0;
-  uint64_t new_chunks = 0;     // Chunks encoded and written by this save.
-  uint64_t new_bytes = 0;      // Encoded bytes written by this save.
-  uint64_t delta_chunks = 0;   // New chunks stored as XOR deltas.
-  uint64_t stored_bytes = 0;   // Encoded bytes of all referenced chunks.
+  uint64_t new_chunks = 0;    // Chunks encoded and written by this save.
+  uint64_t new_bytes = 0;     // Encoded bytes written by this save.
+  uint64_t delta_chunks = 0;  // New chunks stored as XOR deltas.
+  uint64_t stored_bytes = 0;  // Encoded bytes of all referenced chunks.
 };
 
 struct VersionInfo {
   uint64_t version = 0;
   bool committed = false;
-  bool aborted = false;         // Given up for good (see Store::Abort).
-  CommitRecord commit;          // Valid when committed.
-  std::vector<int> prepared;    // Ranks with a prepare record.
+  bool aborted = false;       // Given up for good (see Store::Abort).
+  CommitRecord commit;        // Valid when committed.
+  std::vector<int> prepared;  // Ranks with a prepare record.
 };
 
 struct BadChunk {
@@ -129,7 +129,7 @@ struct BadChunk {
   int rank = 0;
   size_t index = 0;  // Chunk index within the shard.
   Hash128 address;
-  Status status;     // Why it is bad (DataLoss: missing or corrupt).
+  Status status;  // Why it is bad (DataLoss: missing or corrupt).
 };
 
 struct VerifyReport {
@@ -140,19 +140,19 @@ struct VerifyReport {
 };
 
 struct GcOptions {
-  size_t keep_last = 1;            // Newest committed versions kept.
-  std::set<uint64_t> pinned;       // Also kept.
+  size_t keep_last = 1;       // Newest committed versions kept.
+  std::set<uint64_t> pinned;  // Also kept.
   // Epochs whose live bytes fall below this fraction are rewritten so the
   // dead chunks in them are reclaimed.
   double repack_below = 0.5;
 };
 
 struct GcReport {
-  std::vector<uint64_t> dropped_versions;      // Committed, dropped.
-  std::vector<uint64_t> dropped_uncommitted;   // Leftovers removed.
+  std::vector<uint64_t> dropped_versions;     // Committed, dropped.
+  std::vector<uint64_t> dropped_uncommitted;  // Leftovers removed.
   uint64_t dropped_chunks = 0;
-  uint64_t reclaimed_bytes = 0;   // Encoded bytes no longer stored.
-  uint64_t repacked_bytes = 0;    // Live bytes rewritten by repacking.
+  uint64_t reclaimed_bytes = 0;  // Encoded bytes no longer stored.
+  uint64_t repacked_bytes = 0;   // Live bytes rewritten by repacking.
 };
 
 class SaveHandle;

@@ -15,7 +15,9 @@
 // One process opens a store read-write (RocksDB's lock enforces it); ranks
 // that share a store are threads of that process (or clients of a store
 // service). Ranks in different processes each own a store (one per node) and
-// run the same protocol per store; see docs/architecture.md.
+// commit across the stores with the two-phase protocol of group_commit.h;
+// see docs/architecture.md. A version a dead process left prepared but
+// uncommitted is given up with Abort() before it is saved anew.
 //
 // Thread-safety: all methods may be called concurrently from many threads.
 // Gc() waits for saves in flight and blocks new ones while it runs.

@@ -87,8 +87,11 @@ int InspectVersions(Store* store, const std::string& format) {
       for (int r : v.prepared)
         ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
       j["prepared_ranks"] = v.prepared;
+      j["aborted"] = v.aborted;
       rows.push_back({std::to_string(v.version), "-", "-", "-", "-", "-", "-",
-                      "-", "-", "uncommitted (prepared: " + ranks + ")"});
+                      "-", "-",
+                      v.aborted ? std::string("aborted")
+                                : "uncommitted (prepared: " + ranks + ")"});
     }
     out.push_back(std::move(j));
   }

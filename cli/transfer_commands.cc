@@ -39,12 +39,21 @@ int Import(const Args& a) {
   auto opened = Store::Open(a.store, statestore::StoreOptions());
   if (!opened.ok()) return Report("import", opened.status());
   Store* store = opened->get();
+  // By default the version after every one the store knows, committed,
+  // aborted or left over, so an earlier failed import is never in the way.
   uint64_t version = 1;
   if (a.version) {
     version = *a.version;
-  } else if (Result<uint64_t> latest = store->LatestCommitted(); latest.ok()) {
-    version = *latest + 1;
+  } else {
+    Result<std::vector<statestore::VersionInfo>> known = store->ListVersions();
+    if (!known.ok()) return Report("import", known.status());
+    if (!known->empty()) version = known->back().version + 1;
   }
+  // A failed import gives its version up, so no half-saved parts remain.
+  auto fail = [&](const Status& s) {
+    store->Abort(version).IgnoreError();
+    return Report("import", s);
+  };
   const std::string metadata = nlohmann::json((*reader)->metadata()).dump();
 
   // Each tensor is cut into `shards` contiguous flat runs, rank r holding
@@ -80,7 +89,7 @@ int Import(const Args& a) {
     }
     statestore::SaveStats st;
     Status s = store->Save(part, &st);
-    if (!s.ok()) return Report("import", s);
+    if (!s.ok()) return fail(s);
     total.logical_bytes += st.logical_bytes;
     total.new_bytes += st.new_bytes;
   }
@@ -90,7 +99,7 @@ int Import(const Args& a) {
   c.world_size = a.shards;
   c.layout = "flat=" + std::to_string(a.shards);
   Status s = store->Commit(c);
-  if (!s.ok()) return Report("import", s);
+  if (!s.ok()) return fail(s);
   std::cout << "imported " << (*reader)->tensors().size() << " tensors ("
             << total.logical_bytes << " bytes) as version " << version << " in "
             << a.shards << " shards; wrote " << total.new_bytes

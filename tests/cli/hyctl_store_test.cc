@@ -146,6 +146,11 @@ TEST(HyctlStoreTest, GcAndExitCodes) {
   EXPECT_EQ(nlohmann::json::parse(r.out).size(), 1u);
   EXPECT_EQ(Hyctl("verify " + store).code, 0);
 
+  // Importing over a committed version is refused and leaves it intact.
+  r = Hyctl("import " + store + " --safetensors " + in + " --version 3");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(Hyctl("verify " + store + " --version 3").code, 0);
+
   EXPECT_EQ(Hyctl("inspect " + store + " --version 1").code, 2);  // Dropped.
   EXPECT_EQ(Hyctl("inspect " + dir.Sub("absent")).code, 2);
   EXPECT_EQ(

@@ -10,6 +10,7 @@
 
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
+#include "statestore/raw_db.h"
 #include "statestore/store_test_util.h"
 
 namespace hy::cli {
@@ -17,6 +18,7 @@ namespace {
 
 using statestore::SafetensorsReader;
 using statestore::testing::Bytes;
+using statestore::testing::RawDb;
 using statestore::testing::TempDir;
 
 struct CmdResult {
@@ -101,16 +103,12 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
   // Damage one chunk through RocksDB: verify names it and exits 3.
   std::string victim;
   {
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* n : {"default", "chunks", "manifests", "meta"}) {
-      cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> h;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(
-        rocksdb::DB::Open(rocksdb::DBOptions(), store, cfs, &h, &db).ok());
+    RawDb raw(store);
+    ASSERT_TRUE(raw.ok());
+    rocksdb::ColumnFamilyHandle* chunks =
+        raw.cf(statestore::testing::kChunksCf);
     std::unique_ptr<rocksdb::Iterator> it(
-        db->NewIterator(rocksdb::ReadOptions(), h[1]));
+        raw.db()->NewIterator(rocksdb::ReadOptions(), chunks));
     it->SeekToFirst();
     ASSERT_TRUE(it->Valid());
     victim = Hash128::DecodeFrom(
@@ -118,10 +116,8 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
                  .ToHex();
     std::string value = it->value().ToString();
     value.back() ^= 1;
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), h[1], it->key(), value).ok());
-    it.reset();
-    for (auto* x : h) db->DestroyColumnFamilyHandle(x).PermitUncheckedError();
-    delete db;
+    ASSERT_TRUE(
+        raw.db()->Put(rocksdb::WriteOptions(), chunks, it->key(), value).ok());
   }
   r = Hyctl("verify " + store);
   EXPECT_EQ(r.code, 3) << r.out;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "hy/statestore/store.h"
+#include "raw_db.h"
 #include "store_test_util.h"
 
 namespace hy::statestore {
@@ -16,36 +17,13 @@ namespace {
 
 using testing::Bytes;
 using testing::Commit;
+using testing::kChunksCf;
+using testing::kManifestsCf;
+using testing::kMetaCf;
+using testing::RawDb;
 using testing::SmallChunks;
 using testing::TempDir;
 using testing::WholeShard;
-
-// Raw RocksDB access to a store, with its column families.
-class RawDb {
- public:
-  explicit RawDb(const std::string& path) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* n : {"default", "chunks", "manifests", "meta"}) {
-      cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-    }
-    rocksdb::Status s =
-        rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles_, &db_);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  }
-  ~RawDb() {
-    for (auto* h : handles_)
-      db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-    delete db_;
-  }
-  rocksdb::DB* db() { return db_; }
-  rocksdb::ColumnFamilyHandle* cf(int i) { return handles_[i]; }
-
- private:
-  rocksdb::DB* db_ = nullptr;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
-};
-
-constexpr int kChunksCf = 1, kManifestsCf = 2, kMetaCf = 3;
 
 void SaveOne(const std::string& path, const std::vector<uint8_t>& data) {
   auto store = *Store::Open(path, SmallChunks());

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "hy/statestore/store.h"
+#include "raw_db.h"
 #include "store_test_util.h"
 
 namespace hy::statestore {
@@ -104,23 +105,10 @@ void CheckStore(const std::string& path, uint64_t* committed_seen) {
 // Bytes in the live SST files of the store's `chunks` column family (what
 // RocksDB reports, so files it has already dropped do not count).
 uint64_t ChunkFileBytes(const std::string& path) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (const char* n : {"default", "chunks", "manifests", "meta"}) {
-    cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-  }
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  if (!rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), path, cfs, &handles,
-                                    &db)
-           .ok()) {
-    ADD_FAILURE() << "cannot open " << path;
-    return 0;
-  }
+  testing::RawDb raw(path, /*read_only=*/true);
+  if (!raw.ok()) return 0;
   rocksdb::ColumnFamilyMetaData md;
-  db->GetColumnFamilyMetaData(handles[1], &md);
-  for (auto* h : handles)
-    db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-  delete db;
+  raw.db()->GetColumnFamilyMetaData(raw.cf(testing::kChunksCf), &md);
   return md.size;
 }
 

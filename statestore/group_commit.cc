@@ -16,6 +16,8 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPollInterval(20);
 
+Result<VersionInfo> Lookup(Store* store, uint64_t version);
+
 // A read-only follower of a store another process writes, with its own
 // scratch folder for RocksDB's secondary-instance logs.
 class Follower {
@@ -46,7 +48,18 @@ class Follower {
     store_ = std::move(s).value();
     return Status::OK();
   }
-  Store* store() { return store_.get(); }
+  // Opens the store if needed, catches up, and finds `version` in it.
+  // A store another process is writing can be caught mid-change (its
+  // MANIFEST rolling over, say), so any error closes the follower: the next
+  // poll opens it afresh. Returns NotFound while the store does not exist.
+  Result<VersionInfo> Poll(const std::string& path, uint64_t version) {
+    Status s = Open(path);
+    if (!s.ok()) return s;
+    Result<VersionInfo> v = Lookup(store_.get(), version);
+    if (!v.ok()) store_.reset();
+    return v;
+  }
+
 
  private:
   std::string scratch_;
@@ -73,18 +86,17 @@ Status CommitAcrossStores(Store* own, const CommitRecord& commit,
   const Clock::time_point deadline = Clock::now() + timeout;
   std::vector<Follower> followers(peers.size());
   std::vector<bool> prepared(peers.size(), false);
+  Status last_error;  // The latest transient error, for the timeout message.
   for (;;) {
     std::string missing;
     for (size_t i = 0; i < peers.size(); ++i) {
       if (prepared[i]) continue;
-      Status s = followers[i].Open(peers[i].path);
-      if (s.ok()) {
-        Result<VersionInfo> v = Lookup(followers[i].store(), commit.version);
-        if (!v.ok()) return v.status().WithContext("reading " + peers[i].path);
+      Result<VersionInfo> v = followers[i].Poll(peers[i].path, commit.version);
+      if (v.ok()) {
         prepared[i] = std::count(v->prepared.begin(), v->prepared.end(),
                                  peers[i].rank) > 0;
-      } else if (!s.IsNotFound()) {
-        return s.WithContext("following " + peers[i].path);
+      } else if (!v.status().IsNotFound()) {
+        last_error = v.status().WithContext("following " + peers[i].path);
       }
       if (!prepared[i]) {
         missing += (missing.empty() ? "" : ",") + std::to_string(peers[i].rank);
@@ -95,10 +107,12 @@ Status CommitAcrossStores(Store* own, const CommitRecord& commit,
       // The decision is abort; recording it lets the followers, and their
       // Gc, know the outcome.
       HY_RETURN_IF_ERROR(own->Abort(commit.version));
-      return Status::Unavailable("aborted version " +
-                                 std::to_string(commit.version) + ": ranks " +
-                                 missing + " did not prepare it within " +
-                                 std::to_string(timeout.count()) + " ms");
+      return Status::Unavailable(
+          "aborted version " + std::to_string(commit.version) + ": ranks " +
+          missing + " did not prepare it within " +
+          std::to_string(timeout.count()) + " ms" +
+          (last_error.ok() ? std::string()
+                           : " (last error: " + last_error.ToString() + ")"));
     }
     std::this_thread::sleep_for(kPollInterval);
   }
@@ -115,11 +129,10 @@ Status FollowCommit(Store* own, int own_rank,
     if (mine.committed) return Status::OK();
   }
   Follower coordinator;
+  Status last_error;  // The latest transient error, for the timeout message.
   for (;;) {
-    Status s = coordinator.Open(coordinator_path);
-    if (s.ok()) {
-      Result<VersionInfo> v = Lookup(coordinator.store(), version);
-      if (!v.ok()) return v.status().WithContext("reading " + coordinator_path);
+    Result<VersionInfo> v = coordinator.Poll(coordinator_path, version);
+    if (v.ok()) {
       if (v->committed) {
         CommitRecord mine = v->commit;
         mine.ranks = {own_rank};
@@ -130,13 +143,15 @@ Status FollowCommit(Store* own, int own_rank,
         return Status::Aborted("the coordinator aborted version " +
                                std::to_string(version));
       }
-    } else if (!s.IsNotFound()) {
-      return s.WithContext("following " + coordinator_path);
+    } else if (!v.status().IsNotFound()) {
+      last_error = v.status().WithContext("following " + coordinator_path);
     }
     if (Clock::now() >= deadline) {
-      return Status::Unavailable("the coordinator did not commit version " +
-                                 std::to_string(version) + " within " +
-                                 std::to_string(timeout.count()) + " ms");
+      return Status::Unavailable(
+          "the coordinator did not commit version " + std::to_string(version) +
+          " within " + std::to_string(timeout.count()) + " ms" +
+          (last_error.ok() ? std::string()
+                           : " (last error: " + last_error.ToString() + ")"));
     }
     std::this_thread::sleep_for(kPollInterval);
   }

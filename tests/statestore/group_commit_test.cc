@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "store_test_util.h"
 
 namespace hy::statestore {
@@ -67,7 +69,11 @@ CommitRecord Record(uint64_t v, int rank) {
   Status s = rank == 0
                  ? CommitAcrossStores(store.get(), Record(1, 0), peers, kLong)
                  : FollowCommit(store.get(), rank, RankPath(root, 0), 1, kLong);
-  if (!s.ok()) _exit(4);
+  if (!s.ok()) {
+    std::fprintf(stderr, "rank %d, version 1: %s\n", rank,
+                 s.ToString().c_str());
+    _exit(4);
+  }
   if (rank == 3) _exit(0);  // Gone before version 2.
 
   if (!SaveQuarter(store.get(), 2, rank).ok()) _exit(5);

@@ -17,6 +17,10 @@ packages=(
   # Metrics: HTTP exporter and Pushgateway client (civetweb), gzip (zlib);
   # the real Prometheus server, promtool and Pushgateway for the tests.
   libcivetweb-dev zlib1g-dev prometheus prometheus-pushgateway
+  # Model rules (YAML).
+  libyaml-cpp-dev
+  # LibTorch (CPU) with c10d: TCPStore, ProcessGroupGloo (needs gloo headers).
+  libtorch-dev libgloo-dev
 )
 
 missing=()

@@ -1,0 +1,124 @@
+// Executor: runs a TransferPlan for one rank over a Transport, on host
+// buffers. Every rank of the plan runs its own Executor with the same plan;
+// Run is collective.
+//
+// Per step, the executor packs what this rank sends to each peer into one
+// bucket per peer (cast to the wire dtype, optionally delta-encoded), hands
+// the buckets to Transport::AllToAllV and unpacks what arrives into the
+// destination buffers. Packing step k+1 overlaps the exchange of step k.
+// Local copies (plan.local) run first and never touch the transport.
+//
+// Wire formats:
+//   kRaw   elements travel in their own dtype.
+//   kBf16  f32 tensors travel (and land) as bf16, rounded to nearest even
+//          at the sender: bit-identical to casting at the destination.
+//          Other dtypes travel raw.
+// Sparse delta (ExecutorOptions::sparse_delta), on top of either: the
+// sender keeps a wire-dtype copy of its source shards as last sent, the
+// receiver's destination buffers are its previous copy, and each bucket
+// carries only what changed: nothing for an unchanged bucket, else the
+// smaller of index/value pairs and an XOR-delta chunk through the codec
+// (byte grouping + zstd). Every delta bucket carries the checksum of the
+// new bytes; a receiver whose previous copy was not what the sender last
+// sent gets DataLoss, never a silently wrong tensor. The first Run (and
+// the first after ResetDelta) sends everything.
+//
+// Thread-safety: an Executor is used by one thread at a time; it may use
+// internal threads for packing. The plan is shared and read-only.
+
+#ifndef HY_RESHARD_EXECUTOR_H_
+#define HY_RESHARD_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "hy/common/bytes.h"
+#include "hy/common/dtype.h"
+#include "hy/common/result.h"
+#include "hy/reshard/plan.h"
+#include "hy/reshard/transport.h"
+
+namespace hy::metrics {
+class HyMetrics;
+}
+
+namespace hy::reshard {
+
+enum class WireFormat : uint8_t { kRaw, kBf16 };
+
+const char* WireFormatName(WireFormat wire);
+
+// The dtype a tensor of `src` dtype has on the wire and at the destination.
+DType WireDType(DType src, WireFormat wire);
+
+struct ExecutorOptions {
+  WireFormat wire = WireFormat::kRaw;
+  bool sparse_delta = false;
+  // Metrics to record each Run into (not owned; may be null). Direction is
+  // a label: 0 train->rollout, 1 rollout->train.
+  const metrics::HyMetrics* metrics = nullptr;
+  int direction = 0;
+};
+
+struct ReshardStats {
+  double plan_seconds = 0;  // Copied from the plan.
+  double pack_seconds = 0;
+  double transfer_seconds = 0;
+  double unpack_seconds = 0;  // Includes the local copies.
+  double total_seconds = 0;
+  // Wire-dtype bytes of this rank's data before delta / compression.
+  int64_t local_bytes = 0;
+  int64_t same_node_bytes = 0;  // Sent by this rank.
+  int64_t cross_node_bytes = 0;
+  int64_t wire_bytes_sent = 0;  // Bytes this rank actually handed over.
+  int64_t wire_bytes_received = 0;
+  int64_t changed_elements_sent = 0;  // Sparse delta only.
+  int64_t buckets_unchanged = 0;      // Sparse delta only.
+  int steps = 0;
+
+  // Adds another rank's figures (sums bytes, max of seconds).
+  void Merge(const ReshardStats& other);
+};
+
+class Executor {
+ public:
+  // REQUIRES: plan and transport outlive the executor.
+  Executor(std::shared_ptr<const TransferPlan> plan, Transport* transport,
+           ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // src[t]: this rank's source shard of tensor t in its own dtype (empty
+  // when it holds none); dst[t]: the destination shard in WireDType.
+  // Returns InvalidArgument before anything moves if the transport's rank
+  // or world size differ from the plan, or a buffer's size differs from
+  // what the plan says; a transport error as the transport returns it;
+  // DataLoss for a damaged or mismatched delta bucket. On error the
+  // destination buffers are partly written and the delta state is reset.
+  Status Run(const std::vector<ConstBytes>& src,
+             const std::vector<MutableBytes>& dst, ReshardStats* stats);
+
+  // Forgets the delta state: the next Run sends everything.
+  void ResetDelta();
+
+  const TransferPlan& plan() const { return *plan_; }
+
+ private:
+  struct Impl;
+  std::shared_ptr<const TransferPlan> plan_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs the plan for all ranks on threads of this process (the offline path
+// and tests): src[r][t] / dst[r][t] as Executor::Run takes them per rank.
+// `stats` (may be null) gets the merged figures.
+Status ReshardInProcess(std::shared_ptr<const TransferPlan> plan,
+                        const std::vector<std::vector<ConstBytes>>& src,
+                        const std::vector<std::vector<MutableBytes>>& dst,
+                        const ExecutorOptions& options, ReshardStats* stats);
+
+}  // namespace hy::reshard
+
+#endif  // HY_RESHARD_EXECUTOR_H_

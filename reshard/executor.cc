@@ -1,1 +1,360 @@
-// placeholder
+#include "hy/reshard/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "executor_internal.h"
+#include "hy/metrics/hy_metrics.h"
+#include "wire.h"
+
+namespace hy::reshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using internal::PeerList;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Packed {
+  std::vector<std::vector<uint8_t>> buckets;  // Per peer.
+  double seconds = 0;
+  int64_t changed = 0;
+  int64_t unchanged_buckets = 0;
+  Status status;
+};
+
+}  // namespace
+
+struct Executor::Impl {
+  const TransferPlan* plan = nullptr;
+  Transport* transport = nullptr;
+  ExecutorOptions options;
+  int rank = 0;
+  int world = 0;
+  // [step][peer]: what this rank sends to / receives from peer.
+  std::vector<std::vector<PeerList>> send, recv;
+  std::vector<Transfer> local;  // plan.local with dst_rank == rank.
+  int64_t local_bytes = 0, same_node_bytes = 0, cross_node_bytes = 0;
+  // Sparse delta: the wire-dtype copy of the source shards as last sent.
+  bool delta_ready = false;
+  std::vector<std::vector<uint8_t>> last_sent;
+  std::vector<bool> sends_tensor;
+
+  Packed Pack(size_t step, const std::vector<ConstBytes>& src, bool delta) {
+    Packed p;
+    auto start = Clock::now();
+    p.buckets.resize(world);
+    std::vector<ConstBytes> before;
+    if (delta) {
+      for (const auto& v : last_sent) before.emplace_back(v.data(), v.size());
+    }
+    for (int peer = 0; peer < world; ++peer) {
+      const PeerList& list = send[step][peer];
+      if (list.transfers.empty()) continue;
+      std::vector<uint8_t>& b = p.buckets[peer];
+      b.resize(1 + list.wire_bytes);
+      b[0] = static_cast<uint8_t>(internal::BucketKind::kFull);
+      internal::GatherSource(plan->spec, options.wire, list, src, b.data() + 1);
+      if (!delta) continue;
+      std::vector<uint8_t> old(list.wire_bytes);
+      internal::GatherWire(plan->spec, options.wire, list, before, false,
+                           old.data());
+      int64_t changed = 0;
+      p.status = internal::EncodeDelta(list.dtype, list.element_size,
+                                       ConstBytes(old.data(), old.size()), &b,
+                                       &changed);
+      if (!p.status.ok()) break;
+      p.changed += changed;
+      if (changed == 0) ++p.unchanged_buckets;
+    }
+    p.seconds = Since(start);
+    return p;
+  }
+
+  Status Unpack(size_t step, std::vector<std::vector<uint8_t>>& got,
+                const std::vector<MutableBytes>& dst) {
+    for (int peer = 0; peer < world; ++peer) {
+      const PeerList& list = recv[step][peer];
+      if (list.transfers.empty()) {
+        if (!got[peer].empty()) {
+          return Status::DataLoss("reshard step " + std::to_string(step) +
+                                  ": unexpected bytes from rank " +
+                                  std::to_string(peer));
+        }
+        continue;
+      }
+      ConstBytes wire(got[peer].data(), got[peer].size());
+      if (!wire.empty() &&
+          wire.data()[0] == static_cast<uint8_t>(internal::BucketKind::kFull)) {
+        if (wire.size() != static_cast<size_t>(1 + list.wire_bytes)) {
+          return Status::DataLoss(
+              "reshard step " + std::to_string(step) + ": rank " +
+              std::to_string(peer) + " sent " + std::to_string(wire.size()) +
+              " bytes, expected " + std::to_string(1 + list.wire_bytes));
+        }
+        internal::Scatter(plan->spec, options.wire, list, wire.data() + 1, dst);
+        continue;
+      }
+      std::vector<ConstBytes> dst_view;
+      for (const MutableBytes& m : dst) dst_view.emplace_back(m.data(), m.size());
+      std::vector<uint8_t> before(list.wire_bytes), now(list.wire_bytes);
+      internal::GatherWire(plan->spec, options.wire, list, dst_view, true,
+                           before.data());
+      bool unchanged = false;
+      Status s = internal::DecodeBucket(
+          wire, list.dtype, list.element_size,
+          ConstBytes(before.data(), before.size()),
+          MutableBytes(now.data(), now.size()), &unchanged);
+      if (!s.ok()) {
+        return Status::DataLoss("reshard step " + std::to_string(step) +
+                                " from rank " + std::to_string(peer) + ": " +
+                                std::string(s.message()));
+      }
+      if (!unchanged) {
+        internal::Scatter(plan->spec, options.wire, list, now.data(), dst);
+      }
+    }
+    return Status::OK();
+  }
+};
+
+Executor::Executor(std::shared_ptr<const TransferPlan> plan,
+                   Transport* transport, ExecutorOptions options)
+    : plan_(std::move(plan)), impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.plan = plan_.get();
+  m.transport = transport;
+  m.options = options;
+  m.rank = transport->rank();
+  m.world = plan_->topology.world_size;
+  const int n = static_cast<int>(plan_->spec.tensors.size());
+  m.sends_tensor.assign(n, false);
+  auto wire_es = [&](const Transfer& t) {
+    return static_cast<int64_t>(DTypeSize(
+        WireDType(plan_->spec.tensors[t.tensor].meta.dtype, options.wire)));
+  };
+  if (m.rank < 0 || m.rank >= m.world) return;  // Run reports it.
+  for (const Transfer& t : plan_->local) {
+    if (t.dst_rank != m.rank) continue;
+    m.local.push_back(t);
+    m.local_bytes += t.length * wire_es(t);
+  }
+  for (const Step& step : plan_->steps) {
+    m.send.emplace_back(m.world);
+    m.recv.emplace_back(m.world);
+    for (const Transfer& t : step.transfers) {
+      if (t.src_rank == m.rank) {
+        m.send.back()[t.dst_rank].transfers.push_back(t);
+        m.sends_tensor[t.tensor] = true;
+        const Topology& topo = plan_->topology;
+        (topo.NodeOf(t.src_rank) == topo.NodeOf(t.dst_rank)
+             ? m.same_node_bytes
+             : m.cross_node_bytes) += t.length * wire_es(t);
+      }
+      if (t.dst_rank == m.rank) m.recv.back()[t.src_rank].transfers.push_back(t);
+    }
+    for (int p = 0; p < m.world; ++p) {
+      internal::Describe(plan_->spec, options.wire, &m.send.back()[p]);
+      internal::Describe(plan_->spec, options.wire, &m.recv.back()[p]);
+    }
+  }
+}
+
+Executor::~Executor() = default;
+
+void Executor::ResetDelta() {
+  impl_->delta_ready = false;
+  impl_->last_sent.clear();
+}
+
+Status Executor::Run(const std::vector<ConstBytes>& src,
+                     const std::vector<MutableBytes>& dst,
+                     ReshardStats* stats) {
+  Impl& m = *impl_;
+  const TransferPlan& plan = *plan_;
+  const auto start = Clock::now();
+  const int n = static_cast<int>(plan.spec.tensors.size());
+  if (m.transport->world_size() != m.world || m.rank < 0 || m.rank >= m.world) {
+    return Status::InvalidArgument(
+        "world size mismatch: the plan is for " + std::to_string(m.world) +
+        " ranks, the transport has rank " + std::to_string(m.rank) + " of " +
+        std::to_string(m.transport->world_size()));
+  }
+  if (static_cast<int>(src.size()) != n || static_cast<int>(dst.size()) != n) {
+    return Status::InvalidArgument(
+        "reshard: expected " + std::to_string(n) + " source and destination "
+        "buffers, got " + std::to_string(src.size()) + " and " +
+        std::to_string(dst.size()));
+  }
+  for (int t = 0; t < n; ++t) {
+    DType dtype = plan.spec.tensors[t].meta.dtype;
+    size_t want_src = plan.src.Get(m.rank, t).num_elements * DTypeSize(dtype);
+    size_t want_dst = plan.dst.Get(m.rank, t).num_elements *
+                      DTypeSize(WireDType(dtype, m.options.wire));
+    if (src[t].size() != want_src || dst[t].size() != want_dst) {
+      return Status::InvalidArgument(
+          "reshard: tensor " + plan.spec.tensors[t].meta.name + " on rank " +
+          std::to_string(m.rank) + ": buffers of " +
+          std::to_string(src[t].size()) + " / " + std::to_string(dst[t].size()) +
+          " bytes, the plan needs " + std::to_string(want_src) + " / " +
+          std::to_string(want_dst));
+    }
+  }
+
+  ReshardStats st;
+  st.plan_seconds = plan.stats.plan_seconds;
+  st.local_bytes = m.local_bytes;
+  st.same_node_bytes = m.same_node_bytes;
+  st.cross_node_bytes = m.cross_node_bytes;
+  st.steps = static_cast<int>(plan.steps.size());
+
+  auto t0 = Clock::now();
+  for (const Transfer& t : m.local) {
+    internal::CopyLocal(plan.spec, m.options.wire, t, src, dst);
+  }
+  st.unpack_seconds += Since(t0);
+
+  const bool delta = m.options.sparse_delta && m.delta_ready;
+  auto fail = [&](Status s) {
+    ResetDelta();
+    return s;
+  };
+  std::future<Packed> next;
+  if (!plan.steps.empty()) {
+    next = std::async(std::launch::async, [&] { return m.Pack(0, src, delta); });
+  }
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    Packed packed = next.get();
+    if (!packed.status.ok()) return fail(packed.status);
+    if (k + 1 < plan.steps.size()) {
+      next = std::async(std::launch::async,
+                        [&, k] { return m.Pack(k + 1, src, delta); });
+    }
+    st.pack_seconds += packed.seconds;
+    st.changed_elements_sent += packed.changed;
+    st.buckets_unchanged += packed.unchanged_buckets;
+    std::vector<ConstBytes> out;
+    for (const auto& b : packed.buckets) {
+      out.emplace_back(b.data(), b.size());
+      st.wire_bytes_sent += static_cast<int64_t>(b.size());
+    }
+    std::vector<std::vector<uint8_t>> got;
+    t0 = Clock::now();
+    Status s = m.transport->AllToAllV(out, &got);
+    st.transfer_seconds += Since(t0);
+    if (!s.ok()) {
+      if (next.valid()) next.wait();
+      return fail(s);
+    }
+    for (const auto& g : got) st.wire_bytes_received += static_cast<int64_t>(g.size());
+    t0 = Clock::now();
+    s = m.Unpack(k, got, dst);
+    st.unpack_seconds += Since(t0);
+    if (!s.ok()) {
+      if (next.valid()) next.wait();
+      return fail(s);
+    }
+  }
+
+  if (m.options.sparse_delta) {
+    // Remember what was sent: the wire-dtype copy of every source shard
+    // this rank sends from.
+    t0 = Clock::now();
+    m.last_sent.resize(n);
+    for (int t = 0; t < n; ++t) {
+      if (!m.sends_tensor[t]) continue;
+      DType dtype = plan.spec.tensors[t].meta.dtype;
+      int64_t count = plan.src.Get(m.rank, t).num_elements;
+      m.last_sent[t].resize(count * DTypeSize(WireDType(dtype, m.options.wire)));
+      internal::PeerList whole;
+      whole.transfers.push_back({t, m.rank, m.rank, 0, 0, count});
+      internal::GatherSource(plan.spec, m.options.wire, whole, src,
+                             m.last_sent[t].data());
+    }
+    m.delta_ready = true;
+    st.pack_seconds += Since(t0);
+  }
+  st.total_seconds = Since(start);
+
+  if (m.options.metrics != nullptr) {
+    const metrics::HyMetrics& hm = *m.options.metrics;
+    using metrics::ReshardBytesKind;
+    using metrics::ReshardPhase;
+    hm.reshard_phase(ReshardPhase::kPlan)->Observe(st.plan_seconds);
+    hm.reshard_phase(ReshardPhase::kPack)->Observe(st.pack_seconds);
+    hm.reshard_phase(ReshardPhase::kTransfer)->Observe(st.transfer_seconds);
+    hm.reshard_phase(ReshardPhase::kUnpack)->Observe(st.unpack_seconds);
+    hm.reshard_bytes(ReshardBytesKind::kLocal)->Increment(st.local_bytes);
+    hm.reshard_bytes(ReshardBytesKind::kNode)->Increment(st.same_node_bytes);
+    hm.reshard_bytes(ReshardBytesKind::kRemote)->Increment(st.cross_node_bytes);
+    std::string_view tn = m.transport->name();
+    auto transport = tn == "gloo"   ? metrics::ReshardTransport::kGloo
+                     : tn == "nccl" ? metrics::ReshardTransport::kNccl
+                                    : metrics::ReshardTransport::kLocal;
+    auto wire = m.options.sparse_delta ? metrics::ReshardWire::kSparseDelta
+                : m.options.wire == WireFormat::kBf16 ? metrics::ReshardWire::kBf16
+                                                      : metrics::ReshardWire::kRaw;
+    auto direction = m.options.direction == 0
+                         ? metrics::ReshardDirection::kTrainToRollout
+                         : metrics::ReshardDirection::kRolloutToTrain;
+    auto h = hm.ReshardDuration(direction, transport, wire);
+    if (h.ok()) (*h)->Observe(st.total_seconds);
+  }
+  if (stats != nullptr) *stats = st;
+  return Status::OK();
+}
+
+void ReshardStats::Merge(const ReshardStats& o) {
+  plan_seconds = std::max(plan_seconds, o.plan_seconds);
+  pack_seconds = std::max(pack_seconds, o.pack_seconds);
+  transfer_seconds = std::max(transfer_seconds, o.transfer_seconds);
+  unpack_seconds = std::max(unpack_seconds, o.unpack_seconds);
+  total_seconds = std::max(total_seconds, o.total_seconds);
+  local_bytes += o.local_bytes;
+  same_node_bytes += o.same_node_bytes;
+  cross_node_bytes += o.cross_node_bytes;
+  wire_bytes_sent += o.wire_bytes_sent;
+  wire_bytes_received += o.wire_bytes_received;
+  changed_elements_sent += o.changed_elements_sent;
+  buckets_unchanged += o.buckets_unchanged;
+  steps = std::max(steps, o.steps);
+}
+
+Status ReshardInProcess(std::shared_ptr<const TransferPlan> plan,
+                        const std::vector<std::vector<ConstBytes>>& src,
+                        const std::vector<std::vector<MutableBytes>>& dst,
+                        const ExecutorOptions& options, ReshardStats* stats) {
+  const int world = plan->topology.world_size;
+  if (static_cast<int>(src.size()) != world ||
+      static_cast<int>(dst.size()) != world) {
+    return Status::InvalidArgument("ReshardInProcess: buffers for " +
+                                   std::to_string(src.size()) + " / " +
+                                   std::to_string(dst.size()) + " ranks, the plan has " +
+                                   std::to_string(world));
+  }
+  InProcessHub hub(world);
+  std::vector<Status> status(world);
+  std::vector<ReshardStats> per_rank(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto transport = hub.Connect(r);
+      Executor executor(plan, transport.get(), options);
+      status[r] = executor.Run(src[r], dst[r], &per_rank[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ReshardStats merged;
+  for (int r = 0; r < world; ++r) merged.Merge(per_rank[r]);
+  if (stats != nullptr) *stats = merged;
+  for (int r = 0; r < world; ++r) {
+    if (!status[r].ok()) return status[r];
+  }
+  return Status::OK();
+}
+
+}  // namespace hy::reshard

@@ -1,1 +1,150 @@
-// placeholder
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <string>
+
+#include "hy/common/dtype.h"
+#include "hy/common/hash.h"
+#include "plan_internal.h"
+
+namespace hy::reshard {
+namespace internal {
+
+void CutSteps(std::vector<Transfer> network, TransferPlan* plan) {
+  const int world = plan->topology.world_size;
+  const int64_t bucket = plan->bucket_bytes;
+  auto es_of = [&](const Transfer& t) {
+    return static_cast<int64_t>(DTypeSize(plan->spec.tensors[t.tensor].meta.dtype));
+  };
+  // One queue per (src, dst) pair, in planning order.
+  std::map<std::pair<int, int>, std::deque<Transfer>> queues;
+  std::vector<int64_t> total_send(world, 0), total_recv(world, 0);
+  for (const Transfer& t : network) {
+    queues[{t.src_rank, t.dst_rank}].push_back(t);
+    int64_t bytes = t.length * es_of(t);
+    total_send[t.src_rank] += bytes;
+    total_recv[t.dst_rank] += bytes;
+  }
+  plan->stats.num_transfers = 0;
+  size_t rotate = 0;
+  std::vector<std::vector<int64_t>> step_send, step_recv;  // [step][rank]
+  while (!queues.empty()) {
+    Step step;
+    std::vector<int64_t> send(world, 0), recv(world, 0);
+    // Visit pairs starting at a rotating position so no pair starves.
+    std::vector<std::pair<int, int>> keys;
+    for (const auto& entry : queues) keys.push_back(entry.first);
+    size_t first = rotate++ % keys.size();
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const auto key = keys[(first + k) % keys.size()];
+      std::deque<Transfer>& q = queues[key];
+      const int s = key.first;
+      const int d = key.second;
+      while (!q.empty()) {
+        Transfer& t = q.front();
+        const int64_t es = es_of(t);
+        int64_t room = std::min(bucket - send[s], bucket - recv[d]) / es;
+        if (room <= 0) {
+          if (send[s] != 0 || recv[d] != 0) break;  // Budget used up.
+          room = 1;  // An element larger than the bucket goes alone.
+        }
+        int64_t take = std::min(t.length, room);
+        Transfer part = t;
+        part.length = take;
+        step.transfers.push_back(part);
+        send[s] += take * es;
+        recv[d] += take * es;
+        t.length -= take;
+        t.src_offset += take;
+        t.dst_offset += take;
+        if (t.length != 0) break;  // Only part fitted: the budget is full.
+        q.pop_front();
+      }
+      if (q.empty()) queues.erase(key);
+    }
+    std::stable_sort(step.transfers.begin(), step.transfers.end(),
+                     [](const Transfer& a, const Transfer& b) {
+                       return a.src_rank < b.src_rank ||
+                              (a.src_rank == b.src_rank &&
+                               a.dst_rank < b.dst_rank);
+                     });
+    plan->stats.num_transfers += static_cast<int64_t>(step.transfers.size());
+    plan->steps.push_back(std::move(step));
+    step_send.push_back(std::move(send));
+    step_recv.push_back(std::move(recv));
+  }
+  // Peak staging: a step's send and receive buffers, plus the next step's
+  // send buffer, packed while this one is in flight.
+  for (size_t k = 0; k < step_send.size(); ++k) {
+    for (int r = 0; r < world; ++r) {
+      int64_t next = k + 1 < step_send.size() ? step_send[k + 1][r] : 0;
+      plan->stats.peak_staging_bytes =
+          std::max(plan->stats.peak_staging_bytes,
+                   step_send[k][r] + step_recv[k][r] + next);
+    }
+  }
+  plan->stats.max_send_bytes =
+      world ? *std::max_element(total_send.begin(), total_send.end()) : 0;
+  plan->stats.max_recv_bytes =
+      world ? *std::max_element(total_recv.begin(), total_recv.end()) : 0;
+}
+
+}  // namespace internal
+
+uint64_t TransferPlan::Fingerprint() const {
+  Hasher128 h;
+  auto add_str = [&](const std::string& s) {
+    uint64_t n = s.size();
+    h.Update(ConstBytes(&n, sizeof(n)));
+    h.Update(ConstBytes(s.data(), s.size()));
+  };
+  auto add_i64 = [&](int64_t v) { h.Update(ConstBytes(&v, sizeof(v))); };
+  add_str(src.layout().ToString());
+  add_str(dst.layout().ToString());
+  add_i64(topology.world_size);
+  add_i64(topology.ranks_per_node);
+  add_i64(bucket_bytes);
+  for (const TensorSpec& t : spec.tensors) {
+    add_str(t.meta.name);
+    add_i64(static_cast<int64_t>(t.meta.dtype));
+    for (int64_t d : t.meta.shape) add_i64(d);
+    add_i64(t.tp_dim);
+  }
+  add_i64(static_cast<int64_t>(local.size()));
+  for (const Step& s : steps) {
+    add_i64(static_cast<int64_t>(s.transfers.size()));
+    for (const Transfer& t : s.transfers) {  // Field by field: no padding.
+      int64_t f[6] = {t.tensor,     t.src_rank,   t.dst_rank,
+                      t.src_offset, t.dst_offset, t.length};
+      h.Update(ConstBytes(f, sizeof(f)));
+    }
+  }
+  return h.Digest().low;
+}
+
+std::string TransferPlan::Summary() const {
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  char buf[768];
+  std::snprintf(
+      buf, sizeof(buf),
+      "plan %s -> %s, %d ranks (%d per node), %zu tensors\n"
+      "  destination shards  %10.2f MiB\n"
+      "  local copy          %10.2f MiB\n"
+      "  same node           %10.2f MiB\n"
+      "  cross node          %10.2f MiB\n"
+      "  max send / recv     %10.2f / %.2f MiB per rank\n"
+      "  steps               %10zu (bucket %.0f MiB), %lld network runs\n"
+      "  peak staging        %10.2f MiB per rank\n"
+      "  planned in          %10.3f ms\n",
+      src.layout().ToString().c_str(), dst.layout().ToString().c_str(),
+      topology.world_size, topology.ranks_per_node, spec.tensors.size(),
+      mib(stats.dst_bytes), mib(stats.local_bytes), mib(stats.same_node_bytes),
+      mib(stats.cross_node_bytes), mib(stats.max_send_bytes),
+      mib(stats.max_recv_bytes), steps.size(), mib(bucket_bytes),
+      static_cast<long long>(stats.num_transfers), mib(stats.peak_staging_bytes),
+      stats.plan_seconds * 1e3);
+  return buf;
+}
+
+}  // namespace hy::reshard

@@ -41,7 +41,8 @@ TEST(StatusTest, EveryCodeHasADistinctName) {
       StatusCode::kAlreadyExists,   StatusCode::kFailedPrecondition,
       StatusCode::kDataLoss,        StatusCode::kIOError,
       StatusCode::kUnavailable,     StatusCode::kAborted,
-      StatusCode::kInternal,        StatusCode::kResourceExhausted};
+      StatusCode::kInternal,        StatusCode::kResourceExhausted,
+      StatusCode::kDeadlineExceeded};
   std::set<std::string_view> names;
   for (StatusCode c : codes) {
     Status s(c, "m");

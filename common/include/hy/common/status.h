@@ -15,6 +15,7 @@
 //   kAborted            a concurrent operation made this one give up
 //   kInternal           an invariant of hy itself is broken (a bug)
 //   kResourceExhausted  out of memory, staging space, or a configured budget
+//   kDeadlineExceeded   a wait for peers (a collective, a commit) timed out
 //
 // Thread-safety: a Status is a value; distinct objects may be used from
 // different threads, a const Status from many.
@@ -41,6 +42,7 @@ enum class StatusCode : int {
   kAborted = 8,
   kInternal = 9,
   kResourceExhausted = 10,
+  kDeadlineExceeded = 11,  // A wait (collective, peer, lock) timed out.
 };
 
 // Returns the code's name without the leading 'k', e.g. "DataLoss".
@@ -89,6 +91,9 @@ class [[nodiscard]] Status {
   }
   static Status ResourceExhausted(std::string_view msg) {
     return Status(StatusCode::kResourceExhausted, msg);
+  }
+  static Status DeadlineExceeded(std::string_view msg) {
+    return Status(StatusCode::kDeadlineExceeded, msg);
   }
 
   bool ok() const { return rep_ == nullptr; }

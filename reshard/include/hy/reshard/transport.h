@@ -62,8 +62,9 @@ class InProcessHub {
   // REQUIRES: 0 <= rank < world_size, each rank connected once.
   std::unique_ptr<Transport> Connect(int rank);
 
+  struct State;  // Internal: the shared mailbox.
+
  private:
-  struct State;
   std::shared_ptr<State> state_;
 };
 

@@ -19,6 +19,9 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// A one-byte bucket from a rank that has failed this run.
+constexpr uint8_t kPeerFailed = 0xFF;
+
 struct Packed {
   std::vector<std::vector<uint8_t>> buckets;  // Per peer.
   double seconds = 0;
@@ -75,6 +78,24 @@ struct Executor::Impl {
     return p;
   }
 
+  // Every rank learns whether all succeeded. Returns OK if all did, else
+  // the first failing rank's error (by rank order), named.
+  Status Agree(const Status& mine) {
+    std::string msg;
+    msg.push_back(static_cast<char>(mine.code()));
+    msg += mine.message();
+    std::vector<std::vector<uint8_t>> all;
+    HY_RETURN_IF_ERROR(transport->AllGatherV(ConstBytes(msg), &all));
+    for (int r = 0; r < world; ++r) {
+      if (all[r].empty() || all[r][0] == 0) continue;
+      std::string text(all[r].begin() + 1, all[r].end());
+      return Status(static_cast<StatusCode>(all[r][0]),
+                    r == rank ? text
+                              : "rank " + std::to_string(r) + ": " + text);
+    }
+    return Status::OK();
+  }
+
   Status Unpack(size_t step, std::vector<std::vector<uint8_t>>& got,
                 const std::vector<MutableBytes>& dst) {
     for (int peer = 0; peer < world; ++peer) {
@@ -88,6 +109,7 @@ struct Executor::Impl {
         continue;
       }
       ConstBytes wire(got[peer].data(), got[peer].size());
+      if (wire.size() == 1 && wire.data()[0] == kPeerFailed) continue;
       if (!wire.empty() &&
           wire.data()[0] == static_cast<uint8_t>(internal::BucketKind::kFull)) {
         if (wire.size() != static_cast<size_t>(1 + list.wire_bytes)) {
@@ -227,12 +249,26 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   if (!plan.steps.empty()) {
     next = std::async(std::launch::async, [&] { return m.Pack(0, src, delta); });
   }
+  // A pack or unpack error on this rank does not stop its part in the
+  // remaining exchanges (the others would wait for it); the ranks agree on
+  // the outcome at the end. A transport error ends the run at once.
+  Status local_error;
   for (size_t k = 0; k < plan.steps.size(); ++k) {
     Packed packed = next.get();
-    if (!packed.status.ok()) return fail(packed.status);
     if (k + 1 < plan.steps.size()) {
       next = std::async(std::launch::async,
                         [&, k] { return m.Pack(k + 1, src, delta); });
+    }
+    if (!packed.status.ok() && local_error.ok()) {
+      local_error = packed.status;
+    }
+    if (!local_error.ok()) {
+      // Tell the receivers this rank has failed: they skip its buckets and
+      // the agreement below reports the cause.
+      packed.buckets.assign(m.world, {});
+      for (int p = 0; p < m.world; ++p) {
+        if (!m.send[k][p].transfers.empty()) packed.buckets[p] = {kPeerFailed};
+      }
     }
     st.pack_seconds += packed.seconds;
     st.changed_elements_sent += packed.changed;
@@ -251,15 +287,15 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       return fail(s);
     }
     for (const auto& g : got) st.wire_bytes_received += static_cast<int64_t>(g.size());
+    if (!local_error.ok()) continue;
     t0 = Clock::now();
-    s = m.Unpack(k, got, dst);
+    local_error = m.Unpack(k, got, dst);
     st.unpack_seconds += Since(t0);
-    if (!s.ok()) {
-      if (next.valid()) next.wait();
-      return fail(s);
-    }
   }
-
+  if (!plan.steps.empty()) {
+    Status agreed = m.Agree(local_error);
+    if (!agreed.ok()) return fail(agreed);
+  }
   if (m.options.sparse_delta) {
     // Remember what was sent: the wire-dtype copy of every source shard
     // this rank sends from.

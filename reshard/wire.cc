@@ -167,7 +167,12 @@ Status DecodeBucket(ConstBytes wire, DType dtype, size_t es, ConstBytes before,
     case BucketKind::kXorChunk: {
       Status s = statestore::DecodeChunk(ConstBytes(body + 8, body_size - 8),
                                          before, now);
-      if (!s.ok()) return loss(s.ToString());
+      if (!s.ok()) {
+        return loss(
+            "cannot apply the delta (the receiver's previous copy is not what "
+            "the sender last sent, or the bucket is damaged): " +
+            s.ToString());
+      }
       break;
     }
     default:

@@ -1,1 +1,225 @@
+#include "hy/reshard/executor.h"
+
 #include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "hy/reshard/plan.h"
+#include "reshard_test_util.h"
+
+namespace hy::reshard {
+namespace {
+
+using testing::CutShards;
+using testing::RandomGlobals;
+using testing::TinyLlama;
+
+Layout L(const std::string& text) { return *Layout::Parse(text); }
+
+// world ranks as threads, each with an Executor that lives across runs (so
+// sparse delta has state), over one InProcessHub.
+class Group {
+ public:
+  Group(std::shared_ptr<const TransferPlan> plan, ExecutorOptions options)
+      : plan_(plan), hub_(plan->topology.world_size, 20000) {
+    for (int r = 0; r < plan->topology.world_size; ++r) {
+      transports_.push_back(hub_.Connect(r));
+      executors_.push_back(
+          std::make_unique<Executor>(plan, transports_.back().get(), options));
+      dst_.emplace_back();
+      for (int t = 0; t < plan->src.num_tensors(); ++t) {
+        DType d = WireDType(plan->spec.tensors[t].meta.dtype, options.wire);
+        dst_[r].emplace_back(plan->dst.Get(r, t).num_elements * DTypeSize(d));
+      }
+    }
+  }
+
+  // Runs every rank on the given source shards; returns the first error.
+  Status Run(const std::vector<std::vector<std::vector<uint8_t>>>& src,
+             ReshardStats* merged) {
+    const int world = plan_->topology.world_size;
+    std::vector<Status> status(world);
+    std::vector<ReshardStats> stats(world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<ConstBytes> in;
+        std::vector<MutableBytes> out;
+        for (const auto& b : src[r]) in.emplace_back(b.data(), b.size());
+        for (auto& b : dst_[r]) out.emplace_back(b.data(), b.size());
+        status[r] = executors_[r]->Run(in, out, &stats[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    *merged = ReshardStats();
+    for (int r = 0; r < world; ++r) merged->Merge(stats[r]);
+    for (const Status& s : status) {
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
+
+  std::vector<std::vector<std::vector<uint8_t>>>& dst() { return dst_; }
+
+ private:
+  std::shared_ptr<const TransferPlan> plan_;
+  InProcessHub hub_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<Executor>> executors_;
+  std::vector<std::vector<std::vector<uint8_t>>> dst_;
+};
+
+std::shared_ptr<const TransferPlan> MakePlan(const ModelSpec& spec,
+                                             const char* from, const char* to,
+                                             int world) {
+  auto plan = Plan(L(from), L(to), spec, Topology{world, 2},
+                   PlanOptions{int64_t{1} << 14});
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return std::make_shared<const TransferPlan>(std::move(*plan));
+}
+
+// Changes `fraction` of the f32 values of every tensor by enough to change
+// their bf16 rounding.
+void Perturb(std::vector<std::vector<uint8_t>>* globals, double fraction,
+             std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  for (auto& g : *globals) {
+    float* f = reinterpret_cast<float*>(g.data());
+    for (size_t i = 0; i < g.size() / 4; ++i) {
+      if (u(rng) < fraction) f[i] = f[i] * 1.5f + 0.01f;
+    }
+  }
+}
+
+TEST(ExecutorTest, SparseDeltaIsBitIdenticalAndMovesProportionallyLess) {
+  ModelSpec spec = TinyLlama(4, 64, 256);
+  auto plan = MakePlan(spec, "fsdp=4", "tp=2,dp=2", 4);
+  std::mt19937_64 rng(7);
+  auto globals = RandomGlobals(spec, rng);
+  ExecutorOptions full_opts, delta_opts;
+  full_opts.wire = delta_opts.wire = WireFormat::kBf16;
+  delta_opts.sparse_delta = true;
+  Group full(plan, full_opts), delta(plan, delta_opts);
+  ReshardStats fs, ds;
+  auto src = CutShards(plan->src, spec, globals);
+  ASSERT_TRUE(full.Run(src, &fs).ok());
+  ASSERT_TRUE(delta.Run(src, &ds).ok());  // First run: everything.
+  EXPECT_EQ(full.dst(), delta.dst());
+  const int64_t full_bytes = fs.wire_bytes_sent;
+  EXPECT_GE(ds.wire_bytes_sent, full_bytes);  // Full buckets, same size.
+
+  // Unchanged: nearly nothing crosses.
+  ASSERT_TRUE(delta.Run(src, &ds).ok());
+  EXPECT_EQ(ds.changed_elements_sent, 0);
+  EXPECT_LT(ds.wire_bytes_sent * 100, full_bytes);
+  EXPECT_EQ(delta.dst(), full.dst());
+
+  int64_t previous = 0;
+  for (double fraction : {0.01, 0.10, 1.0}) {
+    Perturb(&globals, fraction, rng);
+    src = CutShards(plan->src, spec, globals);
+    ASSERT_TRUE(full.Run(src, &fs).ok());
+    ASSERT_TRUE(delta.Run(src, &ds).ok()) << fraction;
+    EXPECT_EQ(delta.dst(), full.dst()) << fraction;
+    EXPECT_EQ(full.dst(), CutShards(plan->dst, spec, globals, WireFormat::kBf16));
+    EXPECT_GT(ds.wire_bytes_sent, previous) << fraction;
+    previous = ds.wire_bytes_sent;
+    if (fraction == 0.01) {
+      EXPECT_LT(ds.wire_bytes_sent * 10, full_bytes);
+    } else if (fraction == 0.10) {
+      EXPECT_LT(ds.wire_bytes_sent * 2, full_bytes);
+    } else {  // Never more than the full form (plus bucket headers).
+      EXPECT_LE(ds.wire_bytes_sent, full_bytes + 64 * ds.steps * 4);
+    }
+  }
+}
+
+TEST(ExecutorTest, DeltaAgainstTheWrongPreviousCopyIsDataLoss) {
+  ModelSpec spec = TinyLlama(2, 32, 64);
+  auto plan = MakePlan(spec, "fsdp=4", "tp=2,dp=2", 4);
+  std::mt19937_64 rng(8);
+  auto globals = RandomGlobals(spec, rng);
+  ExecutorOptions opts;
+  opts.wire = WireFormat::kBf16;
+  opts.sparse_delta = true;
+  Group group(plan, opts);
+  ReshardStats st;
+  auto src = CutShards(plan->src, spec, globals);
+  ASSERT_TRUE(group.Run(src, &st).ok());
+  // A receiver's copy changes behind the executor's back.
+  for (auto& t : group.dst()[1]) {
+    for (auto& b : t) b ^= 0x5A;
+  }
+  Perturb(&globals, 0.05, rng);
+  Status s = group.Run(CutShards(plan->src, spec, globals), &st);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.IsDataLoss()) << s;
+  EXPECT_NE(s.message().find("previous copy"), std::string::npos) << s;
+}
+
+TEST(ExecutorTest, WrongBuffersAreRejectedBeforeAnythingMoves) {
+  ModelSpec spec = TinyLlama(1);
+  auto plan = MakePlan(spec, "fsdp=2", "tp=2", 2);
+  InProcessHub hub(2, 1000);
+  auto t0 = hub.Connect(0);
+  Executor ex(plan, t0.get(), ExecutorOptions());
+  std::vector<ConstBytes> src(spec.tensors.size());
+  std::vector<MutableBytes> dst(spec.tensors.size());
+  Status s = ex.Run(src, dst, nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s;
+  EXPECT_NE(s.message().find("buffers of"), std::string::npos) << s;
+  s = ex.Run({}, {}, nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s;
+  // A transport of another world size.
+  InProcessHub three(3, 1000);
+  auto t3 = three.Connect(0);
+  Executor wrong(plan, t3.get(), ExecutorOptions());
+  s = wrong.Run(src, dst, nullptr);
+  EXPECT_NE(s.message().find("world size mismatch"), std::string::npos) << s;
+}
+
+TEST(ExecutorTest, MissingRankTimesOutInsteadOfHanging) {
+  ModelSpec spec = TinyLlama(1);
+  auto plan = MakePlan(spec, "fsdp=2", "tp=2", 2);
+  InProcessHub hub(2, 200);
+  auto t0 = hub.Connect(0);
+  Executor ex(plan, t0.get(), ExecutorOptions());
+  std::mt19937_64 rng(1);
+  auto globals = RandomGlobals(spec, rng);
+  auto src = CutShards(plan->src, spec, globals);
+  auto want = CutShards(plan->dst, spec, globals);
+  std::vector<ConstBytes> in;
+  std::vector<MutableBytes> out;
+  for (auto& b : src[0]) in.emplace_back(b.data(), b.size());
+  for (auto& b : want[0]) out.emplace_back(b.data(), b.size());
+  Status s = ex.Run(in, out, nullptr);  // Rank 1 never comes.
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+}
+
+TEST(ExecutorTest, Bf16WireEqualsCastingAtTheDestination) {
+  ModelSpec spec = TinyLlama(2, 32, 64);
+  auto plan = MakePlan(spec, "tp=2,dp=2", "fsdp=4", 4);
+  std::mt19937_64 rng(9);
+  auto globals = RandomGlobals(spec, rng);
+  // Include the awkward values: NaN, Inf, ties, denormals.
+  float* f = reinterpret_cast<float*>(globals[0].data());
+  const uint32_t specials[] = {0x7FC00001u, 0x7F800000u, 0xFF800000u,
+                               0x3F808000u, 0x3F818000u, 0x00000001u,
+                               0x807FFFFFu, 0x7F7FFFFFu};
+  for (size_t i = 0; i < std::size(specials); ++i) {
+    std::memcpy(&f[i * 37], &specials[i], 4);
+  }
+  ExecutorOptions opts;
+  opts.wire = WireFormat::kBf16;
+  Group group(plan, opts);
+  ReshardStats st;
+  ASSERT_TRUE(group.Run(CutShards(plan->src, spec, globals), &st).ok());
+  EXPECT_EQ(group.dst(), CutShards(plan->dst, spec, globals, WireFormat::kBf16));
+  EXPECT_GT(st.same_node_bytes + st.cross_node_bytes, 0);
+  EXPECT_GE(st.transfer_seconds, 0);
+}
+
+}  // namespace
+}  // namespace hy::reshard

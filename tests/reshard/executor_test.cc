@@ -6,6 +6,8 @@
 #include <random>
 #include <thread>
 
+#include "hy/metrics/hy_metrics.h"
+#include "hy/metrics/registry.h"
 #include "hy/reshard/plan.h"
 #include "reshard_test_util.h"
 
@@ -219,6 +221,41 @@ TEST(ExecutorTest, Bf16WireEqualsCastingAtTheDestination) {
   EXPECT_EQ(group.dst(), CutShards(plan->dst, spec, globals, WireFormat::kBf16));
   EXPECT_GT(st.same_node_bytes + st.cross_node_bytes, 0);
   EXPECT_GE(st.transfer_seconds, 0);
+}
+
+}  // namespace
+}  // namespace hy::reshard
+
+namespace hy::reshard {
+namespace {
+
+TEST(ExecutorTest, RecordsTimingAndBytesIntoMetrics) {
+  metrics::Registry registry;
+  auto hm = metrics::HyMetrics::Register(registry);
+  ASSERT_TRUE(hm.ok()) << hm.status();
+  ModelSpec spec = TinyLlama(2, 32, 64);
+  auto plan = MakePlan(spec, "fsdp=4", "tp=2,dp=2", 4);
+  std::mt19937_64 rng(5);
+  auto globals = RandomGlobals(spec, rng);
+  ExecutorOptions opts;
+  opts.wire = WireFormat::kBf16;
+  opts.metrics = &*hm;
+  Group group(plan, opts);
+  ReshardStats st;
+  ASSERT_TRUE(group.Run(CutShards(plan->src, spec, globals), &st).ok());
+  using metrics::ReshardBytesKind;
+  using metrics::ReshardPhase;
+  EXPECT_EQ(hm->reshard_phase(ReshardPhase::kTransfer)->Count(), 4u);
+  EXPECT_EQ(hm->reshard_bytes(ReshardBytesKind::kLocal)->Value(),
+            static_cast<double>(st.local_bytes));
+  EXPECT_EQ(hm->reshard_bytes(ReshardBytesKind::kNode)->Value() +
+                hm->reshard_bytes(ReshardBytesKind::kRemote)->Value(),
+            static_cast<double>(st.same_node_bytes + st.cross_node_bytes));
+  auto duration = hm->ReshardDuration(metrics::ReshardDirection::kTrainToRollout,
+                                      metrics::ReshardTransport::kLocal,
+                                      metrics::ReshardWire::kBf16);
+  ASSERT_TRUE(duration.ok());
+  EXPECT_EQ((*duration)->Count(), 4u);
 }
 
 }  // namespace

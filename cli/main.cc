@@ -8,6 +8,7 @@
 #include "cli_util.h"
 #include "hy/metrics/hy_metrics.h"
 #include "metrics_command.h"
+#include "reshard_command.h"
 #include "store_commands.h"
 
 int main(int argc, char** argv) {
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   hy::cli::AddMetricsCommand(&app, &exit_code);
   hy::cli::AddStoreCommands(&app, &exit_code);
   hy::cli::AddTransferCommands(&app, &exit_code);
+  hy::cli::AddReshardCommands(&app, &exit_code);
 
   try {
     app.parse(argc, argv);

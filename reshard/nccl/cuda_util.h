@@ -1,0 +1,70 @@
+// CUDA and NCCL helpers of hy_reshard_nccl: errors as hy::Status, a scoped
+// current-device switch, and the state behind NcclCommunicator.
+//
+// Internal to hy_reshard_nccl; only in builds with NCCL.
+// Thread-safety: DeviceGuard affects the calling thread only; the
+// communicator state follows NcclCommunicator's rules.
+
+#ifndef HY_RESHARD_NCCL_CUDA_UTIL_H_
+#define HY_RESHARD_NCCL_CUDA_UTIL_H_
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <string>
+
+#include "hy/common/status.h"
+#include "hy/reshard/nccl_executor.h"
+
+namespace hy::reshard::nccl_internal {
+
+// "<what>: <CUDA's error string>": ResourceExhausted for out-of-memory,
+// Unavailable when no device or driver is usable, Internal otherwise.
+Status CudaStatus(const std::string& what, cudaError_t e);
+
+// "<what>: <NCCL's error string> (<NCCL's last message>)": Unavailable for
+// remote and system errors (a peer or the network), Internal otherwise.
+// `comm` may be null.
+Status NcclStatus(const std::string& what, ncclResult_t r, ncclComm_t comm);
+
+// Makes `device` current for the calling thread and restores the previous
+// device when it goes out of scope.
+class DeviceGuard {
+ public:
+  DeviceGuard() = default;
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+  // Returns CudaStatus's error if the device cannot be made current.
+  Status Set(int device);
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace hy::reshard::nccl_internal
+
+namespace hy::reshard {
+
+struct NcclCommunicator::Impl {
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+  int64_t timeout_ms = 0;
+
+  // Waits until NCCL has finished what the communicator is doing (set-up,
+  // enqueuing a group, finalising). Returns the async error as NcclStatus
+  // does, or DeadlineExceeded after timeout_ms; on either the communicator is
+  // aborted.
+  Status WaitIdle(const std::string& what);
+  // Returns Internal after aborting if `r` is neither success nor
+  // in-progress, else waits as WaitIdle does.
+  Status Check(const std::string& what, ncclResult_t r);
+  // ncclCommAbort, once.
+  void Abort();
+};
+
+}  // namespace hy::reshard
+
+#endif  // HY_RESHARD_NCCL_CUDA_UTIL_H_

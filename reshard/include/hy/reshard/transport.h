@@ -2,9 +2,10 @@
 // object per rank; every rank calls the same collective methods in the same
 // order (as with MPI / c10d collectives).
 //
-// Implementations: InProcessHub (threads of one process, below), the c10d
-// Gloo transport (hy/reshard/c10d_transport.h, the only LibTorch user in
-// reshard) and NCCL on device buffers (hy/reshard/nccl_executor.h).
+// Implementations: InProcessHub (threads of one process, below) and the
+// c10d Gloo transport (hy/reshard/c10d_transport.h, the only LibTorch user in
+// reshard). On device buffers, NcclExecutor (hy/reshard/nccl_executor.h) is a
+// separate executor that talks to NCCL directly, not a Transport.
 //
 // Errors: a collective that fails or times out returns a Status
 // (DeadlineExceeded, Unavailable, Internal, ...) on the ranks that see it;
@@ -69,7 +70,7 @@ class InProcessHub {
 };
 
 // A small key-value store shared by the ranks of a job (the c10d TCPStore
-// in practice): how the NCCL transport exchanges its unique id.
+// in practice): how the NCCL communicator exchanges its unique id.
 class KeyValueStore {
  public:
   virtual ~KeyValueStore() = default;

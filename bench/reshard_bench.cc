@@ -1,0 +1,423 @@
+// hy_bench_reshard: fsdp=4 -> tp=2,dp=2 resharding of a Llama-shaped f32
+// model between 4 local processes over Gloo (C10dTransport), beside the
+// memcpy of the same bytes (the limit) and a plain ProcessGroupGloo
+// all-gather moving as many bytes per rank between the same processes (the
+// peer baseline).
+//
+//   hy_bench_reshard [--json] [--size-mib N] [--reps N] [--bucket-mib N]
+//
+// --bucket-mib is the planner's bucket (PlanOptions::bucket_bytes).
+// The process hosts a TCPStore and re-executes itself once per rank with
+// --worker; rank 0 prints. Columns:
+//   bytes/rank   the most payload bytes (wire dtype, before delta) any one
+//                rank must send or receive: what the reshard must move
+//   wire/rank    the most bytes any one rank handed to the transport
+//   seconds      the slowest rank, best of --reps (delta rows: one run
+//                each); each rep runs the all-gather right before the
+//                reshard it is compared with
+//   GB/s         bytes/rank / seconds, 10^9 bytes per GB
+//   vs ag        seconds / seconds of the all-gather moving bytes/rank per
+//                rank (raw rows: the raw one; bf16 and delta rows: the bf16)
+// Delta rows change the f32 source so that exactly that fraction of the
+// bf16 values differ from the previous run. Every destination is checked
+// bitwise against the values it must hold; a mismatch exits 1.
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hy/reshard/c10d_transport.h"
+#include "hy/reshard/executor.h"
+#include "hy/reshard/plan.h"
+#include "reshard_bench_model.h"
+
+namespace hy::bench {
+namespace {
+
+using namespace hy::reshard;  // NOLINT: a benchmark of this one module.
+using Clock = std::chrono::steady_clock;
+
+constexpr int kWorld = 4;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Flags {
+  bool json = false;
+  int64_t size_mib = 256;
+  int reps = 3;
+  int64_t bucket_mib = 64;
+  bool worker = false;
+  int rank = 0;
+  int port = 0;
+};
+
+struct Row {
+  std::string mode;
+  int64_t bytes = 0;  // Per rank, the most any rank moves.
+  int64_t wire = 0;
+  double seconds = 0;
+  double baseline = 0;  // The matching all-gather's seconds.
+  std::string note;     // Executor phases of the slowest rank.
+};
+
+class Worker {
+ public:
+  Worker(const Flags& flags, C10dTransport* t) : flags_(flags), t_(t) {}
+
+  Status Run() {
+    HY_ASSIGN_OR_RETURN(ModelSpec spec, LlamaSpec(flags_.size_mib));
+    HY_ASSIGN_OR_RETURN(Layout src, Layout::Parse("fsdp=4"));
+    HY_ASSIGN_OR_RETURN(Layout dst, Layout::Parse("tp=2,dp=2"));
+    PlanOptions plan_options;
+    plan_options.bucket_bytes = flags_.bucket_mib << 20;
+    HY_ASSIGN_OR_RETURN(
+        TransferPlan plan,
+        Plan(src, dst, spec, Topology{kWorld, kWorld}, plan_options));
+    plan_ = std::make_shared<const TransferPlan>(std::move(plan));
+    const int64_t raw = MovedBytes(WireFormat::kRaw);
+    const int64_t bf16 = MovedBytes(WireFormat::kBf16);
+    if (me() == 0 && !flags_.json) {
+      std::printf(
+          "model: %zu tensors, %.1f MB f32; fsdp=4 -> tp=2,dp=2, "
+          "%zu steps, 4 processes over Gloo on 127.0.0.1\n",
+          spec.tensors.size(), spec.TotalBytes() / 1e6, plan_->steps.size());
+    }
+    src_ = MakeSourceShards(plan_->src, me());
+    HY_ASSIGN_OR_RETURN(double memcpy_s, TimeMemcpy(raw));
+    Row ag[2], full[2];
+    HY_RETURN_IF_ERROR(RunFull(WireFormat::kRaw, raw, &ag[0], &full[0]));
+    HY_RETURN_IF_ERROR(RunFull(WireFormat::kBf16, bf16, &ag[1], &full[1]));
+    HY_ASSIGN_OR_RETURN(const int64_t full_wire, Sum(last_wire_));
+    rows_ = {Row{"memcpy (limit)", raw, 0, memcpy_s, ag[0].seconds, ""}, ag[0],
+             ag[1], full[0], full[1]};
+    HY_ASSIGN_OR_RETURN(const int64_t delta5_wire,
+                        RunDelta(bf16, ag[1].seconds));
+    if (me() == 0) Print(full_wire, delta5_wire);
+    return t_->Barrier();
+  }
+
+ private:
+  Result<double> TimeMemcpy(int64_t bytes) {
+    std::vector<uint8_t> from(bytes, 1), to(bytes, 2);
+    double best = kInf;
+    for (int rep = 0; rep < flags_.reps; ++rep) {
+      HY_ASSIGN_OR_RETURN(double s, Time([&] {
+                            std::memcpy(to.data(), from.data(), bytes);
+                            return Status::OK();
+                          }));
+      best = std::min(best, s);
+    }
+    return best;
+  }
+
+  // The all-gather that moves `bytes` per rank and the full reshard in
+  // `wire`. Each rep runs the two back to back, so that the shared
+  // machine's noise hits both alike; each keeps its best.
+  Status RunFull(WireFormat wire, int64_t bytes, Row* ag, Row* full) {
+    const int64_t each = (bytes + kWorld - 2) / (kWorld - 1);
+    std::vector<uint8_t> in(each, static_cast<uint8_t>(me()));
+    std::vector<uint8_t> all(each * kWorld);
+    ShardBuffers out = MakeDestShards(plan_->spec, plan_->dst, me(), wire);
+    Executor executor(plan_, t_, Options(wire, false));
+    *ag = Row{std::string("gloo all-gather ") + WireFormatName(wire),
+              bytes,
+              bytes,
+              kInf,
+              0,
+              ""};
+    *full = Row{
+        std::string("reshard ") + WireFormatName(wire), bytes, 0, kInf, 0, ""};
+    for (int rep = 0; rep < flags_.reps; ++rep) {
+      HY_ASSIGN_OR_RETURN(double ag_s, Time([&] {
+                            return t_->AllGatherEqual(ConstBytes(in),
+                                                      MutableBytes(all));
+                          }));
+      HY_ASSIGN_OR_RETURN(double reshard_s, Time([&] {
+                            return Reshard(&executor, &out, &full->wire);
+                          }));
+      ag->seconds = std::min(ag->seconds, ag_s);
+      if (reshard_s < full->seconds) {
+        full->seconds = reshard_s;
+        full->note = last_note_;
+      }
+    }
+    ag->baseline = full->baseline = ag->seconds;
+    return Verify(out, wire);
+  }
+
+  // Sparse delta in bf16 after changing 1%, 5% and 50% of the values.
+  // Returns the wire bytes of all ranks at 5%.
+  Result<int64_t> RunDelta(int64_t bytes, double baseline) {
+    ShardBuffers out =
+        MakeDestShards(plan_->spec, plan_->dst, me(), WireFormat::kBf16);
+    Executor delta(plan_, t_, Options(WireFormat::kBf16, true));
+    int64_t wire_bytes = 0, delta5_wire = 0;
+    HY_RETURN_IF_ERROR(Reshard(&delta, &out, &wire_bytes));  // Sends all.
+    for (double fraction : {0.01, 0.05, 0.50}) {
+      rounds_.push_back({0xC0FFEE + rounds_.size(),
+                         static_cast<uint64_t>(fraction * 1000000)});
+      ApplyRound(plan_->src, me(), rounds_.back(), &src_);
+      HY_ASSIGN_OR_RETURN(
+          double s, Time([&] { return Reshard(&delta, &out, &wire_bytes); }));
+      char mode[64];
+      std::snprintf(mode, sizeof(mode), "sparse delta %g%% changed",
+                    fraction * 100);
+      rows_.push_back(Row{mode, bytes, wire_bytes, s, baseline, last_note_});
+      if (fraction == 0.05) {
+        HY_ASSIGN_OR_RETURN(delta5_wire, Sum(last_wire_));
+      }
+    }
+    HY_RETURN_IF_ERROR(Verify(out, WireFormat::kBf16));
+    return delta5_wire;
+  }
+
+  int me() const { return t_->rank(); }
+
+  static ExecutorOptions Options(WireFormat wire, bool delta) {
+    ExecutorOptions o;
+    o.wire = wire;
+    o.sparse_delta = delta;
+    return o;
+  }
+
+  // The most bytes any rank sends or receives over the network.
+  int64_t MovedBytes(WireFormat wire) const {
+    std::vector<int64_t> sent(kWorld), received(kWorld);
+    for (const Step& step : plan_->steps) {
+      for (const Transfer& x : step.transfers) {
+        const DType d = plan_->spec.tensors[x.tensor].meta.dtype;
+        const int64_t n = x.length * DTypeSize(WireDType(d, wire));
+        sent[x.src_rank] += n;
+        received[x.dst_rank] += n;
+      }
+    }
+    return std::max(*std::max_element(sent.begin(), sent.end()),
+                    *std::max_element(received.begin(), received.end()));
+  }
+
+  Status Verify(const ShardBuffers& out, WireFormat wire) const {
+    return VerifyShards(plan_->spec, plan_->dst, me(), wire, rounds_, out);
+  }
+
+  Status Reshard(Executor* executor, ShardBuffers* out, int64_t* wire_bytes) {
+    std::vector<ConstBytes> in;
+    for (const auto& v : src_) in.emplace_back(v.data(), v.size());
+    std::vector<MutableBytes> to;
+    for (auto& v : *out) to.emplace_back(v.data(), v.size());
+    ReshardStats stats;
+    HY_RETURN_IF_ERROR(executor->Run(in, to, &stats));
+    last_wire_ = std::max(stats.wire_bytes_sent, stats.wire_bytes_received);
+    HY_ASSIGN_OR_RETURN(*wire_bytes, Max(last_wire_));
+    HY_ASSIGN_OR_RETURN(std::vector<ReshardStats> all, Gather(stats));
+    ReshardStats slowest = all[0];
+    for (const ReshardStats& s : all) {
+      if (s.total_seconds > slowest.total_seconds) slowest = s;
+    }
+    char note[96];
+    std::snprintf(note, sizeof(note), "pack %.3f xfer %.3f unpack %.3f",
+                  slowest.pack_seconds, slowest.transfer_seconds,
+                  slowest.unpack_seconds);
+    last_note_ = note;
+    return Status::OK();
+  }
+
+  // Runs fn on every rank from a barrier; the slowest rank's seconds.
+  Result<double> Time(const std::function<Status()>& fn) {
+    HY_RETURN_IF_ERROR(t_->Barrier());
+    const auto start = Clock::now();
+    HY_RETURN_IF_ERROR(fn());
+    const double mine =
+        std::chrono::duration<double>(Clock::now() - start).count();
+    HY_ASSIGN_OR_RETURN(std::vector<double> all, Gather(mine));
+    return *std::max_element(all.begin(), all.end());
+  }
+
+  template <typename T>
+  Result<std::vector<T>> Gather(T value) {
+    std::vector<std::vector<uint8_t>> all;
+    HY_RETURN_IF_ERROR(t_->AllGatherV(ConstBytes(&value, sizeof(T)), &all));
+    std::vector<T> out(all.size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      std::memcpy(&out[r], all[r].data(), sizeof(T));
+    }
+    return out;
+  }
+  Result<int64_t> Max(int64_t v) {
+    HY_ASSIGN_OR_RETURN(std::vector<int64_t> all, Gather(v));
+    return *std::max_element(all.begin(), all.end());
+  }
+  Result<int64_t> Sum(int64_t v) {
+    HY_ASSIGN_OR_RETURN(std::vector<int64_t> all, Gather(v));
+    int64_t sum = 0;
+    for (int64_t x : all) sum += x;
+    return sum;
+  }
+
+  void Print(int64_t full_wire, int64_t delta5_wire) const {
+    if (!flags_.json) {
+      std::printf("| %-26s | %10s | %10s | %8s | %7s | %6s | %s\n", "mode",
+                  "MB/rank", "wire MB", "seconds", "GB/s", "vs ag",
+                  "seconds of the slowest rank");
+      std::printf("|%s|%s|%s|%s|%s|%s|%s\n", std::string(28, '-').c_str(),
+                  std::string(12, '-').c_str(), std::string(12, '-').c_str(),
+                  std::string(10, '-').c_str(), std::string(9, '-').c_str(),
+                  std::string(8, '-').c_str(), std::string(32, '-').c_str());
+    }
+    for (const Row& r : rows_) {
+      const double gbps = r.bytes / r.seconds / 1e9;
+      if (flags_.json) {
+        std::printf(
+            "{\"bench\":\"reshard\",\"mode\":\"%s\",\"bytes_per_rank\""
+            ":%lld,\"wire_bytes_per_rank\":%lld,\"seconds\":%.4f,"
+            "\"gbps\":%.3f,\"vs_allgather\":%.3f,\"note\":\"%s\"}\n",
+            r.mode.c_str(), static_cast<long long>(r.bytes),
+            static_cast<long long>(r.wire), r.seconds, gbps,
+            r.seconds / r.baseline, r.note.c_str());
+      } else {
+        std::printf("| %-26s | %10.1f | %10.1f | %8.4f | %7.3f | %6.2f | %s\n",
+                    r.mode.c_str(), r.bytes / 1e6, r.wire / 1e6, r.seconds,
+                    gbps, r.seconds / r.baseline, r.note.c_str());
+      }
+    }
+    struct Target {
+      const char* name;
+      double value, limit;
+      bool ok;
+    };
+    const double raw = rows_[3].seconds / rows_[3].baseline;
+    const double bf16 = rows_[4].seconds / rows_[4].baseline;
+    const double fewer =
+        static_cast<double>(full_wire) / std::max<int64_t>(delta5_wire, 1);
+    const Target targets[] = {
+        {"reshard raw / all-gather <= 1.2", raw, 1.2, raw <= 1.2},
+        {"reshard bf16 / all-gather <= 1.2", bf16, 1.2, bf16 <= 1.2},
+        {"full bf16 / delta 5% wire >= 10", fewer, 10, fewer >= 10}};
+    for (const Target& t : targets) {
+      if (flags_.json) {
+        std::printf(
+            "{\"bench\":\"reshard\",\"target\":\"%s\",\"value\":%.3f,"
+            "\"limit\":%g,\"ok\":%s}\n",
+            t.name, t.value, t.limit, t.ok ? "true" : "false");
+      } else {
+        std::printf("target %-34s %8.2f  %s\n", t.name, t.value,
+                    t.ok ? "ok" : "MISSED");
+      }
+    }
+    std::fflush(stdout);
+  }
+
+  const Flags flags_;
+  C10dTransport* const t_;
+  std::shared_ptr<const TransferPlan> plan_;
+  ShardBuffers src_;
+  std::vector<ChangeRound> rounds_;  // Applied to src_ so far.
+  std::vector<Row> rows_;
+  int64_t last_wire_ = 0;  // This rank's, of the last Reshard.
+  std::string last_note_;  // Phases of the last Reshard's slowest rank.
+};
+
+int RunWorker(const Flags& flags) {
+  C10dTransportOptions options;
+  options.prefix = "hy_bench_reshard";
+  options.rank0_hosts_store = false;
+  options.gloo_hostname = "127.0.0.1";
+  auto t = C10dTransport::Connect(flags.rank, kWorld, "127.0.0.1", flags.port,
+                                  options);
+  Status s = t.ok() ? Worker(flags, t->get()).Run() : t.status();
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "hy_bench_reshard rank %d: %s\n", flags.rank,
+               s.ToString().c_str());
+  return 1;
+}
+
+// Hosts the store, runs kWorld copies of this binary as the ranks and
+// returns 0 if all of them succeed.
+int RunJob(const Flags& flags) {
+  auto server = C10dStoreServer::Start(0);
+  if (!server.ok()) {
+    std::fprintf(stderr, "hy_bench_reshard: %s\n",
+                 server.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kWorld; ++r) {
+    std::vector<std::string> args = {
+        "/proc/self/exe", "--worker",
+        "--rank",         std::to_string(r),
+        "--port",         std::to_string((*server)->port()),
+        "--size-mib",     std::to_string(flags.size_mib),
+        "--reps",         std::to_string(flags.reps),
+        "--bucket-mib",   std::to_string(flags.bucket_mib)};
+    if (flags.json) args.push_back("--json");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(64);
+      }
+      return argv[++i];
+    };
+    if (a == "--json") {
+      f.json = true;
+    } else if (a == "--size-mib") {
+      f.size_mib = std::stoll(next());
+    } else if (a == "--reps") {
+      f.reps = std::max(1, std::stoi(next()));
+    } else if (a == "--bucket-mib") {
+      f.bucket_mib = std::max<int64_t>(1, std::stoll(next()));
+    } else if (a == "--worker") {
+      f.worker = true;
+    } else if (a == "--rank") {
+      f.rank = std::stoi(next());
+    } else if (a == "--port") {
+      f.port = std::stoi(next());
+    } else {
+      std::fprintf(stderr,
+                   "usage: hy_bench_reshard [--json] [--size-mib N] "
+                   "[--reps N] [--bucket-mib N]\n");
+      return a == "--help" ? 0 : 64;
+    }
+  }
+  return f.worker ? RunWorker(f) : RunJob(f);
+}
+
+}  // namespace
+}  // namespace hy::bench
+
+int main(int argc, char** argv) { return hy::bench::Main(argc, argv); }

@@ -330,6 +330,7 @@ class Worker {
 int RunWorker(const Flags& flags) {
   C10dTransportOptions options;
   options.prefix = "hy_bench_reshard";
+  options.timeout_ms = 120000;
   options.rank0_hosts_store = false;
   options.gloo_hostname = "127.0.0.1";
   auto t = C10dTransport::Connect(flags.rank, kWorld, "127.0.0.1", flags.port,
@@ -369,15 +370,26 @@ int RunJob(const Flags& flags) {
       execv(argv[0], argv.data());
       _exit(127);
     }
+    if (pid < 0) {
+      std::perror("hy_bench_reshard: fork");
+      for (pid_t other : pids) kill(other, SIGKILL);
+      return 1;
+    }
     pids.push_back(pid);
   }
+  // The first rank to fail ends the job: the others would only wait for it
+  // until their collectives time out.
   int rc = 0;
-  for (pid_t pid : pids) {
+  std::vector<pid_t> running = pids;
+  while (!running.empty()) {
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      rc = 1;
-    }
+    const pid_t pid = wait(&status);
+    if (pid < 0) return 1;
+    running.erase(std::remove(running.begin(), running.end(), pid),
+                  running.end());
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    rc = 1;
+    for (pid_t other : running) kill(other, SIGKILL);
   }
   return rc;
 }

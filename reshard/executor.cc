@@ -89,15 +89,16 @@ struct Executor::Impl {
     for (int r = 0; r < world; ++r) {
       if (all[r].empty() || all[r][0] == 0) continue;
       std::string text(all[r].begin() + 1, all[r].end());
-      return Status(static_cast<StatusCode>(all[r][0]),
-                    r == rank ? text
-                              : "rank " + std::to_string(r) + ": " + text);
+      return Status(
+          static_cast<StatusCode>(all[r][0]),
+          r == rank ? text : "rank " + std::to_string(r) + ": " + text);
     }
     return Status::OK();
   }
 
   Status Unpack(size_t step, std::vector<std::vector<uint8_t>>& got,
                 const std::vector<MutableBytes>& dst) {
+    std::vector<ConstBytes> dst_view;  // Built once, for delta buckets.
     for (int peer = 0; peer < world; ++peer) {
       const PeerList& list = recv[step][peer];
       if (list.transfers.empty()) {
@@ -121,8 +122,10 @@ struct Executor::Impl {
         internal::Scatter(plan->spec, options.wire, list, wire.data() + 1, dst);
         continue;
       }
-      std::vector<ConstBytes> dst_view;
-      for (const MutableBytes& m : dst) dst_view.emplace_back(m.data(), m.size());
+      if (dst_view.empty()) {
+        for (const MutableBytes& m : dst)
+          dst_view.emplace_back(m.data(), m.size());
+      }
       std::vector<uint8_t> before(list.wire_bytes), now(list.wire_bytes);
       internal::GatherWire(plan->spec, options.wire, list, dst_view, true,
                            before.data());
@@ -177,7 +180,8 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
              ? m.same_node_bytes
              : m.cross_node_bytes) += t.length * wire_es(t);
       }
-      if (t.dst_rank == m.rank) m.recv.back()[t.src_rank].transfers.push_back(t);
+      if (t.dst_rank == m.rank)
+        m.recv.back()[t.src_rank].transfers.push_back(t);
     }
     for (int p = 0; p < m.world; ++p) {
       internal::Describe(plan_->spec, options.wire, &m.send.back()[p]);
@@ -207,10 +211,11 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
         std::to_string(m.transport->world_size()));
   }
   if (static_cast<int>(src.size()) != n || static_cast<int>(dst.size()) != n) {
-    return Status::InvalidArgument(
-        "reshard: expected " + std::to_string(n) + " source and destination "
-        "buffers, got " + std::to_string(src.size()) + " and " +
-        std::to_string(dst.size()));
+    return Status::InvalidArgument("reshard: expected " + std::to_string(n) +
+                                   " source and destination "
+                                   "buffers, got " +
+                                   std::to_string(src.size()) + " and " +
+                                   std::to_string(dst.size()));
   }
   for (int t = 0; t < n; ++t) {
     DType dtype = plan.spec.tensors[t].meta.dtype;
@@ -221,9 +226,9 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       return Status::InvalidArgument(
           "reshard: tensor " + plan.spec.tensors[t].meta.name + " on rank " +
           std::to_string(m.rank) + ": buffers of " +
-          std::to_string(src[t].size()) + " / " + std::to_string(dst[t].size()) +
-          " bytes, the plan needs " + std::to_string(want_src) + " / " +
-          std::to_string(want_dst));
+          std::to_string(src[t].size()) + " / " +
+          std::to_string(dst[t].size()) + " bytes, the plan needs " +
+          std::to_string(want_src) + " / " + std::to_string(want_dst));
     }
   }
 
@@ -247,7 +252,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   };
   std::future<Packed> next;
   if (!plan.steps.empty()) {
-    next = std::async(std::launch::async, [&] { return m.Pack(0, src, delta); });
+    next =
+        std::async(std::launch::async, [&] { return m.Pack(0, src, delta); });
   }
   // A pack or unpack error on this rank does not stop its part in the
   // remaining exchanges (the others would wait for it); the ranks agree on
@@ -286,7 +292,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       if (next.valid()) next.wait();
       return fail(s);
     }
-    for (const auto& g : got) st.wire_bytes_received += static_cast<int64_t>(g.size());
+    for (const auto& g : got)
+      st.wire_bytes_received += static_cast<int64_t>(g.size());
     if (!local_error.ok()) continue;
     t0 = Clock::now();
     local_error = m.Unpack(k, got, dst);
@@ -305,7 +312,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       if (!m.sends_tensor[t]) continue;
       DType dtype = plan.spec.tensors[t].meta.dtype;
       int64_t count = plan.src.Get(m.rank, t).num_elements;
-      m.last_sent[t].resize(count * DTypeSize(WireDType(dtype, m.options.wire)));
+      m.last_sent[t].resize(count *
+                            DTypeSize(WireDType(dtype, m.options.wire)));
       internal::PeerList whole;
       whole.transfers.push_back({t, m.rank, m.rank, 0, 0, count});
       internal::GatherSource(plan.spec, m.options.wire, whole, src,
@@ -317,31 +325,42 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   st.total_seconds = Since(start);
 
   if (m.options.metrics != nullptr) {
-    const metrics::HyMetrics& hm = *m.options.metrics;
-    using metrics::ReshardBytesKind;
-    using metrics::ReshardPhase;
-    hm.reshard_phase(ReshardPhase::kPlan)->Observe(st.plan_seconds);
-    hm.reshard_phase(ReshardPhase::kPack)->Observe(st.pack_seconds);
-    hm.reshard_phase(ReshardPhase::kTransfer)->Observe(st.transfer_seconds);
-    hm.reshard_phase(ReshardPhase::kUnpack)->Observe(st.unpack_seconds);
-    hm.reshard_bytes(ReshardBytesKind::kLocal)->Increment(st.local_bytes);
-    hm.reshard_bytes(ReshardBytesKind::kNode)->Increment(st.same_node_bytes);
-    hm.reshard_bytes(ReshardBytesKind::kRemote)->Increment(st.cross_node_bytes);
-    std::string_view tn = m.transport->name();
-    auto transport = tn == "gloo"   ? metrics::ReshardTransport::kGloo
-                     : tn == "nccl" ? metrics::ReshardTransport::kNccl
-                                    : metrics::ReshardTransport::kLocal;
-    auto wire = m.options.sparse_delta ? metrics::ReshardWire::kSparseDelta
-                : m.options.wire == WireFormat::kBf16 ? metrics::ReshardWire::kBf16
-                                                      : metrics::ReshardWire::kRaw;
-    auto direction = m.options.direction == 0
-                         ? metrics::ReshardDirection::kTrainToRollout
-                         : metrics::ReshardDirection::kRolloutToTrain;
-    auto h = hm.ReshardDuration(direction, transport, wire);
-    if (h.ok()) (*h)->Observe(st.total_seconds);
+    RecordReshardMetrics(*m.options.metrics, st, m.options.direction,
+                         m.transport->name(), m.options.wire,
+                         m.options.sparse_delta);
   }
   if (stats != nullptr) *stats = st;
   return Status::OK();
+}
+
+void RecordReshardMetrics(const metrics::HyMetrics& hm, const ReshardStats& st,
+                          int direction, std::string_view transport,
+                          WireFormat wire, bool sparse_delta) {
+  using metrics::ReshardBytesKind;
+  using metrics::ReshardPhase;
+  hm.reshard_phase(ReshardPhase::kPlan)->Observe(st.plan_seconds);
+  hm.reshard_phase(ReshardPhase::kPack)->Observe(st.pack_seconds);
+  hm.reshard_phase(ReshardPhase::kTransfer)->Observe(st.transfer_seconds);
+  hm.reshard_phase(ReshardPhase::kUnpack)->Observe(st.unpack_seconds);
+  hm.reshard_bytes(ReshardBytesKind::kLocal)
+      ->Increment(static_cast<double>(st.local_bytes));
+  hm.reshard_bytes(ReshardBytesKind::kNode)
+      ->Increment(static_cast<double>(st.same_node_bytes));
+  hm.reshard_bytes(ReshardBytesKind::kRemote)
+      ->Increment(static_cast<double>(st.cross_node_bytes));
+  const auto transport_label =
+      transport == "gloo"   ? metrics::ReshardTransport::kGloo
+      : transport == "nccl" ? metrics::ReshardTransport::kNccl
+                            : metrics::ReshardTransport::kLocal;
+  const auto wire_label = sparse_delta ? metrics::ReshardWire::kSparseDelta
+                          : wire == WireFormat::kBf16
+                              ? metrics::ReshardWire::kBf16
+                              : metrics::ReshardWire::kRaw;
+  const auto direction_label = direction == 0
+                                   ? metrics::ReshardDirection::kTrainToRollout
+                                   : metrics::ReshardDirection::kRolloutToTrain;
+  auto h = hm.ReshardDuration(direction_label, transport_label, wire_label);
+  if (h.ok()) (*h)->Observe(st.total_seconds);
 }
 
 void ReshardStats::Merge(const ReshardStats& o) {
@@ -367,10 +386,10 @@ Status ReshardInProcess(std::shared_ptr<const TransferPlan> plan,
   const int world = plan->topology.world_size;
   if (static_cast<int>(src.size()) != world ||
       static_cast<int>(dst.size()) != world) {
-    return Status::InvalidArgument("ReshardInProcess: buffers for " +
-                                   std::to_string(src.size()) + " / " +
-                                   std::to_string(dst.size()) + " ranks, the plan has " +
-                                   std::to_string(world));
+    return Status::InvalidArgument(
+        "ReshardInProcess: buffers for " + std::to_string(src.size()) + " / " +
+        std::to_string(dst.size()) + " ranks, the plan has " +
+        std::to_string(world));
   }
   InProcessHub hub(world);
   std::vector<Status> status(world);

@@ -16,7 +16,6 @@
 #include "copy_ops.h"
 #include "cuda_util.h"
 #include "hy/common/dtype.h"
-#include "hy/metrics/hy_metrics.h"
 #include "schedule.h"
 
 namespace hy::reshard {
@@ -124,7 +123,6 @@ struct NcclExecutor::Impl {
   Status Exchange(const StepWork& w, const uint8_t* send_buf);
   Status WaitDone();
   void FillStats(const TransferPlan& plan, ReshardStats* stats) const;
-  void Record(const ReshardStats& stats) const;
 };
 
 Status NcclExecutor::Impl::Init() {
@@ -321,31 +319,6 @@ void NcclExecutor::Impl::FillStats(const TransferPlan& plan,
   *stats = s;
 }
 
-void NcclExecutor::Impl::Record(const ReshardStats& s) const {
-  const metrics::HyMetrics* m = options.metrics;
-  if (m == nullptr) return;
-  const auto direction = options.direction == 0
-                             ? metrics::ReshardDirection::kTrainToRollout
-                             : metrics::ReshardDirection::kRolloutToTrain;
-  const auto wire = options.wire == WireFormat::kBf16
-                        ? metrics::ReshardWire::kBf16
-                        : metrics::ReshardWire::kRaw;
-  auto h =
-      m->ReshardDuration(direction, metrics::ReshardTransport::kNccl, wire);
-  if (h.ok()) (*h)->Observe(s.total_seconds);
-  m->reshard_phase(metrics::ReshardPhase::kPlan)->Observe(s.plan_seconds);
-  m->reshard_phase(metrics::ReshardPhase::kPack)->Observe(s.pack_seconds);
-  m->reshard_phase(metrics::ReshardPhase::kTransfer)
-      ->Observe(s.transfer_seconds);
-  m->reshard_phase(metrics::ReshardPhase::kUnpack)->Observe(s.unpack_seconds);
-  m->reshard_bytes(metrics::ReshardBytesKind::kLocal)
-      ->Increment(static_cast<double>(s.local_bytes));
-  m->reshard_bytes(metrics::ReshardBytesKind::kNode)
-      ->Increment(static_cast<double>(s.same_node_bytes));
-  m->reshard_bytes(metrics::ReshardBytesKind::kRemote)
-      ->Increment(static_cast<double>(s.cross_node_bytes));
-}
-
 // ---- NcclExecutor -----------------------------------------------------------
 
 NcclExecutor::NcclExecutor(std::shared_ptr<const TransferPlan> plan,
@@ -432,7 +405,10 @@ Status NcclExecutor::Run(const std::vector<ConstBytes>& src,
   s.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  m.Record(s);
+  if (m.options.metrics != nullptr) {
+    RecordReshardMetrics(*m.options.metrics, s, m.options.direction, "nccl",
+                         m.options.wire, /*sparse_delta=*/false);
+  }
   if (stats != nullptr) *stats = s;
   return Status::OK();
 }

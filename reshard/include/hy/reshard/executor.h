@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "hy/common/bytes.h"
@@ -80,6 +81,16 @@ struct ReshardStats {
   // Adds another rank's figures (sums bytes, max of seconds).
   void Merge(const ReshardStats& other);
 };
+
+// Records one run's figures into `metrics`: the phase histograms, the
+// bytes-by-kind counters and hy_reshard_duration_seconds with labels from
+// `direction` (0 train->rollout, 1 rollout->train), `transport` ("gloo",
+// "nccl", anything else counts as "local") and the wire (sparse delta when
+// `sparse_delta`). Both the host and the NCCL executor report through it.
+void RecordReshardMetrics(const metrics::HyMetrics& metrics,
+                          const ReshardStats& stats, int direction,
+                          std::string_view transport, WireFormat wire,
+                          bool sparse_delta);
 
 class Executor {
  public:

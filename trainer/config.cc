@@ -1,0 +1,1 @@
+// Placeholder: written by the helper implementing hy/trainer/config.h.

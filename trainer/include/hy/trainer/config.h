@@ -1,0 +1,124 @@
+// TrainConfig: everything a training run is configured with, in verl-like
+// sections (model, task, actor, critic, rollout, algorithm, trainer,
+// checkpoint, metrics). Every field has a built-in default, so an empty
+// config is the demo run. Read from YAML (yaml-cpp); ToYaml writes the
+// effective config back in the same form (hyctl train --print-config), and
+// ParseConfigYaml(ToYaml(c)) == c.
+//
+// Thread-safety: plain values; the functions are pure.
+
+#ifndef HY_TRAINER_CONFIG_H_
+#define HY_TRAINER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hy/common/result.h"
+#include "hy/common/status.h"
+#include "hy/trainer/model_config.h"
+#include "hy/trainer/task.h"
+
+namespace hy::trainer {
+
+struct OptimConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // AdamW-style, decoupled.
+  double grad_clip = 1.0;     // Max global L2 norm; <= 0 turns it off.
+};
+
+struct ActorConfig {
+  OptimConfig optim;
+  int ppo_epochs = 2;
+  int ppo_mini_batch_size = 32;  // Samples per optimizer step.
+  double clip_ratio = 0.2;       // epsilon of the clipped surrogate.
+  double entropy_coeff = 0.0;
+};
+
+struct CriticConfig {
+  OptimConfig optim;
+  double cliprange_value = 0.5;
+  double value_loss_coeff = 0.5;  // Reported loss scale only.
+};
+
+struct RolloutConfig {
+  int tensor_model_parallel_size = 2;  // t_g; must divide the world size.
+  int batch_size = 64;                 // Prompts per iteration.
+  int n = 1;                           // Responses per prompt (GRPO > 1).
+  int response_length = 10;            // Max generated tokens.
+  double temperature = 1.0;
+  int top_k = 0;  // 0: no top-k filter.
+};
+
+enum class AdvEstimator { kGae, kGrpo };
+
+struct AlgorithmConfig {
+  AdvEstimator adv_estimator = AdvEstimator::kGae;
+  double gamma = 1.0;
+  double lam = 1.0;
+  bool norm_adv = true;  // Whiten advantages (GAE) / divide by std (GRPO).
+  // In-reward KL penalty: estimator "kl" (k1), "abs", "mse" (k2),
+  // "low_var_kl" (k3).
+  std::string kl_penalty = "kl";
+  std::string kl_ctrl_type = "fixed";  // fixed | adaptive
+  double kl_coef = 0.01;
+  double kl_target = 0.1;  // adaptive only
+  double kl_horizon = 10000;
+};
+
+struct TrainerSection {
+  int64_t total_iterations = 40;
+  uint64_t seed = 1;
+  std::string device = "cpu";  // cpu | cuda (cuda: not yet supported).
+  int nproc = 4;               // Workers hyctl train spawns.
+  // SFT warm-up on generated demonstrations before PPO (fresh runs only).
+  int sft_steps = 60;
+  int sft_batch_size = 64;
+  double sft_lr = 3e-3;
+};
+
+struct CheckpointConfig {
+  std::string store_root;  // Empty: runs/<timestamp> chosen by hyctl.
+  int save_every = 5;      // Iterations between checkpoints; 0 = never.
+  int keep_last = 2;       // Committed versions Gc keeps per rank store.
+  int commit_timeout_ms = 60000;
+};
+
+struct MetricsConfig {
+  int port = -1;  // -1: no exporter; 0: a free port (printed).
+  std::string pushgateway;  // host:port; empty: no push.
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  TaskConfig task;
+  ActorConfig actor;
+  CriticConfig critic;
+  RolloutConfig rollout;
+  AlgorithmConfig algorithm;
+  TrainerSection trainer;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+};
+
+// Reads a YAML document; absent keys keep their defaults. Returns
+// InvalidArgument naming the key for an unknown key, a value of the wrong
+// type, or YAML that does not parse; then ValidateConfig's errors.
+Result<TrainConfig> ParseConfigYaml(std::string_view yaml);
+
+// The whole effective config as YAML (every key, sections in the order
+// above).
+std::string ToYaml(const TrainConfig& config);
+
+// Returns InvalidArgument naming the field for an out-of-range value
+// (non-positive sizes, probabilities outside [0, 1], an unknown estimator,
+// a model ValidateModelConfig rejects, a task ValidateTaskConfig rejects).
+// World-size dependent checks (t_g divides the world) are the worker's.
+Status ValidateConfig(const TrainConfig& config);
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_CONFIG_H_

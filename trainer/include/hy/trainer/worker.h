@@ -1,0 +1,108 @@
+// RunWorker: one rank of a distributed PPO run (the body of each process
+// hyctl train or torchrun starts). No LibTorch in this header.
+//
+// The rank and world come from torchrun's environment (RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT). Per iteration the worker
+//   1. reshards the actor from its training layout (fsdp=N, f32 master
+//      shards) to its rollout layout (tp=t_g, dp=N/t_g, bf16) through
+//      hy::reshard (bf16 wire, sparse delta after the first iteration);
+//   2. generates responses with the TP-sharded actor, each dp group its
+//      share of the prompts;
+//   3. computes old / reference log-probs and values under FSDP, rewards,
+//      the KL penalty and advantages (GAE or GRPO);
+//   4. runs the PPO epochs over minibatches (FSDP: all-gather parameters,
+//      reduce-scatter gradients, Adam on the local shard);
+//   5. every checkpoint.save_every iterations saves the whole state with
+//      SaveAsync and commits it across the ranks' stores in the background.
+// The samples and the sampling randomness depend on (seed, iteration,
+// global sample index) only, so a run resumed on any world size sees the
+// same data.
+//
+// Thread-safety: one RunWorker per process.
+
+#ifndef HY_TRAINER_WORKER_H_
+#define HY_TRAINER_WORKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "hy/common/result.h"
+#include "hy/trainer/config.h"
+
+namespace hy::metrics {
+struct HyMetrics;
+}  // namespace hy::metrics
+
+namespace hy::trainer {
+
+// What one iteration did, identical on every rank (reductions are done
+// before the report).
+struct IterationReport {
+  int64_t iteration = 0;  // 0-based PPO iteration just finished.
+  int world_size = 1;
+  double reward_mean = 0;
+  double exact_match = 0;  // Fraction of responses with reward 1.
+  double kl = 0;           // Mean per-token logp - ref_logp (k1).
+  double kl_coef = 0;
+  double policy_loss = 0;
+  double value_loss = 0;
+  double entropy = 0;
+  double clip_frac = 0;
+  double grad_norm = 0;  // Actor, last minibatch, before clipping.
+  double response_length = 0;  // Mean tokens per response.
+  double tokens_per_second = 0;  // Generated + trained tokens / wall time.
+  double rollout_ms = 0;
+  double train_ms = 0;
+  double iteration_ms = 0;
+  double reshard_ms = 0;          // Train -> rollout, max over ranks.
+  int64_t reshard_bytes = 0;      // Wire bytes, summed over ranks.
+  int64_t reshard_logical_bytes = 0;  // Before delta, summed over ranks.
+  // Checkpointing: the newest committed step (-1 none yet), and what
+  // happened this iteration: "" nothing, "saving N", "committed N",
+  // "failed: ..." .
+  int64_t checkpoint_step = -1;
+  std::string checkpoint_state;
+  double checkpoint_ms = 0;  // Time the training loop spent on it (copy).
+};
+
+struct RunSummary {
+  int64_t start_iteration = 0;  // > 0 when resumed.
+  int64_t iterations = 0;       // Run by this process.
+  double first_reward = 0;      // Reward mean of the first iteration run.
+  double last_reward = 0;
+  double seconds = 0;
+  int64_t checkpoint_step = -1;  // Newest committed at the end.
+  std::string store_root;
+};
+
+struct WorkerOptions {
+  // Resume from the newest committed version under
+  // config.checkpoint.store_root (any world size). Without it the root
+  // must hold no committed version.
+  bool resume = false;
+  // Stop after this many iterations (counting from the start or resume
+  // point), regardless of total_iterations; -1: no limit. For tests that
+  // interrupt a run.
+  int64_t max_iterations = -1;
+  // Where reshard / checkpoint / ppo metrics go (not owned; may be null).
+  const metrics::HyMetrics* metrics = nullptr;
+  // Called on every rank after each iteration (the cli prints rank 0's).
+  std::function<void(const IterationReport&)> on_iteration;
+  // Log lines (setup, SFT progress, checkpoint events); may be null.
+  std::function<void(const std::string&)> log;
+};
+
+// Runs one rank until total_iterations (or max_iterations) are done, then
+// waits for the last checkpoint to commit. Returns InvalidArgument for a
+// bad config or environment (t_g not dividing the world size, a batch that
+// does not fit), FailedPrecondition when resuming finds nothing to resume
+// (or a fresh run finds a committed version already), and the transport's
+// or store's error (DeadlineExceeded, Unavailable, DataLoss, ...) when a
+// peer or the disk fails.
+Result<RunSummary> RunWorker(const TrainConfig& config,
+                             const WorkerOptions& options);
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_WORKER_H_

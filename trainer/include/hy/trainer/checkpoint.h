@@ -6,18 +6,28 @@
 // Saving: Save() copies the rank's shards (Store::SaveAsync), so the caller
 // may update its tensors as soon as it returns, and a background thread
 // then waits for the save, and runs the commit (CommitAcrossStores on rank
-// 0, FollowCommit on the others). Training goes on meanwhile; at most one
-// checkpoint is in flight per rank (Save waits for the previous one).
-// The version number is the step.
+// 0, FollowCommit on the others), then Gc. Training goes on meanwhile; at
+// most one checkpoint is in flight per rank (Save waits for the previous
+// one). The version number is the step.
 //
-// Loading (resume, any world size): OpenForResume reads the newest version
-// committed in the coordinator's store, its world size W from the commit
-// record, and opens the W old rank stores read-only; ReadRegion then reads
-// any region of any tensor from whichever old stores hold it, so a rank of
-// the new world assembles its new shard whatever the old layout was.
+// Crashes: a run that died mid-checkpoint leaves versions prepared but not
+// committed. Open() gives them up (rank 0 aborts them; the others copy the
+// decision). The store never takes a new save of an aborted version (so a
+// dead run's parts are never mixed with new ones), and the version is the
+// step, so saving that step again fails on every rank (status() says so)
+// and the next step's checkpoint commits as usual.
 //
-// Thread-safety: one thread uses a Checkpointer; its background thread is
-// internal.
+// Loading (resume, any world size): CheckpointReader reads the newest
+// version committed in the coordinator's store, its world size W from the
+// commit record, and opens the W old rank stores read-only; ReadRegion then
+// reads any region of any tensor from whichever old stores hold it, so a
+// rank of the new world assembles its new shard whatever the old layout
+// was. Read-only opens work while a new run's Checkpointer writes the same
+// stores.
+//
+// Thread-safety: one thread calls Save / Wait on a Checkpointer (its
+// background thread is internal); status() may be called from any thread.
+// CheckpointReader's methods may be called concurrently.
 
 #ifndef HY_TRAINER_CHECKPOINT_H_
 #define HY_TRAINER_CHECKPOINT_H_
@@ -39,9 +49,16 @@ struct CheckpointOptions {
   int rank = 0;
   int world_size = 1;
   int keep_last = 2;  // Gc after each commit keeps this many versions.
+  // How long rank 0 waits for every rank to prepare before it aborts the
+  // version. Followers wait twice as long for rank 0's decision, so they
+  // learn of an abort rather than give up just before it.
   int64_t commit_timeout_ms = 60000;
+  uint64_t chunk_bytes = 4 << 20;               // StoreOptions::chunk_bytes.
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
 };
+
+// The store of `rank` under `root`: "<root>/rank-NNNNN" (five digits).
+std::string RankStorePath(const std::string& root, int rank);
 
 // The state of the newest checkpoint as the training loop reports it.
 struct CheckpointStatus {
@@ -53,18 +70,22 @@ struct CheckpointStatus {
 class Checkpointer {
  public:
   // Opens (creating) this rank's store. Gives up versions a dead run left
-  // prepared but uncommitted above the newest committed one (rank 0 aborts
-  // them; the others follow the coordinator's decision). Returns the
-  // store's errors.
+  // prepared but uncommitted (rank 0 aborts them; the others follow the
+  // coordinator's decision, waiting at most a second each, and leave a
+  // version whose outcome is still unknown). Returns InvalidArgument for
+  // bad options (rank outside [0, world_size), keep_last < 1, timeout <= 0,
+  // empty root), otherwise the store's errors.
   static Result<std::unique_ptr<Checkpointer>> Open(
       const CheckpointOptions& options);
   ~Checkpointer();  // Waits for the checkpoint in flight.
 
   // Starts checkpoint `step`: copies the data of `shards` and `blobs`
-  // before returning; the commit record carries `layout` and `rules`.
-  // Waits first for the previous checkpoint. Returns InvalidArgument for
-  // malformed shards, the previous checkpoint's error is reported in
-  // status(), not here.
+  // before returning; the commit record carries `layout` and `rules` (rank
+  // 0's are the ones recorded). Waits first for the previous checkpoint.
+  // Returns InvalidArgument for malformed shards or blobs (and a step
+  // beyond statestore::kMaxVersion); errors of the checkpoint itself
+  // (saving, committing, an aborted step) are reported in status() and
+  // Wait(), not here.
   Status Save(uint64_t step, std::vector<statestore::ShardData> shards,
               std::vector<statestore::BlobData> blobs,
               const std::string& layout, const std::string& rules);
@@ -73,11 +94,15 @@ class Checkpointer {
   CheckpointStatus status() const;
 
   // Blocks until the checkpoint in flight (if any) is committed or failed;
-  // returns its status.
+  // returns its status (that of the newest finished checkpoint if none is
+  // in flight; OK if there was none). On rank 0, Unavailable when some rank
+  // did not prepare in time (the version is then aborted); on the others,
+  // Aborted when rank 0 gave the version up, Unavailable when it decided
+  // nothing in time.
   Status Wait();
 
-  // The newest committed step under options.root as rank 0's store says,
-  // or NotFound if none (or no store there yet).
+  // The newest committed step under `root` as rank 0's store says, or
+  // NotFound if none (or no store there yet).
   static Result<uint64_t> LatestCommittedStep(const std::string& root);
 
  private:
@@ -92,10 +117,13 @@ class CheckpointReader {
  public:
   // Opens the newest committed version under `root` (or `step` if >= 0):
   // rank 0's store decides what is committed; every old rank store is
-  // opened read-only. Returns NotFound if nothing is committed,
-  // DataLoss if an old rank's store is missing or lacks the version.
-  static Result<std::unique_ptr<CheckpointReader>> Open(
-      const std::string& root, int64_t step = -1);
+  // opened read-only. Returns NotFound if there is no store under `root`,
+  // nothing is committed, or `step` is not committed; DataLoss if an old
+  // rank's store is missing, lacks the version (also when it holds its part
+  // prepared but never copied rank 0's commit: that rank died before it
+  // could), or its shards contradict another rank's.
+  static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& root,
+                                                        int64_t step = -1);
   ~CheckpointReader();
 
   uint64_t step() const;
@@ -108,8 +136,13 @@ class CheckpointReader {
   Status ReadRegion(const std::string& tensor, FlatRun region,
                     MutableBytes out);
 
-  // A replicated blob (as rank 0 saved it). NotFound if absent.
-  Result<std::string> ReadBlob(const std::string& name);
+  // The tensor's dtype and global shape, or NotFound.
+  Result<TensorMeta> FindTensor(const std::string& tensor) const;
+
+  // A blob as saved: a replicated one from rank 0's store, or old rank
+  // `rank`'s own one. NotFound if absent, DataLoss if damaged.
+  Result<std::string> ReadBlob(const std::string& name,
+                               int rank = statestore::kReplicatedBlob);
 
  private:
   struct Impl;

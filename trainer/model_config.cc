@@ -39,10 +39,10 @@ Status ValidateModelConfig(const ModelConfig& c) {
         ") times an even head_dim");
   }
   if (c.num_heads % c.num_kv_heads != 0) {
-    return Status::InvalidArgument(
-        "model.num_heads " + std::to_string(c.num_heads) +
-        " must be a multiple of num_kv_heads " +
-        std::to_string(c.num_kv_heads));
+    return Status::InvalidArgument("model.num_heads " +
+                                   std::to_string(c.num_heads) +
+                                   " must be a multiple of num_kv_heads " +
+                                   std::to_string(c.num_kv_heads));
   }
   return Status::OK();
 }

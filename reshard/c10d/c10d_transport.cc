@@ -212,6 +212,10 @@ C10dTransport::C10dTransport(int rank, int world_size,
 
 C10dTransport::~C10dTransport() = default;
 
+Status CurrentC10dExceptionStatus(std::string_view op) {
+  return CurrentExceptionStatus(op);
+}
+
 Result<std::unique_ptr<C10dTransport>> C10dTransport::Connect(
     int rank, int world_size, const std::string& host, int port,
     const C10dTransportOptions& options) {

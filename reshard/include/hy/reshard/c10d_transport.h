@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hy/common/bytes.h"
@@ -123,6 +124,12 @@ class C10dTransport : public Transport {
   int local_rank_;
   std::unique_ptr<Impl> impl_;
 };
+
+// The Status for the LibTorch / Gloo exception being handled, mapped as this
+// adapter maps its own (timeouts DeadlineExceeded, lost peers Unavailable,
+// the rest Internal), with `op` leading the message. For other LibTorch
+// adapters (the trainer's). REQUIRES: called inside a catch block.
+Status CurrentC10dExceptionStatus(std::string_view op);
 
 // A TCPStore server owned by a process that is not a rank (a launcher, a
 // test, a benchmark); ranks connect with rank0_hosts_store = false. Port 0

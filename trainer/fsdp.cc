@@ -1,0 +1,148 @@
+#include "fsdp.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm.h"
+#include "hy/reshard/layout.h"
+#include "model.h"
+
+namespace hy::trainer {
+
+Result<std::unique_ptr<FsdpModel>> FsdpModel::Create(const ModelConfig& config,
+                                                     ModelRole role, int rank,
+                                                     int world_size) {
+  HY_RETURN_IF_ERROR(ValidateModelConfig(config));
+  std::unique_ptr<FsdpModel> m(new FsdpModel());
+  m->config_ = config;
+  m->role_ = role;
+  m->rank_ = rank;
+  m->world_ = world_size;
+  HY_ASSIGN_OR_RETURN(
+      m->spec_, reshard::ModelSpec::Build(ModelTensors(config, role),
+                                          reshard::ModelRules::Default()));
+  HY_ASSIGN_OR_RETURN(reshard::Layout layout,
+                      reshard::Layout::Make(1, 1, 1, world_size));
+  HY_ASSIGN_OR_RETURN(m->shard_map_,
+                      reshard::ShardMap::Build(layout, m->spec_));
+  int64_t total = 0;
+  for (const auto& t : m->spec_.tensors) {
+    HY_ASSIGN_OR_RETURN(int64_t n, t.meta.NumElements());
+    m->offset_.push_back(total);
+    m->numel_.push_back(n);
+    total += n;
+  }
+  m->piece_ = (total + world_size - 1) / world_size;
+  // The pieces must be what reshard's ShardMap says rank `rank` holds.
+  for (int t = 0; t < m->num_tensors(); ++t) {
+    const int64_t begin = std::max(m->offset_[t], rank * m->piece_);
+    const int64_t end =
+        std::min(m->offset_[t] + m->numel_[t], (rank + 1) * m->piece_);
+    const reshard::RankShard& s = m->shard_map_.Get(rank, t);
+    const int64_t mine = std::max<int64_t>(0, end - begin);
+    if (s.num_elements != mine ||
+        (mine > 0 &&
+         (s.runs.size() != 1 || s.runs[0].offset != begin - m->offset_[t]))) {
+      return Status::Internal("FSDP piece of " + s.geometry.ToString() +
+                              " disagrees with reshard's ShardMap");
+    }
+  }
+  m->params_ = at::zeros({m->piece_}, at::kFloat);
+  m->exp_avg_ = at::zeros({m->piece_}, at::kFloat);
+  m->exp_avg_sq_ = at::zeros({m->piece_}, at::kFloat);
+  return m;
+}
+
+at::Tensor FsdpModel::LocalSlice(const at::Tensor& buffer, int t) const {
+  const int64_t base = rank_ * piece_;
+  const int64_t begin = std::max(offset_[t], base);
+  const int64_t end = std::min(offset_[t] + numel_[t], base + piece_);
+  if (end <= begin) return buffer.narrow(0, 0, 0);
+  return buffer.narrow(0, begin - base, end - begin);
+}
+
+void FsdpModel::InitFromSeed(uint64_t seed) {
+  for (int t = 0; t < num_tensors(); ++t) {
+    at::Tensor local = LocalSlice(params_, t);
+    if (local.numel() == 0) continue;
+    const auto& meta = spec_.tensors[t].meta;
+    at::Tensor full = InitTensor(seed, meta.name, meta.shape).view({-1});
+    const int64_t begin = std::max(offset_[t], rank_ * piece_) - offset_[t];
+    local.copy_(full.narrow(0, begin, local.numel()));
+  }
+}
+
+void FsdpModel::CopyCommonFrom(const FsdpModel& other,
+                               const at::Tensor& other_full) {
+  for (int t = 0; t < num_tensors(); ++t) {
+    at::Tensor local = LocalSlice(params_, t);
+    if (local.numel() == 0) continue;
+    const auto& name = spec_.tensors[t].meta.name;
+    at::Tensor src = other.View(other_full, name);
+    if (!src.defined()) continue;
+    const int64_t begin = std::max(offset_[t], rank_ * piece_) - offset_[t];
+    local.copy_(src.reshape({-1}).narrow(0, begin, local.numel()));
+  }
+}
+
+Status FsdpModel::Gather(Comm* comm, at::Tensor* full) const {
+  return comm->AllGatherShards(params_, full);
+}
+
+at::Tensor FsdpModel::View(const at::Tensor& full,
+                           const std::string& name) const {
+  const int t = spec_.Find(name);
+  if (t < 0) return at::Tensor();
+  return full.narrow(0, offset_[t], numel_[t])
+      .view(spec_.tensors[t].meta.shape);
+}
+
+void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
+                         double grad_scale) {
+  at::Tensor g = grad_scale == 1.0 ? grad : grad * grad_scale;
+  ++adam_step_;
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(adam_step_));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(adam_step_));
+  if (o.weight_decay != 0) params_.mul_(1.0 - o.lr * o.weight_decay);
+  exp_avg_.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+  exp_avg_sq_.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+  at::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(o.eps);
+  params_.addcdiv_(exp_avg_, denom, -o.lr / bc1);
+}
+
+void FsdpModel::ResetOptimizer() {
+  exp_avg_.zero_();
+  exp_avg_sq_.zero_();
+  adam_step_ = 0;
+}
+
+std::vector<statestore::ShardData> FsdpModel::ShardsForSave(
+    const std::string& prefix, bool optimizer) const {
+  std::vector<statestore::ShardData> out;
+  struct Part {
+    std::string infix;
+    const at::Tensor* buffer;
+  };
+  std::vector<Part> parts = {{"/", &params_}};
+  if (optimizer) {
+    parts.push_back({"/exp_avg/", &exp_avg_});
+    parts.push_back({"/exp_avg_sq/", &exp_avg_sq_});
+  }
+  for (const Part& part : parts) {
+    for (int t = 0; t < num_tensors(); ++t) {
+      const reshard::RankShard& s = shard_map_.Get(rank_, t);
+      if (!s.has_shard || s.num_elements == 0) continue;
+      at::Tensor local = LocalSlice(*part.buffer, t);
+      statestore::ShardData d;
+      d.meta = spec_.tensors[t].meta;
+      d.meta.name = prefix + part.infix + d.meta.name;
+      d.geometry = s.geometry;
+      d.data = ConstBytes(static_cast<const uint8_t*>(local.data_ptr()),
+                          static_cast<size_t>(local.numel() * 4));
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+}  // namespace hy::trainer

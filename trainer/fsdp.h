@@ -1,0 +1,98 @@
+// FsdpModel: one model's state on one rank under FSDP (ZeRO-3, one flat
+// unit): every tensor in model-spec order, flattened and concatenated,
+// padded to a multiple of the world size and cut into equal pieces; rank r
+// holds piece r of the f32 master parameters and of the two Adam moments.
+// This is exactly the geometry reshard's ShardMap gives layout fsdp=N (so
+// the reshard executor and the store read the shard in place; Create
+// checks the two agree).
+//
+// Forward/backward all-gather the pieces into a full flat buffer; the
+// gradient of that buffer is reduce-scattered back to the pieces, and Adam
+// updates the local piece only.
+//
+// Internal to hy_trainer. Thread-safety: one thread.
+
+#ifndef HY_TRAINER_FSDP_H_
+#define HY_TRAINER_FSDP_H_
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hy/common/result.h"
+#include "hy/reshard/model_spec.h"
+#include "hy/reshard/shard_map.h"
+#include "hy/statestore/store.h"
+#include "hy/trainer/config.h"
+#include "hy/trainer/model_config.h"
+
+namespace hy::trainer {
+
+class Comm;
+
+class FsdpModel {
+ public:
+  // Returns InvalidArgument for a config ValidateModelConfig rejects.
+  static Result<std::unique_ptr<FsdpModel>> Create(const ModelConfig& config,
+                                                   ModelRole role, int rank,
+                                                   int world_size);
+
+  const ModelConfig& config() const { return config_; }
+  ModelRole role() const { return role_; }
+  const reshard::ModelSpec& spec() const { return spec_; }
+  const reshard::ShardMap& shard_map() const { return shard_map_; }
+  int num_tensors() const { return static_cast<int>(spec_.tensors.size()); }
+  int64_t piece() const { return piece_; }
+
+  at::Tensor& params() { return params_; }  // [piece] f32
+  at::Tensor& exp_avg() { return exp_avg_; }
+  at::Tensor& exp_avg_sq() { return exp_avg_sq_; }
+  int64_t& adam_step() { return adam_step_; }
+
+  // Fills the local piece with InitTensor(seed, name, shape) slices.
+  void InitFromSeed(uint64_t seed);
+  // Copies, tensor by tensor, the parts of `other`'s full flat buffer whose
+  // names this model also has (the critic's trunk from the actor).
+  void CopyCommonFrom(const FsdpModel& other, const at::Tensor& other_full);
+
+  // The full flat buffer [piece * world] from every rank's piece.
+  Status Gather(Comm* comm, at::Tensor* full) const;
+  // Tensor `name` as a view of a full flat buffer; undefined if unknown.
+  at::Tensor View(const at::Tensor& full, const std::string& name) const;
+  // Tensor t's elements held locally, as a view of a [piece] buffer
+  // (params, moments or a gradient piece); empty if none.
+  at::Tensor LocalSlice(const at::Tensor& piece_buffer, int t) const;
+
+  // AdamW on the local piece with gradient piece `grad`, scaled by
+  // grad_scale first (clipping). Bias-corrected as torch.optim.Adam.
+  void AdamStep(const at::Tensor& grad, const OptimConfig& optim,
+                double grad_scale);
+  // Zeroes the moments and the step (a fresh optimizer).
+  void ResetOptimizer();
+
+  // The rank's shards for the store: params (and with `optimizer` the two
+  // moments) under "<prefix>/<name>", "<prefix>/exp_avg/<name>",
+  // "<prefix>/exp_avg_sq/<name>". The data points into this model.
+  std::vector<statestore::ShardData> ShardsForSave(const std::string& prefix,
+                                                   bool optimizer) const;
+
+ private:
+  FsdpModel() = default;
+  ModelConfig config_;
+  ModelRole role_ = ModelRole::kActor;
+  int rank_ = 0;
+  int world_ = 1;
+  reshard::ModelSpec spec_;
+  reshard::ShardMap shard_map_;
+  std::vector<int64_t> offset_;  // Of tensor t in the flat buffer.
+  std::vector<int64_t> numel_;
+  int64_t piece_ = 0;
+  at::Tensor params_, exp_avg_, exp_avg_sq_;
+  int64_t adam_step_ = 0;
+};
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_FSDP_H_

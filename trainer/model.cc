@@ -1,0 +1,202 @@
+#include "model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "comm.h"
+
+namespace hy::trainer {
+namespace {
+
+at::Tensor F32(const at::Tensor& w) {
+  return w.scalar_type() == at::kFloat ? w : w.to(at::kFloat);
+}
+
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& w) {
+  return at::linear(x, F32(w));
+}
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  at::Tensor var = x.pow(2).mean(-1, /*keepdim=*/true);
+  return F32(w) * (x * at::rsqrt(var + eps));
+}
+
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t d = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, d, d), x.narrow(-1, 0, d)}, -1);
+}
+
+uint64_t SplitMix(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Result<Weights> BindWeights(
+    const ModelConfig& config, ModelRole role,
+    const std::function<at::Tensor(const std::string&)>& lookup) {
+  Status missing;
+  auto get = [&](const std::string& name) {
+    at::Tensor t = lookup(name);
+    if (!t.defined() && missing.ok()) {
+      missing = Status::NotFound("model weight " + name + " is missing");
+    }
+    return t;
+  };
+  Weights w;
+  w.embed = get("model.embed_tokens.weight");
+  for (int i = 0; i < config.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.q = get(p + "self_attn.q_proj.weight");
+    l.k = get(p + "self_attn.k_proj.weight");
+    l.v = get(p + "self_attn.v_proj.weight");
+    l.o = get(p + "self_attn.o_proj.weight");
+    l.gate = get(p + "mlp.gate_proj.weight");
+    l.up = get(p + "mlp.up_proj.weight");
+    l.down = get(p + "mlp.down_proj.weight");
+    l.input_norm = get(p + "input_layernorm.weight");
+    l.post_norm = get(p + "post_attention_layernorm.weight");
+    w.layers.push_back(std::move(l));
+  }
+  w.norm = get("model.norm.weight");
+  w.head = get(role == ModelRole::kActor ? "lm_head.weight" : "score.weight");
+  if (!missing.ok()) return missing;
+  return w;
+}
+
+Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
+                         const at::Tensor& tokens, const at::Tensor& positions,
+                         const at::Tensor& key_valid, const TpContext& tp,
+                         KvCache* cache) {
+  const int64_t batch = tokens.size(0);
+  const int64_t len = tokens.size(1);
+  const int64_t d = config.head_dim();
+  const int64_t heads = config.num_heads / tp.tp;
+  const int64_t kv_heads = config.num_kv_heads / tp.tp;
+  const int64_t rep = heads / kv_heads;
+  const int64_t past = cache == nullptr ? 0 : cache->length;
+  const int64_t keys = past + len;
+
+  // Embedding (vocab-parallel under TP: each rank looks up its rows).
+  at::Tensor x;
+  if (tp.tp == 1) {
+    x = at::embedding(F32(w.embed), tokens);
+  } else {
+    const int64_t rows = w.embed.size(0);
+    at::Tensor local = tokens - tp.rank * rows;
+    at::Tensor in = (local >= 0).logical_and(local < rows);
+    x = at::embedding(F32(w.embed), local.clamp(0, rows - 1)) *
+        in.unsqueeze(-1).to(at::kFloat);
+    x = x.contiguous();
+    HY_RETURN_IF_ERROR(tp.comm->TpAllReduce(&x));
+  }
+
+  // Rotary tables [B, 1, T, d].
+  at::Tensor inv_freq =
+      1.0 / at::pow(config.rope_theta,
+                    at::arange(0, d, 2, at::kFloat) / static_cast<double>(d));
+  at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
+  at::Tensor emb = at::cat({freqs, freqs}, -1);
+  at::Tensor cos = emb.cos().unsqueeze(1);
+  at::Tensor sin = emb.sin().unsqueeze(1);
+
+  // Additive mask [B, 1, T, keys]: causal, valid keys, and always self.
+  at::Tensor q_index = at::arange(past, keys, at::kLong).unsqueeze(1);
+  at::Tensor k_index = at::arange(0, keys, at::kLong).unsqueeze(0);
+  at::Tensor allowed = (k_index <= q_index)
+                           .unsqueeze(0)
+                           .logical_and(key_valid.to(at::kBool).unsqueeze(1));
+  allowed = allowed.logical_or((k_index == q_index).unsqueeze(0));
+  at::Tensor bias = at::zeros({batch, 1, len, keys}, at::kFloat)
+                        .masked_fill(allowed.logical_not().unsqueeze(1), -1e9);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    at::Tensor h = RmsNorm(x, l.input_norm, config.rms_norm_eps);
+    at::Tensor q = Linear(h, l.q).view({batch, len, heads, d}).transpose(1, 2);
+    at::Tensor k =
+        Linear(h, l.k).view({batch, len, kv_heads, d}).transpose(1, 2);
+    at::Tensor v =
+        Linear(h, l.v).view({batch, len, kv_heads, d}).transpose(1, 2);
+    q = q * cos + RotateHalf(q) * sin;
+    k = k * cos + RotateHalf(k) * sin;
+    if (cache != nullptr) {
+      cache->k[i].narrow(2, past, len).copy_(k);
+      cache->v[i].narrow(2, past, len).copy_(v);
+      k = cache->k[i].narrow(2, 0, keys);
+      v = cache->v[i].narrow(2, 0, keys);
+    }
+    if (rep > 1) {
+      k = k.repeat_interleave(rep, 1);
+      v = v.repeat_interleave(rep, 1);
+    }
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale + bias;
+    at::Tensor attn = at::matmul(at::softmax(scores, -1), v)
+                          .transpose(1, 2)
+                          .reshape({batch, len, heads * d});
+    at::Tensor o = Linear(attn, l.o).contiguous();
+    HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&o));
+    x = x + o;
+    h = RmsNorm(x, l.post_norm, config.rms_norm_eps);
+    at::Tensor m = Linear(at::silu(Linear(h, l.gate)) * Linear(h, l.up), l.down)
+                       .contiguous();
+    HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&m));
+    x = x + m;
+  }
+  if (cache != nullptr) cache->length = keys;
+  return RmsNorm(x, w.norm, config.rms_norm_eps);
+}
+
+Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,
+                          const TpContext& tp) {
+  at::Tensor logits = Linear(hidden, w.head);
+  if (tp.tp == 1) return logits;
+  return tp.comm->TpAllGather(logits, -1);
+}
+
+at::Tensor ValueHead(const Weights& w, const at::Tensor& hidden) {
+  return Linear(hidden, w.head).squeeze(-1);
+}
+
+KvCache MakeKvCache(const ModelConfig& config, int tp, int64_t batch,
+                    int64_t capacity) {
+  KvCache cache;
+  for (int i = 0; i < config.num_layers; ++i) {
+    cache.k.push_back(at::zeros(
+        {batch, config.num_kv_heads / tp, capacity, config.head_dim()},
+        at::kFloat));
+    cache.v.push_back(at::zeros_like(cache.k.back()));
+  }
+  return cache;
+}
+
+at::Tensor InitTensor(uint64_t seed, const std::string& name,
+                      const std::vector<int64_t>& shape) {
+  at::Tensor t = at::empty(shape, at::kFloat);
+  const bool norm = name.find("norm") != std::string::npos;
+  if (norm) return t.fill_(1.0);
+  if (name.rfind("score.", 0) == 0) return t.zero_();
+  uint64_t state = seed * 0x2545F4914F6CDD1Dull;
+  for (char c : name)
+    state = (state ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  float* p = t.data_ptr<float>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; i += 2) {
+    // Box-Muller on two 53-bit uniforms in (0, 1].
+    const double u1 = (static_cast<double>(SplitMix(&state) >> 11) + 1.0) *
+                      (1.0 / 9007199254740992.0);
+    const double u2 = static_cast<double>(SplitMix(&state) >> 11) *
+                      (1.0 / 9007199254740992.0);
+    const double r = std::sqrt(-2.0 * std::log(u1)) * 0.02;
+    p[i] = static_cast<float>(r * std::cos(2 * M_PI * u2));
+    if (i + 1 < n) p[i + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
+  }
+  return t;
+}
+
+}  // namespace hy::trainer

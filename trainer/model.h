@@ -1,0 +1,92 @@
+// The trainer's decoder as functions over weight tensors (no nn::Module):
+// a Llama / Qwen2-style model (RMSNorm, rotary embeddings with Hugging
+// Face's rotate-half convention, grouped-query attention, SwiGLU MLP),
+// evaluated either whole or tensor-parallel.
+//
+// Weights are bound by Hugging Face name to tensors the caller owns: views
+// into an FSDP-gathered flat buffer (training, f32, autograd flows back into
+// the buffer) or a rank's TP shards (rollout, bf16; upcast to f32 at each
+// use, activations stay f32). Under TP (tp > 1) q/k/v/gate/up hold this
+// rank's rows, o/down its columns, embed_tokens and lm_head its vocabulary
+// rows; the partial sums are all-reduced and the logits all-gathered
+// through Comm. A TP forward equals the whole forward up to rounding.
+//
+// Internal to hy_trainer. Thread-safety: pure functions of their inputs.
+
+#ifndef HY_TRAINER_MODEL_H_
+#define HY_TRAINER_MODEL_H_
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hy/common/result.h"
+#include "hy/trainer/model_config.h"
+
+namespace hy::trainer {
+
+class Comm;
+
+struct LayerWeights {
+  at::Tensor q, k, v, o, gate, up, down, input_norm, post_norm;
+};
+
+struct Weights {
+  at::Tensor embed;
+  std::vector<LayerWeights> layers;
+  at::Tensor norm;
+  at::Tensor head;  // lm_head (actor) or score (critic).
+};
+
+// Binds weights by name. Returns NotFound naming a tensor `lookup` does not
+// know (lookup returns an undefined tensor for it).
+Result<Weights> BindWeights(
+    const ModelConfig& config, ModelRole role,
+    const std::function<at::Tensor(const std::string&)>& lookup);
+
+// Tensor parallelism for a forward: tp == 1 (comm may be null) is the whole
+// model.
+struct TpContext {
+  int tp = 1;
+  int rank = 0;
+  Comm* comm = nullptr;
+};
+
+// Keys and values of past positions, per layer [batch, kv_heads/tp,
+// capacity, head_dim]; `length` positions are filled.
+struct KvCache {
+  std::vector<at::Tensor> k, v;
+  int64_t length = 0;
+};
+
+// The trunk: tokens [B, T] (int64), positions [B, T] (int64, rotary),
+// key_valid [B, cache length + T] (bool: which keys may be attended; a
+// query also attends only to keys at or before its own index). With a
+// cache, the new keys are appended to it (capacity must suffice). Returns
+// the final-norm hidden states [B, T, hidden] (f32), or a comm error.
+Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
+                         const at::Tensor& tokens, const at::Tensor& positions,
+                         const at::Tensor& key_valid, const TpContext& tp,
+                         KvCache* cache);
+
+// Logits [B, T, vocab] from hidden states (all-gathered under TP).
+Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,
+                          const TpContext& tp);
+
+// Values [B, T] from hidden states (critic: score head).
+at::Tensor ValueHead(const Weights& w, const at::Tensor& hidden);
+
+// An empty cache for `batch` sequences of up to `capacity` positions.
+KvCache MakeKvCache(const ModelConfig& config, int tp, int64_t batch,
+                    int64_t capacity);
+
+// Initial weights, a pure function of (seed, name): normal(0, 0.02) for
+// matrices, ones for norms, zeros for the critic's score head.
+at::Tensor InitTensor(uint64_t seed, const std::string& name,
+                      const std::vector<int64_t>& shape);
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_MODEL_H_

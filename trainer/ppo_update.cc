@@ -1,0 +1,252 @@
+// PpoWorker: the PPO minibatch updates and the SFT warm-up, both FSDP:
+// gather the parameters, forward/backward this rank's rows, reduce-scatter
+// the gradient, clip by the global norm, Adam on the local piece.
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "ppo.h"
+#include "ppo_worker.h"
+
+namespace hy::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// SFT batches draw from iterations far beyond any PPO iteration.
+constexpr uint64_t kSftIterationBase = uint64_t{1} << 40;
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A permutation of [0, n): a pure function of (seed, iteration, epoch).
+std::vector<int64_t> Permutation(int64_t n, uint64_t seed, int64_t iteration,
+                                 int epoch) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  uint64_t state = Mix(Mix(seed ^ 0x5851F42D4C957F2Dull) ^
+                       Mix(static_cast<uint64_t>(iteration) * 0x100 + epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    state = Mix(state);
+    const int64_t j =
+        static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+Experience Rows(const Experience& exp, const std::vector<int64_t>& rows) {
+  at::Tensor idx = at::tensor(rows, at::kLong);
+  Experience sub;
+  sub.prompts.prompt_len = exp.prompts.prompt_len;
+  sub.prompts.tokens = exp.prompts.tokens.index_select(0, idx);
+  sub.prompts.valid = exp.prompts.valid.index_select(0, idx);
+  sub.prompts.lengths = exp.prompts.lengths.index_select(0, idx);
+  sub.responses = exp.responses.index_select(0, idx);
+  sub.mask = exp.mask.index_select(0, idx);
+  sub.old_logp = exp.old_logp.index_select(0, idx);
+  sub.values = exp.values.index_select(0, idx);
+  sub.advantages = exp.advantages.index_select(0, idx);
+  sub.returns = exp.returns.index_select(0, idx);
+  return sub;
+}
+
+}  // namespace
+
+Result<double> PpoWorker::ApplyGradient(FsdpModel* model,
+                                        const at::Tensor& full_grad,
+                                        const OptimConfig& optim) {
+  HY_ASSIGN_OR_RETURN(at::Tensor grad, comm_->ReduceScatterSum(full_grad));
+  const double local_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
+  HY_ASSIGN_OR_RETURN(auto sum, comm_->SumAcrossRanks({local_sq}));
+  const double norm = std::sqrt(sum[0]);
+  if (!std::isfinite(norm)) {
+    Log("gradient norm is not finite: update skipped");
+    return norm;
+  }
+  double scale = 1.0;
+  if (optim.grad_clip > 0 && norm > optim.grad_clip) {
+    scale = optim.grad_clip / (norm + 1e-6);
+  }
+  model->AdamStep(grad, optim, scale);
+  return norm;
+}
+
+Status PpoWorker::Update(int64_t iteration, const Experience& exp,
+                         IterationReport* report) {
+  const auto start = Clock::now();
+  const int64_t total = exp.responses.size(0);
+  const int64_t mb =
+      std::min<int64_t>(config_.actor.ppo_mini_batch_size, total);
+  const bool gae = config_.algorithm.adv_estimator == AdvEstimator::kGae;
+  const ActorConfig& ac = config_.actor;
+  // Local sums, each divided by its minibatch's global token count.
+  double pg = 0, vf = 0, ent = 0, clipped = 0;
+  double grad_norm = 0;
+  int64_t steps = 0;
+  int64_t trained_tokens = 0;
+  for (int epoch = 0; epoch < ac.ppo_epochs; ++epoch) {
+    const std::vector<int64_t> perm =
+        Permutation(total, config_.trainer.seed, iteration, epoch);
+    for (int64_t begin = 0; begin < total; begin += mb) {
+      const int64_t end = std::min(total, begin + mb);
+      std::vector<int64_t> batch(perm.begin() + begin, perm.begin() + end);
+      double tokens = 0;
+      for (int64_t i : batch) tokens += exp.mask[i].sum().item<double>();
+      tokens = std::max(tokens, 1.0);
+      trained_tokens += static_cast<int64_t>(tokens);
+      int64_t lo, hi;
+      Split(static_cast<int64_t>(batch.size()), &lo, &hi);
+      std::vector<int64_t> mine(batch.begin() + lo, batch.begin() + hi);
+      Experience sub;
+      if (!mine.empty()) sub = Rows(exp, mine);
+
+      // Actor.
+      at::Tensor full;
+      HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
+      full.requires_grad_(true);
+      at::Tensor grad;
+      if (!mine.empty()) {
+        at::Tensor entropy;
+        HY_ASSIGN_OR_RETURN(
+            at::Tensor logp,
+            ScoreRows(*actor_, full, sub, 0, sub.responses.size(0), &entropy));
+        PolicyLoss pl = ClippedPolicyLoss(logp, sub.old_logp, sub.advantages,
+                                          sub.mask, ac.clip_ratio);
+        at::Tensor ent_sum = (entropy * sub.mask).sum();
+        at::Tensor loss = (pl.loss_sum - ac.entropy_coeff * ent_sum) / tokens;
+        loss.backward();
+        grad = full.grad();
+        pg += pl.loss_sum.item<double>() / tokens;
+        ent += ent_sum.item<double>() / tokens;
+        clipped += pl.clipped / tokens;
+      } else {
+        grad = at::zeros_like(full);
+      }
+      HY_ASSIGN_OR_RETURN(grad_norm,
+                          ApplyGradient(actor_.get(), grad.detach(), ac.optim));
+
+      // Critic.
+      if (gae) {
+        HY_RETURN_IF_ERROR(critic_->Gather(comm_.get(), &full));
+        full.requires_grad_(true);
+        if (!mine.empty()) {
+          HY_ASSIGN_OR_RETURN(at::Tensor values,
+                              ScoreRows(*critic_, full, sub, 0,
+                                        sub.responses.size(0), nullptr));
+          at::Tensor loss =
+              ClippedValueLoss(values, sub.values, sub.returns, sub.mask,
+                               config_.critic.cliprange_value) /
+              tokens;
+          loss.backward();
+          grad = full.grad();
+          vf += loss.item<double>();
+        } else {
+          grad = at::zeros_like(full);
+        }
+        HY_RETURN_IF_ERROR(
+            ApplyGradient(critic_.get(), grad.detach(), config_.critic.optim)
+                .status());
+      }
+      ++steps;
+    }
+  }
+  HY_ASSIGN_OR_RETURN(auto sums, comm_->SumAcrossRanks({pg, vf, ent, clipped}));
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  report->policy_loss = sums[0] / n;
+  report->value_loss = sums[1] / n;
+  report->entropy = sums[2] / n;
+  report->clip_frac = sums[3] / n;
+  report->grad_norm = grad_norm;
+  report->train_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  (void)trained_tokens;
+  return Status::OK();
+}
+
+Status PpoWorker::SftWarmup() {
+  const TrainerSection& tc = config_.trainer;
+  if (tc.sft_steps <= 0) return Status::OK();
+  OptimConfig optim = config_.actor.optim;
+  optim.lr = tc.sft_lr;
+  const auto start = Clock::now();
+  double loss_window = 0;
+  for (int step = 0; step < tc.sft_steps; ++step) {
+    std::vector<std::vector<int>> seqs;
+    std::vector<int64_t> prompt_lens;
+    int64_t max_len = 0;
+    double tokens = 0;
+    for (int i = 0; i < tc.sft_batch_size; ++i) {
+      Sample s = Generate(config_.task, tc.seed, kSftIterationBase + step,
+                          static_cast<uint64_t>(i));
+      seqs.push_back(SftSequence(s));
+      prompt_lens.push_back(static_cast<int64_t>(s.prompt.size()));
+      max_len = std::max<int64_t>(max_len, seqs.back().size());
+      tokens += static_cast<double>(seqs.back().size() - s.prompt.size());
+    }
+    int64_t lo, hi;
+    Split(tc.sft_batch_size, &lo, &hi);
+    at::Tensor full;
+    HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
+    full.requires_grad_(true);
+    at::Tensor grad;
+    if (hi > lo) {
+      const int64_t b = hi - lo;
+      at::Tensor tok = at::full({b, max_len}, kPad, at::kLong);
+      at::Tensor valid = at::zeros({b, max_len}, at::kBool);
+      at::Tensor target_mask = at::zeros({b, max_len - 1}, at::kFloat);
+      for (int64_t i = 0; i < b; ++i) {
+        const auto& s = seqs[lo + i];
+        for (size_t j = 0; j < s.size(); ++j) {
+          tok[i][j] = s[j];
+          valid[i][j] = true;
+          if (j >= static_cast<size_t>(prompt_lens[lo + i])) {
+            target_mask[i][j - 1] = 1.0;
+          }
+        }
+      }
+      at::Tensor positions = (valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
+      HY_ASSIGN_OR_RETURN(Weights w,
+                          BindWeights(config_.model, ModelRole::kActor,
+                                      [&](const std::string& name) {
+                                        return actor_->View(full, name);
+                                      }));
+      HY_ASSIGN_OR_RETURN(
+          at::Tensor hidden,
+          Trunk(config_.model, w, tok, positions, valid, TpContext{}, nullptr));
+      HY_ASSIGN_OR_RETURN(
+          at::Tensor logits,
+          LmHead(w, hidden.narrow(1, 0, max_len - 1), TpContext{}));
+      at::Tensor logp =
+          TokenLogProbs(logits, tok.narrow(1, 1, max_len - 1), 1.0, nullptr);
+      at::Tensor loss = -(logp * target_mask).sum() / tokens;
+      loss.backward();
+      grad = full.grad();
+      loss_window += loss.item<double>();
+    } else {
+      grad = at::zeros_like(full);
+    }
+    HY_RETURN_IF_ERROR(
+        ApplyGradient(actor_.get(), grad.detach(), optim).status());
+    if ((step + 1) % 20 == 0 || step + 1 == tc.sft_steps) {
+      HY_ASSIGN_OR_RETURN(auto sum, comm_->SumAcrossRanks({loss_window}));
+      const int window = (step % 20) + 1;
+      Log("sft step " + std::to_string(step + 1) + "/" +
+          std::to_string(tc.sft_steps) + " loss " +
+          std::to_string(sum[0] / window) + " (" +
+          std::to_string(static_cast<int>(
+              std::chrono::duration<double>(Clock::now() - start).count())) +
+          " s)");
+      loss_window = 0;
+    }
+  }
+  actor_->ResetOptimizer();
+  return Status::OK();
+}
+
+}  // namespace hy::trainer

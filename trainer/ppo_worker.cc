@@ -1,0 +1,298 @@
+// PpoWorker: setup, fresh start or resume, checkpoints, the iteration loop;
+// and RunWorker, the public entry point.
+
+#include "ppo_worker.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "hy/reshard/model_spec.h"
+
+namespace hy::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool SameModel(const ModelConfig& a, const ModelConfig& b) {
+  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
+         a.intermediate_size == b.intermediate_size &&
+         a.num_layers == b.num_layers && a.num_heads == b.num_heads &&
+         a.num_kv_heads == b.num_kv_heads && a.rope_theta == b.rope_theta &&
+         a.rms_norm_eps == b.rms_norm_eps;
+}
+
+}  // namespace
+
+std::string StateRulesYaml() {
+  std::vector<reshard::SplitRule> rules;
+  for (reshard::SplitRule r : reshard::ModelRules::Default().rules()) {
+    r.pattern =
+        "(?:actor|critic|reference)/(?:exp_avg/|exp_avg_sq/)?" + r.pattern;
+    rules.push_back(std::move(r));
+  }
+  auto parsed = reshard::ModelRules::FromRules(std::move(rules));
+  return parsed.ok() ? parsed.value().ToYaml() : std::string();
+}
+
+PpoWorker::PpoWorker(const TrainConfig& config, const WorkerOptions& options)
+    : config_(config), options_(options) {}
+
+PpoWorker::~PpoWorker() = default;
+
+void PpoWorker::Log(const std::string& line) const {
+  if (options_.log && (comm_ == nullptr || comm_->rank() == 0)) {
+    options_.log(line);
+  }
+}
+
+Status PpoWorker::Setup() {
+  HY_RETURN_IF_ERROR(ValidateConfig(config_));
+  if (config_.trainer.device != "cpu") {
+    return Status::InvalidArgument(
+        "trainer.device '" + config_.trainer.device +
+        "': this build trains on the CPU only (device: cpu)");
+  }
+  if (config_.checkpoint.store_root.empty()) {
+    return Status::InvalidArgument("checkpoint.store_root is empty");
+  }
+  at::set_num_threads(1);  // Deterministic kernels, one core per rank.
+  HY_ASSIGN_OR_RETURN(
+      comm_, Comm::FromEnv(config_.rollout.tensor_model_parallel_size,
+                           std::max<int64_t>(
+                               120000, config_.checkpoint.commit_timeout_ms)));
+  const int rank = comm_->rank();
+  const int world = comm_->world_size();
+  HY_ASSIGN_OR_RETURN(
+      actor_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
+  HY_ASSIGN_OR_RETURN(
+      critic_,
+      FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
+  HY_ASSIGN_OR_RETURN(
+      ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
+  const AlgorithmConfig& ac = config_.algorithm;
+  if (ac.kl_ctrl_type == "adaptive") {
+    HY_ASSIGN_OR_RETURN(
+        KlController k,
+        KlController::Adaptive(ac.kl_coef, ac.kl_target, ac.kl_horizon));
+    kl_ = std::make_unique<KlController>(k);
+  } else {
+    kl_ = std::make_unique<KlController>(KlController::Fixed(ac.kl_coef));
+  }
+  rules_yaml_ = StateRulesYaml();
+  Log("rank 0 of " + std::to_string(world) + ": actor " +
+      std::to_string(actor_->spec().TotalBytes() / 4) +
+      " parameters, training layout fsdp=" + std::to_string(world) +
+      ", rollout layout tp=" + std::to_string(comm_->tp_size()) +
+      ",dp=" + std::to_string(comm_->dp_size()) + " (bf16)");
+  return Status::OK();
+}
+
+Status PpoWorker::InitFresh() {
+  auto existing =
+      Checkpointer::LatestCommittedStep(config_.checkpoint.store_root);
+  if (existing.ok()) {
+    return Status::FailedPrecondition(
+        "store root " + config_.checkpoint.store_root +
+        " already holds committed step " + std::to_string(existing.value()) +
+        "; continue it with --resume or choose another store");
+  }
+  actor_->InitFromSeed(config_.trainer.seed);
+  HY_RETURN_IF_ERROR(SftWarmup());
+  ref_->params().copy_(actor_->params());
+  critic_->InitFromSeed(config_.trainer.seed + 1);
+  at::Tensor full;
+  HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
+  critic_->CopyCommonFrom(*actor_, full);
+  start_iteration_ = 0;
+  return Status::OK();
+}
+
+Status PpoWorker::Resume() {
+  HY_ASSIGN_OR_RETURN(auto reader,
+                      CheckpointReader::Open(config_.checkpoint.store_root));
+  HY_ASSIGN_OR_RETURN(std::string state_text,
+                      reader->ReadBlob("trainer.state"));
+  HY_ASSIGN_OR_RETURN(std::string config_text,
+                      reader->ReadBlob("trainer.config"));
+  HY_ASSIGN_OR_RETURN(TrainConfig stored, ParseConfigYaml(config_text));
+  if (!SameModel(stored.model, config_.model)) {
+    return Status::InvalidArgument(
+        "resume: the store's model config differs from this run's");
+  }
+  nlohmann::json state = nlohmann::json::parse(state_text, nullptr, false);
+  if (state.is_discarded() || !state.is_object()) {
+    return Status::DataLoss("resume: trainer.state is not JSON");
+  }
+  try {
+    start_iteration_ = state.at("iteration").get<int64_t>();
+    actor_->adam_step() = state.at("actor_step").get<int64_t>();
+    critic_->adam_step() = state.at("critic_step").get<int64_t>();
+    const double coef = state.at("kl_coef").get<double>();
+    const AlgorithmConfig& ac = config_.algorithm;
+    if (ac.kl_ctrl_type == "adaptive") {
+      HY_ASSIGN_OR_RETURN(
+          KlController k,
+          KlController::Adaptive(coef, ac.kl_target, ac.kl_horizon));
+      kl_ = std::make_unique<KlController>(k);
+    } else {
+      kl_ = std::make_unique<KlController>(KlController::Fixed(coef));
+    }
+  } catch (const std::exception& e) {
+    return Status::DataLoss(std::string("resume: trainer.state: ") + e.what());
+  }
+  struct Part {
+    FsdpModel* model;
+    std::string prefix;
+    bool optimizer;
+  };
+  const std::vector<Part> parts = {{actor_.get(), kActorPrefix, true},
+                                   {critic_.get(), kCriticPrefix, true},
+                                   {ref_.get(), kRefPrefix, false}};
+  const int rank = comm_->rank();
+  for (const Part& part : parts) {
+    FsdpModel* m = part.model;
+    for (int t = 0; t < m->num_tensors(); ++t) {
+      const reshard::RankShard& s = m->shard_map().Get(rank, t);
+      if (!s.has_shard || s.num_elements == 0) continue;
+      const std::string& name = m->spec().tensors[t].meta.name;
+      struct Buf {
+        std::string infix;
+        at::Tensor* buffer;
+      };
+      std::vector<Buf> bufs = {{"/", &m->params()}};
+      if (part.optimizer) {
+        bufs.push_back({"/exp_avg/", &m->exp_avg()});
+        bufs.push_back({"/exp_avg_sq/", &m->exp_avg_sq()});
+      }
+      for (const Buf& b : bufs) {
+        at::Tensor local = m->LocalSlice(*b.buffer, t);
+        HY_RETURN_IF_ERROR(reader->ReadRegion(
+            part.prefix + b.infix + name, s.runs[0],
+            MutableBytes(static_cast<uint8_t*>(local.data_ptr()),
+                         static_cast<size_t>(local.numel() * 4))));
+      }
+    }
+  }
+  Log("resumed step " + std::to_string(reader->step()) + " (saved by " +
+      std::to_string(reader->commit().world_size) + " ranks) on " +
+      std::to_string(comm_->world_size()) + " ranks");
+  return Status::OK();
+}
+
+Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
+                                 IterationReport* report) {
+  const auto start = Clock::now();
+  std::vector<statestore::ShardData> shards =
+      actor_->ShardsForSave(kActorPrefix, true);
+  for (auto& s : critic_->ShardsForSave(kCriticPrefix, true)) {
+    shards.push_back(std::move(s));
+  }
+  for (auto& s : ref_->ShardsForSave(kRefPrefix, false)) {
+    shards.push_back(std::move(s));
+  }
+  nlohmann::json state = {
+      {"iteration", next_iteration},
+      {"actor_step", actor_->adam_step()},
+      {"critic_step", critic_->adam_step()},
+      {"kl_coef", kl_->value()},
+      {"seed", config_.trainer.seed},
+      {"world_size", comm_->world_size()},
+      {"next_sample", {{"iteration", next_iteration}, {"index", 0}}},
+  };
+  const std::string state_text = state.dump();
+  const std::string config_text = ToYaml(config_);
+  std::vector<statestore::BlobData> blobs(2);
+  blobs[0].name = "trainer.state";
+  blobs[0].data = ConstBytes(state_text);
+  blobs[1].name = "trainer.config";
+  blobs[1].data = ConstBytes(config_text);
+  HY_RETURN_IF_ERROR(checkpointer_->Save(
+      static_cast<uint64_t>(next_iteration), std::move(shards),
+      std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),
+      rules_yaml_));
+  report->checkpoint_ms = Seconds(start) * 1000.0;
+  report->checkpoint_state = "saving " + std::to_string(next_iteration);
+  return Status::OK();
+}
+
+Result<RunSummary> PpoWorker::Run() {
+  const auto run_start = Clock::now();
+  HY_RETURN_IF_ERROR(Setup());
+  if (options_.resume) {
+    HY_RETURN_IF_ERROR(Resume());
+  } else {
+    HY_RETURN_IF_ERROR(InitFresh());
+  }
+  CheckpointOptions co;
+  co.root = config_.checkpoint.store_root;
+  co.rank = comm_->rank();
+  co.world_size = comm_->world_size();
+  co.keep_last = config_.checkpoint.keep_last;
+  co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
+  co.metrics = options_.metrics;
+  HY_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Open(co));
+
+  RunSummary summary;
+  summary.start_iteration = start_iteration_;
+  summary.store_root = config_.checkpoint.store_root;
+  int64_t end = config_.trainer.total_iterations;
+  if (options_.max_iterations >= 0) {
+    end = std::min(end, start_iteration_ + options_.max_iterations);
+  }
+  const int save_every = config_.checkpoint.save_every;
+  int64_t reported_commit = -1;
+  int64_t last_saved = start_iteration_;
+  for (int64_t it = start_iteration_; it < end; ++it) {
+    const auto start = Clock::now();
+    IterationReport report;
+    report.iteration = it;
+    report.world_size = comm_->world_size();
+    Experience exp;
+    HY_RETURN_IF_ERROR(ReshardToRollout(&report));
+    HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
+    HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
+    HY_RETURN_IF_ERROR(Update(it, exp, &report));
+    const bool last = it + 1 == end;
+    if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
+      HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, &report));
+      last_saved = it + 1;
+    }
+    CheckpointStatus cs = checkpointer_->status();
+    report.checkpoint_step = cs.committed_step;
+    if (!cs.last_error.ok()) {
+      report.checkpoint_state = "failed: " + cs.last_error.ToString();
+    } else if (report.checkpoint_state.empty() &&
+               cs.committed_step != reported_commit) {
+      report.checkpoint_state =
+          "committed " + std::to_string(cs.committed_step);
+    }
+    reported_commit = cs.committed_step;
+    report.iteration_ms = Seconds(start) * 1000.0;
+    const double generated = exp.mask.sum().item<double>();
+    report.tokens_per_second = generated * (1 + config_.actor.ppo_epochs) /
+                               std::max(report.iteration_ms / 1000.0, 1e-9);
+    if (summary.iterations == 0) summary.first_reward = report.reward_mean;
+    summary.last_reward = report.reward_mean;
+    ++summary.iterations;
+    if (options_.on_iteration) options_.on_iteration(report);
+  }
+  (void)last_saved;
+  HY_RETURN_IF_ERROR(checkpointer_->Wait());
+  summary.checkpoint_step = checkpointer_->status().committed_step;
+  summary.seconds = Seconds(run_start);
+  return summary;
+}
+
+Result<RunSummary> RunWorker(const TrainConfig& config,
+                             const WorkerOptions& options) {
+  PpoWorker worker(config, options);
+  return worker.Run();
+}
+
+}  // namespace hy::trainer

@@ -1,0 +1,106 @@
+// PpoWorker: the state and steps of one rank of the PPO run that RunWorker
+// (hy/trainer/worker.h) drives: the three FSDP models, the rollout shards
+// of the actor and the reshard executor that fills them, the checkpointer.
+// Split over ppo_worker.cc (setup, resume, checkpoint, the loop),
+// ppo_experience.cc (rollout and experience) and ppo_update.cc (the
+// minibatch updates and SFT).
+//
+// Internal to hy_trainer. Thread-safety: one thread.
+
+#ifndef HY_TRAINER_PPO_WORKER_H_
+#define HY_TRAINER_PPO_WORKER_H_
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm.h"
+#include "fsdp.h"
+#include "hy/reshard/executor.h"
+#include "hy/trainer/advantage.h"
+#include "hy/trainer/checkpoint.h"
+#include "hy/trainer/worker.h"
+#include "rollout.h"
+
+namespace hy::trainer {
+
+// One iteration's batch after rollout, identical on every rank.
+struct Experience {
+  std::vector<Sample> samples;  // Per response (prompt repeated n times).
+  PromptBatch prompts;          // [B, P]
+  at::Tensor responses;         // [B, R] int64
+  at::Tensor mask;              // [B, R] f32
+  at::Tensor old_logp, ref_logp, values;  // [B, R] f32
+  at::Tensor advantages, returns;         // [B, R] f32
+  std::vector<float> scores;              // [B]
+};
+
+class PpoWorker {
+ public:
+  PpoWorker(const TrainConfig& config, const WorkerOptions& options);
+  ~PpoWorker();
+
+  Result<RunSummary> Run();
+
+ private:
+  // ppo_worker.cc
+  Status Setup();
+  Status InitFresh();
+  Status Resume();
+  Status SaveCheckpoint(int64_t next_iteration, IterationReport* report);
+  void Log(const std::string& line) const;
+
+  // ppo_experience.cc
+  Status ReshardToRollout(IterationReport* report);
+  Status Rollout(int64_t iteration, Experience* exp, IterationReport* report);
+  Status ComputeExperience(int64_t iteration, Experience* exp,
+                           IterationReport* report);
+  // Forward of `model` (gathered in `full`) on rows [lo, hi) of exp:
+  // per-response-token log-probs (actor) or values (critic) [hi - lo, R].
+  Result<at::Tensor> ScoreRows(const FsdpModel& model, const at::Tensor& full,
+                               const Experience& exp, int64_t lo, int64_t hi,
+                               at::Tensor* entropy);
+
+  // ppo_update.cc
+  Status Update(int64_t iteration, const Experience& exp,
+                IterationReport* report);
+  Status SftWarmup();
+  // Reduce-scatters the gradient of `full`, clips by the global norm and
+  // steps Adam. Returns the norm before clipping.
+  Result<double> ApplyGradient(FsdpModel* model, const at::Tensor& full_grad,
+                               const OptimConfig& optim);
+
+  // This rank's part [lo, hi) of `count` items split evenly over ranks.
+  void Split(int64_t count, int64_t* lo, int64_t* hi) const;
+
+  TrainConfig config_;
+  WorkerOptions options_;
+  std::unique_ptr<Comm> comm_;
+  std::unique_ptr<FsdpModel> actor_, critic_, ref_;
+  std::unique_ptr<KlController> kl_;
+  int64_t start_iteration_ = 0;
+
+  // Rollout side.
+  std::shared_ptr<const reshard::TransferPlan> plan_;
+  std::unique_ptr<reshard::Executor> executor_;
+  std::vector<at::Tensor> rollout_shards_;  // Per actor tensor, bf16.
+  Weights rollout_weights_;
+
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::string rules_yaml_;
+};
+
+// Store tensor-name prefixes.
+inline constexpr const char* kActorPrefix = "actor";
+inline constexpr const char* kCriticPrefix = "critic";
+inline constexpr const char* kRefPrefix = "reference";
+
+// The default split rules with every pattern prefixed by the state's
+// "<model>/[exp_avg/|exp_avg_sq/]" names: what commit records carry.
+std::string StateRulesYaml();
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_PPO_WORKER_H_

@@ -1,5 +1,5 @@
-// hyctl: the command-line tool of hy. Each noun (metrics, and later store,
-// reshard, train, ...) adds itself from its own <noun>_command.cc.
+// hyctl: the command-line tool of hy. Each noun (metrics, store, reshard,
+// train, ...) adds itself from its own <noun>_command.cc.
 
 #include <CLI/CLI.hpp>
 #include <exception>
@@ -10,6 +10,7 @@
 #include "metrics_command.h"
 #include "reshard_command.h"
 #include "store_commands.h"
+#include "train_command.h"
 
 int main(int argc, char** argv) {
   using hy::cli::kExitError;
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   hy::cli::AddStoreCommands(&app, &exit_code);
   hy::cli::AddTransferCommands(&app, &exit_code);
   hy::cli::AddReshardCommands(&app, &exit_code);
+  hy::cli::AddTrainCommand(&app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -88,7 +88,7 @@ struct CheckpointConfig {
 };
 
 struct MetricsConfig {
-  int port = -1;  // -1: no exporter; 0: a free port (printed).
+  int port = -1;            // -1: no exporter; 0: a free port (printed).
   std::string pushgateway;  // host:port; empty: no push.
 };
 
@@ -107,15 +107,41 @@ struct TrainConfig {
 // Reads a YAML document; absent keys keep their defaults. Returns
 // InvalidArgument naming the key for an unknown key, a value of the wrong
 // type, or YAML that does not parse; then ValidateConfig's errors.
+//
+// Keys are the struct fields above, by section ("actor.optim.lr",
+// "task.kinds: [reverse, add]"), except algorithm.kl_ctrl.{type, kl_coef,
+// target_kl, horizon} for kl_ctrl_type / kl_coef / kl_target / kl_horizon
+// (verl's spelling), and one shorthand: `algorithm: grpo` (or gae) for
+// algorithm.adv_estimator. `task.kinds: add` is `task.kinds: [add]`.
 Result<TrainConfig> ParseConfigYaml(std::string_view yaml);
 
+// Like ParseConfigYaml, but over `*config` (keys the document names
+// replace the values there, the others stay) and without ValidateConfig,
+// so that later overrides may still fix a value. Returns InvalidArgument as
+// ParseConfigYaml does; `*config` may then be partly updated.
+Status MergeConfigYaml(std::string_view yaml, TrainConfig* config);
+
+// Applies one "section.key=value" override (hyctl train --set), with the
+// key paths of ParseConfigYaml ("actor.optim.lr=3e-4", "algorithm=grpo",
+// "task.kinds=[add]"); the value is read as YAML (empty: null, which only
+// string keys accept, as ""). Does not validate. Returns InvalidArgument
+// naming the key for a missing '=', an unknown key, a section given a
+// scalar, or a value of the wrong type.
+Status ApplyOverride(TrainConfig* config, std::string_view key_eq_value);
+
 // The whole effective config as YAML (every key, sections in the order
-// above).
+// above, no comments). Doubles are written in the shortest form that reads
+// back to the same value, so ParseConfigYaml(ToYaml(c)) gives c exactly
+// when ValidateConfig(c) passes.
 std::string ToYaml(const TrainConfig& config);
 
 // Returns InvalidArgument naming the field for an out-of-range value
-// (non-positive sizes, probabilities outside [0, 1], an unknown estimator,
-// a model ValidateModelConfig rejects, a task ValidateTaskConfig rejects).
+// (non-positive sizes, probabilities outside [0, 1], a double that is not
+// finite, an unknown kl_penalty / kl_ctrl type / device, a
+// ppo_mini_batch_size above rollout.batch_size * rollout.n, grpo with
+// rollout.n < 2, a prompt plus response longer than
+// model.max_position_embeddings, a bad metrics port or pushgateway, a model
+// ValidateModelConfig rejects, a task ValidateTaskConfig rejects).
 // World-size dependent checks (t_g divides the world) are the worker's.
 Status ValidateConfig(const TrainConfig& config);
 

@@ -1,0 +1,321 @@
+// hyctl train (see train_command.h).
+
+#include "train_command.h"
+
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "hy/metrics/exposer.h"
+#include "hy/metrics/gateway.h"
+#include "hy/metrics/hy_metrics.h"
+#include "hy/metrics/registry.h"
+#include "hy/trainer/config.h"
+#include "hy/trainer/worker.h"
+#include "train_launcher.h"
+#include "train_output.h"
+
+namespace hy::cli {
+namespace {
+
+using trainer::TrainConfig;
+
+// The launcher hands the effective config to its workers in this variable.
+constexpr const char* kConfigEnv = "HY_TRAIN_CONFIG_YAML";
+
+struct TrainFlags {
+  std::string config_file;
+  std::vector<std::string> sets;
+  int nproc = 0;
+  int64_t iterations = 0;
+  uint64_t seed = 0;
+  int metrics_port = 0;
+  std::string store, store_root, resume;
+  std::string format;
+  bool print_config = false;
+  int64_t max_iterations = -1;
+  bool worker = false;
+  // Whether the flags that have no "unset" value were given.
+  CLI::Option* nproc_opt = nullptr;
+  CLI::Option* iterations_opt = nullptr;
+  CLI::Option* seed_opt = nullptr;
+  CLI::Option* metrics_port_opt = nullptr;
+};
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// `base`/run-YYYYmmdd-HHMMSS (local time), with -2, -3, ... appended if
+// that exists already; under torchrun `base`/torchrun-$MASTER_PORT, which
+// every rank computes alike. Returns InvalidArgument under torchrun
+// without MASTER_PORT.
+Result<std::string> DefaultStoreRoot(const std::string& base, bool torchrun) {
+  if (torchrun) {
+    const char* port = Env("MASTER_PORT");
+    if (port == nullptr) {
+      return Status::InvalidArgument(
+          "RANK is set but MASTER_PORT is not: name the store with --store "
+          "so that every rank uses the same one");
+    }
+    return base + "/torchrun-" + port;
+  }
+  const std::time_t now = std::time(nullptr);
+  std::tm tm;
+  localtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "run-%Y%m%d-%H%M%S", &tm);
+  std::string root = base + "/" + stamp;
+  for (int i = 2; Exists(root) && i < 1000; ++i) {
+    root = base + "/" + stamp + "-" + std::to_string(i);
+  }
+  return root;
+}
+
+Status Prefixed(const std::string& prefix, const Status& s) {
+  if (s.ok()) return s;
+  return Status(s.code(), prefix + std::string(s.message()));
+}
+
+// The effective config (see train_command.h). Returns InvalidArgument for
+// a bad file, override, flag or value, NotFound for a missing file.
+Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
+  if (const char* yaml = worker ? Env(kConfigEnv) : nullptr) {
+    Result<TrainConfig> c = trainer::ParseConfigYaml(yaml);
+    if (!c.ok()) return Prefixed(std::string(kConfigEnv) + ": ", c.status());
+    return c;
+  }
+  TrainConfig c;
+  if (!f.config_file.empty()) {
+    std::ifstream in(f.config_file);
+    if (!in) {
+      return Status::NotFound("cannot read config file " + f.config_file +
+                              ": " + std::strerror(errno));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    HY_RETURN_IF_ERROR(Prefixed(f.config_file + ": ",
+                                trainer::MergeConfigYaml(text.str(), &c)));
+  }
+  for (const std::string& set : f.sets) {
+    HY_RETURN_IF_ERROR(
+        Prefixed("--set " + set + ": ", trainer::ApplyOverride(&c, set)));
+  }
+  if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;
+  if (f.iterations_opt->count()) c.trainer.total_iterations = f.iterations;
+  if (f.seed_opt->count()) c.trainer.seed = f.seed;
+  if (f.metrics_port_opt->count()) c.metrics.port = f.metrics_port;
+  std::string& root = c.checkpoint.store_root;
+  if (!f.store.empty()) {
+    root = f.store;
+  } else if (!f.resume.empty()) {
+    root = f.resume;
+  } else if (!f.store_root.empty() || root.empty()) {
+    HY_ASSIGN_OR_RETURN(
+        root, DefaultStoreRoot(f.store_root.empty() ? "runs" : f.store_root,
+                               worker && Env("RANK") != nullptr));
+  }
+  HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
+  return c;
+}
+
+int Fail(const Status& s) {
+  std::cerr << "hyctl train: " << s.ToString() << "\n";
+  return s.IsInvalidArgument() ? kExitUsage : ExitCodeFor(s);
+}
+
+int Launch(const TrainConfig& c) {
+  const int nproc = c.trainer.nproc;
+  const int tg = c.rollout.tensor_model_parallel_size;
+  if (nproc % tg != 0) {
+    return Fail(Status::InvalidArgument(
+        "rollout.tensor_model_parallel_size " + std::to_string(tg) +
+        " must divide the number of workers, trainer.nproc (--nproc) " +
+        std::to_string(nproc)));
+  }
+  Result<int> port = PickFreePort();
+  if (!port.ok()) return Fail(port.status());
+  Result<std::vector<std::string>> argv = SelfCommandLine();
+  if (!argv.ok()) return Fail(argv.status());
+  LaunchOptions o;
+  o.nproc = nproc;
+  o.argv = std::move(*argv);
+  o.argv.push_back("--worker");
+  o.env = {{kConfigEnv, trainer::ToYaml(c)}};
+  o.master_port = *port;
+  std::cerr << "hyctl train: starting " << nproc << " workers, store "
+            << c.checkpoint.store_root << ", rendezvous 127.0.0.1:" << *port
+            << std::endl;
+  int code = kExitOk;
+  const Status s = RunLauncher(o, &code);
+  if (s.ok()) return kExitOk;
+  std::cerr << "hyctl train: " << s.message() << std::endl;
+  return s.code() == StatusCode::kAborted ? code : kExitError;
+}
+
+// Rank 0's metrics endpoints: the Exposer and the Pushgateway client.
+struct Endpoints {
+  std::unique_ptr<metrics::Exposer> exposer;
+  std::unique_ptr<metrics::Gateway> gateway;
+  bool push_failed = false;  // Warned once.
+
+  void Push() {
+    if (gateway == nullptr) return;
+    const Status s = gateway->Push();
+    if (!s.ok() && !push_failed) {
+      std::cerr << "hyctl train: pushing metrics: " << s.ToString()
+                << std::endl;
+    }
+    push_failed = push_failed || !s.ok();
+  }
+};
+
+Status StartEndpoints(const TrainConfig& c,
+                      const std::shared_ptr<metrics::Registry>& registry,
+                      Endpoints* e) {
+  if (c.metrics.port >= 0) {
+    metrics::ExposerOptions o;
+    o.port = c.metrics.port;
+    HY_ASSIGN_OR_RETURN(e->exposer, metrics::Exposer::Start(o));
+    e->exposer->RegisterCollectable(registry);
+    std::cerr << "metrics: " << e->exposer->url() << std::endl;
+  }
+  const std::string& gw = c.metrics.pushgateway;
+  if (!gw.empty()) {
+    metrics::GatewayOptions o;
+    const size_t colon = gw.rfind(':');  // ValidateConfig checked the form.
+    o.host = gw.substr(0, colon);
+    o.port = std::atoi(gw.c_str() + colon + 1);
+    o.job = "hyctl_train";
+    HY_ASSIGN_OR_RETURN(e->gateway, metrics::Gateway::Create(o));
+    e->gateway->RegisterCollectable(registry);
+  }
+  return Status::OK();
+}
+
+int Work(const TrainConfig& c, const TrainFlags& f) {
+  const char* rank_env = Env("RANK");
+  const int rank = rank_env != nullptr ? std::atoi(rank_env) : 0;
+  const bool json = f.format == "json";
+  auto registry = std::make_shared<metrics::Registry>();
+  Result<metrics::HyMetrics> m = metrics::HyMetrics::Register(*registry);
+  if (!m.ok()) return Fail(m.status());
+  Endpoints endpoints;
+  if (rank == 0) {
+    const Status s = StartEndpoints(c, registry, &endpoints);
+    if (!s.ok()) return Report("train", s);
+  }
+
+  std::mutex mu;  // Serializes output (logs may come from other threads).
+  trainer::WorkerOptions o;
+  o.resume = !f.resume.empty();
+  o.max_iterations = f.max_iterations;
+  o.metrics = &*m;
+  o.on_iteration = [&](const trainer::IterationReport& r) {
+    m->ppo_reward_mean->Set(r.reward_mean);
+    m->ppo_kl->Set(r.kl);
+    m->ppo_policy_loss->Set(r.policy_loss);
+    m->ppo_value_loss->Set(r.value_loss);
+    m->ppo_tokens_per_second->Set(r.tokens_per_second);
+    if (rank != 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::cout << (json ? IterationJson(r)
+                         : IterationText(r, c.trainer.total_iterations))
+                << std::endl;
+    }
+    endpoints.Push();
+  };
+  o.log = [&mu](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::cerr << line << std::endl;
+  };
+  Result<trainer::RunSummary> summary = trainer::RunWorker(c, o);
+  if (rank == 0) endpoints.Push();
+  if (!summary.ok()) return Report("train", summary.status());
+  if (rank == 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    (json ? std::cerr : std::cout) << SummaryText(*summary) << std::endl;
+  }
+  return kExitOk;
+}
+
+int RunTrain(const TrainFlags& f) {
+  const bool worker = f.worker || Env("RANK") != nullptr;
+  Result<TrainConfig> c = ResolveConfig(f, worker);
+  if (!c.ok()) return Fail(c.status());
+  if (f.print_config) {
+    std::cout << trainer::ToYaml(*c) << std::flush;
+    return std::cout ? kExitOk : kExitError;
+  }
+  return worker ? Work(*c, f) : Launch(*c);
+}
+
+}  // namespace
+
+void AddTrainCommand(CLI::App* app, int* exit_code) {
+  CLI::App* cmd = app->add_subcommand(
+      "train",
+      "Train a small Llama-style model with distributed PPO (or GRPO) on a "
+      "built-in verifiable-reward task, on trainer.nproc local worker "
+      "processes, checkpointing into hy stores. Effective config: defaults "
+      "< --config < --set < flags.");
+  auto f = std::make_shared<TrainFlags>();
+  cmd->add_option("--config", f->config_file,
+                  "YAML config (sections model, task, actor, critic, rollout, "
+                  "algorithm, trainer, checkpoint, metrics)");
+  cmd->add_option("--set", f->sets,
+                  "Override one key, section.key=value (a YAML value), e.g. "
+                  "actor.optim.lr=3e-4 or algorithm=grpo; repeatable")
+      ->allow_extra_args(false);
+  f->nproc_opt =
+      cmd->add_option("--nproc", f->nproc, "Worker processes (trainer.nproc)");
+  f->iterations_opt = cmd->add_option("--iterations", f->iterations,
+                                      "PPO iterations "
+                                      "(trainer.total_iterations)");
+  f->seed_opt = cmd->add_option("--seed", f->seed, "Seed (trainer.seed)");
+  f->metrics_port_opt = cmd->add_option(
+      "--metrics-port", f->metrics_port,
+      "Serve metrics on 127.0.0.1:P from rank 0; 0: a free port, -1: off "
+      "(metrics.port)");
+  CLI::Option* store = cmd->add_option(
+      "--store", f->store, "Store root, exactly (checkpoint.store_root)");
+  CLI::Option* store_root = cmd->add_option(
+      "--store-root", f->store_root,
+      "Put the store root in DIR/run-YYYYmmdd-HHMMSS (default: runs/)");
+  CLI::Option* resume = cmd->add_option(
+      "--resume", f->resume,
+      "Resume the run in STORE from its newest committed version (any "
+      "--nproc)");
+  store->excludes(store_root);
+  resume->excludes(store)->excludes(store_root);
+  AddOutputOption(cmd, &f->format, {"text", "json"});
+  cmd->add_flag("--print-config", f->print_config,
+                "Print the effective config as YAML and exit");
+  cmd->add_option("--max-iterations", f->max_iterations,
+                  "Stop after N iterations of this run (testing)")
+      ->group("");
+  cmd->add_flag("--worker", f->worker, "Run as one worker (internal)")
+      ->group("");
+  cmd->callback([f, exit_code] { *exit_code = RunTrain(*f); });
+}
+
+}  // namespace hy::cli

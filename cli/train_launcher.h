@@ -1,0 +1,58 @@
+// The process launcher of `hyctl train`: starts N worker processes on this
+// machine the way torchrun --standalone does (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT, OMP_NUM_THREADS=1),
+// forwards their output, and stops them all when one fails.
+//
+// Output: rank 0's stdout is copied to the launcher's stdout as is (the
+// report lines); everything else (every rank's stderr, the other ranks'
+// stdout) goes to the launcher's stderr, line by line, prefixed with
+// "[rank r] ".
+//
+// Failure: when a worker exits non-zero or is killed, the others get
+// SIGTERM, then SIGKILL after a grace period; SIGINT / SIGTERM sent to the
+// launcher are forwarded to the workers the same way. Workers get
+// PR_SET_PDEATHSIG, so they die with a launcher that is killed outright.
+//
+// Thread-safety: call RunLauncher from a single-threaded process (it forks,
+// and installs SIGINT / SIGTERM / SIGCHLD handlers while it runs).
+
+#ifndef HY_CLI_TRAIN_LAUNCHER_H_
+#define HY_CLI_TRAIN_LAUNCHER_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hy/common/result.h"
+
+namespace hy::cli {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::string executable = "/proc/self/exe";
+  std::vector<std::string> argv;  // The workers' argv, argv[0] first.
+  // Added to (or replacing in) the launcher's environment, besides the
+  // torchrun variables above.
+  std::vector<std::pair<std::string, std::string>> env;
+  int master_port = 0;
+  double kill_grace_seconds = 5;
+};
+
+// Returns a TCP port on 127.0.0.1 that was free a moment ago (bound to
+// port 0, read back, closed), or IOError.
+Result<int> PickFreePort();
+
+// The command line of this process (/proc/self/cmdline), or IOError.
+Result<std::vector<std::string>> SelfCommandLine();
+
+// Runs the workers until all have exited. Returns OK (*exit_code 0) when
+// every one exited 0. Otherwise returns Aborted naming the first rank that
+// failed and how ("rank 1 exited with status 1", "rank 0 was killed by
+// signal 9 (Killed)"), with *exit_code that rank's exit status (1 if it was
+// killed); Aborted naming the signal that stopped the launcher (*exit_code
+// 1); IOError if a worker cannot be started (the others are stopped).
+Status RunLauncher(const LaunchOptions& options, int* exit_code);
+
+}  // namespace hy::cli
+
+#endif  // HY_CLI_TRAIN_LAUNCHER_H_

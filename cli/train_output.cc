@@ -1,0 +1,70 @@
+#include "train_output.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace hy::cli {
+
+std::string IterationText(const trainer::IterationReport& r,
+                          int64_t total_iterations) {
+  const int width = static_cast<int>(std::to_string(total_iterations).size());
+  std::string ckpt = r.checkpoint_state;
+  if (ckpt.empty()) {
+    ckpt = r.checkpoint_step < 0 ? "-"
+                                 : "step " + std::to_string(r.checkpoint_step);
+  }
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "iter %*" PRId64 "/%" PRId64
+                " reward %.3f (exact %.2f) kl %7.4f pg %7.3f vf %6.3f ent "
+                "%5.2f tok/s %6.0f reshard %6.1f ms (%5.2f MB) ckpt ",
+                width, r.iteration + 1, total_iterations, r.reward_mean,
+                r.exact_match, r.kl, r.policy_loss, r.value_loss, r.entropy,
+                r.tokens_per_second, r.reshard_ms, r.reshard_bytes / 1e6);
+  return buf + ckpt;
+}
+
+std::string IterationJson(const trainer::IterationReport& r) {
+  nlohmann::ordered_json j;
+  j["iteration"] = r.iteration;
+  j["reward_mean"] = r.reward_mean;
+  j["exact_match"] = r.exact_match;
+  j["kl"] = r.kl;
+  j["kl_coef"] = r.kl_coef;
+  j["policy_loss"] = r.policy_loss;
+  j["value_loss"] = r.value_loss;
+  j["entropy"] = r.entropy;
+  j["clip_frac"] = r.clip_frac;
+  j["grad_norm"] = r.grad_norm;
+  j["response_length"] = r.response_length;
+  j["tokens_per_second"] = r.tokens_per_second;
+  j["rollout_ms"] = r.rollout_ms;
+  j["train_ms"] = r.train_ms;
+  j["iteration_ms"] = r.iteration_ms;
+  j["reshard_ms"] = r.reshard_ms;
+  j["reshard_bytes"] = r.reshard_bytes;
+  j["reshard_logical_bytes"] = r.reshard_logical_bytes;
+  j["checkpoint_step"] = r.checkpoint_step;
+  j["checkpoint_state"] = r.checkpoint_state;
+  j["checkpoint_ms"] = r.checkpoint_ms;
+  // NaN / inf dump as null; invalid UTF-8 in a state message is replaced.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string SummaryText(const trainer::RunSummary& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "done: %" PRId64 " iterations in %.1f s, reward %.3f -> %.3f",
+                s.iterations, s.seconds, s.first_reward, s.last_reward);
+  std::string out = buf;
+  if (s.start_iteration > 0) {
+    out += " (resumed at iteration " + std::to_string(s.start_iteration) + ")";
+  }
+  out += ", checkpoint step " + (s.checkpoint_step < 0
+                                     ? std::string("none")
+                                     : std::to_string(s.checkpoint_step));
+  return out + ", store " + s.store_root;
+}
+
+}  // namespace hy::cli

@@ -1,0 +1,233 @@
+// hyctl train, run as a subprocess: the effective config (--print-config),
+// usage errors, and the launcher's failure handling. None of these needs a
+// working trainer: a run that resumes from an empty store fails on every
+// rank, whatever RunWorker does beyond that check.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "hy/trainer/config.h"
+
+namespace hy::cli {
+namespace {
+
+using trainer::AdvEstimator;
+using trainer::TrainConfig;
+
+// No torchrun or launcher variables leak in from the test's environment.
+constexpr const char* kCleanEnv =
+    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
+    "-u HY_TRAIN_CONFIG_YAML ";
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "hyctl-train-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `env_prefix` hyctl `args` through the shell (with a time limit).
+CmdResult Hyctl(const std::string& args, const std::string& env_prefix = "") {
+  CmdResult r;
+  TempDir tmp;
+  const std::string err_path = tmp.Sub("stderr");
+  const std::string cmd = std::string(kCleanEnv) + env_prefix +
+                          " timeout 300 " + HYCTL_PATH + " " + args + " 2>" +
+                          err_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = Slurp(err_path);
+  return r;
+}
+
+TrainConfig Parse(const CmdResult& r) {
+  Result<TrainConfig> c = trainer::ParseConfigYaml(r.out);
+  EXPECT_TRUE(c.ok()) << c.status().ToString() << "\n" << r.out;
+  return c.ok() ? *c : TrainConfig{};
+}
+
+TEST(HyctlTrainTest, PrintConfigReflectsSetsAndFlags) {
+  CmdResult r = Hyctl(
+      "train --print-config --set actor.optim.lr=3e-4 --set algorithm=grpo "
+      "--set rollout.n=4 --set task.kinds=[add] --seed 9 --iterations 7 "
+      "--nproc 2 --metrics-port 0 --store /tmp/somewhere");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const TrainConfig c = Parse(r);
+  EXPECT_EQ(c.actor.optim.lr, 3e-4);
+  EXPECT_EQ(c.algorithm.adv_estimator, AdvEstimator::kGrpo);
+  EXPECT_EQ(c.rollout.n, 4);
+  EXPECT_EQ(c.task.kinds.size(), 1u);
+  EXPECT_EQ(c.trainer.seed, 9u);
+  EXPECT_EQ(c.trainer.total_iterations, 7);
+  EXPECT_EQ(c.trainer.nproc, 2);
+  EXPECT_EQ(c.metrics.port, 0);
+  EXPECT_EQ(c.checkpoint.store_root, "/tmp/somewhere");
+  EXPECT_EQ(trainer::ToYaml(c), r.out);  // Printed exactly as ToYaml.
+}
+
+TEST(HyctlTrainTest, FileThenSetsThenFlags) {
+  TempDir dir;
+  const std::string file = dir.Sub("train.yaml");
+  std::ofstream(file) << "trainer:\n  seed: 3\n  total_iterations: 5\n"
+                         "actor: {clip_ratio: 0.3}\n"
+                         "checkpoint: {store_root: from-file}\n";
+  CmdResult r = Hyctl("train --print-config --config " + file +
+                      " --set trainer.seed=4 --set trainer.total_iterations=6"
+                      " --seed 5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  TrainConfig c = Parse(r);
+  EXPECT_EQ(c.trainer.seed, 5u);             // Flag over --set over file.
+  EXPECT_EQ(c.trainer.total_iterations, 6);  // --set over file.
+  EXPECT_EQ(c.actor.clip_ratio, 0.3);        // File over default.
+  EXPECT_EQ(c.checkpoint.store_root, "from-file");  // Kept: no store flag.
+
+  r = Hyctl("train --print-config --config " + file + " --store-root " +
+            dir.Sub("runs"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  c = Parse(r);
+  EXPECT_TRUE(std::regex_match(
+      c.checkpoint.store_root,
+      std::regex(dir.Sub("runs") + "/run-[0-9]{8}-[0-9]{6}(-[0-9]+)?")))
+      << c.checkpoint.store_root;
+
+  r = Hyctl("train --print-config --resume " + dir.Sub("old"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Parse(r).checkpoint.store_root, dir.Sub("old"));
+}
+
+TEST(HyctlTrainTest, DefaultStoreRoots) {
+  CmdResult r = Hyctl("train --print-config");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::regex_match(Parse(r).checkpoint.store_root,
+                               std::regex("runs/run-[0-9]{8}-[0-9]{6}")))
+      << r.out;
+  // Under torchrun (RANK set, no config from a launcher), every rank must
+  // compute the same root.
+  r = Hyctl("train --print-config", "RANK=1 MASTER_PORT=29555");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Parse(r).checkpoint.store_root, "runs/torchrun-29555");
+  r = Hyctl("train --print-config --store-root /data",
+            "RANK=0 MASTER_PORT=29555");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Parse(r).checkpoint.store_root, "/data/torchrun-29555");
+  r = Hyctl("train --print-config", "RANK=0");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.err.find("--store"), std::string::npos) << r.err;
+}
+
+TEST(HyctlTrainTest, WorkerTakesTheLaunchersConfig) {
+  TempDir dir;
+  TrainConfig want;
+  want.trainer.seed = 1234;
+  want.rollout.temperature = 0.7;
+  want.checkpoint.store_root = "/runs/run-x";
+  std::ofstream(dir.Sub("c.yaml")) << trainer::ToYaml(want);
+  // The worker ignores its own flags for the launcher's effective config.
+  CmdResult r =
+      Hyctl("train --print-config --worker --seed 5",
+            "HY_TRAIN_CONFIG_YAML=\"$(cat " + dir.Sub("c.yaml") + ")\" RANK=0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, trainer::ToYaml(want));
+  r = Hyctl("train --print-config",
+            "HY_TRAIN_CONFIG_YAML='rollout: {n: x}' RANK=0");
+  EXPECT_EQ(r.code, 64);
+  EXPECT_NE(r.err.find("HY_TRAIN_CONFIG_YAML: rollout.n"), std::string::npos)
+      << r.err;
+}
+
+TEST(HyctlTrainTest, UsageErrorsNameTheKey) {
+  TempDir dir;
+  const std::pair<std::string, std::string> cases[] = {
+      {"--set actor.optim.lrr=1", "unknown key actor.optim.lrr"},
+      {"--set actor.ppo_epochs=two", "actor.ppo_epochs: expected an integer"},
+      {"--set actor.optim.lr", "section.key=value"},
+      {"--set rollout.temperature=0", "rollout.temperature must be positive"},
+      {"--nproc 0", "trainer.nproc"},
+      {"--metrics-port 70000", "metrics.port"},
+      {"--set algorithm=grpo", "rollout.n must be >= 2"},
+      {"--nproc 3", "rollout.tensor_model_parallel_size 2 must divide"},
+      {"--store a --store-root b", "excludes"},
+      {"--resume a --store b", "excludes"},
+      {"--bogus", "bogus"},
+  };
+  for (const auto& [args, needle] : cases) {
+    CmdResult r = Hyctl("train " + args);
+    SCOPED_TRACE(args);
+    EXPECT_EQ(r.code, 64) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  std::ofstream(dir.Sub("bad.yaml")) << "actor:\n  optim:\n    lrr: 1\n";
+  CmdResult r = Hyctl("train --config " + dir.Sub("bad.yaml"));
+  EXPECT_EQ(r.code, 64);
+  EXPECT_NE(r.err.find("bad.yaml: unknown key actor.optim.lrr (line 3)"),
+            std::string::npos)
+      << r.err;
+  r = Hyctl("train --config " + dir.Sub("missing.yaml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
+}
+
+TEST(HyctlTrainTest, LauncherStopsWhenAWorkerFailsAndNamesTheRank) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("empty"));
+  // Resuming from a store with nothing committed fails on every rank.
+  CmdResult r = Hyctl("train --nproc 2 --resume " + dir.Sub("empty") +
+                      " --set trainer.sft_steps=0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.code, 64) << r.err;  // Not a usage error: the workers failed.
+  EXPECT_NE(
+      r.err.find("hyctl train: starting 2 workers, store " + dir.Sub("empty")),
+      std::string::npos)
+      << r.err;
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(
+      r.err, m,
+      std::regex("\nhyctl train: rank [01] exited with status [1-9][0-9]*; "
+                 "stopped the other workers\n")))
+      << r.err;
+  // The workers' own diagnostics, prefixed by the launcher.
+  EXPECT_TRUE(std::regex_search(r.err, m,
+                                std::regex("\n\\[rank [01]\\] hyctl train: ")))
+      << r.err;
+  EXPECT_EQ(r.out, "");  // Rank 0's stdout carries report lines only.
+}
+
+}  // namespace
+}  // namespace hy::cli

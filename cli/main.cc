@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli_util.h"
+#include "export_hf_command.h"
 #include "hy/metrics/hy_metrics.h"
 #include "metrics_command.h"
 #include "reshard_command.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   hy::cli::AddStoreCommands(&app, &exit_code);
   hy::cli::AddTransferCommands(&app, &exit_code);
   hy::cli::AddReshardCommands(&app, &exit_code);
+  hy::cli::AddExportHfCommand(&app, &exit_code);
   hy::cli::AddTrainCommand(&app, &exit_code);
 
   try {

@@ -22,6 +22,7 @@
 #include "hy/metrics/gateway.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/metrics/registry.h"
+#include "hy/trainer/checkpoint.h"
 #include "hy/trainer/config.h"
 #include "hy/trainer/worker.h"
 #include "train_launcher.h"
@@ -104,6 +105,18 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
     return c;
   }
   TrainConfig c;
+  if (!f.resume.empty() && f.config_file.empty()) {
+    // Resuming without a config file continues the run as it was
+    // configured (flags and --set still override).
+    auto reader = trainer::CheckpointReader::Open(f.resume);
+    if (reader.ok()) {
+      auto stored = (*reader)->ReadBlob("trainer.config");
+      if (stored.ok()) {
+        HY_RETURN_IF_ERROR(Prefixed(f.resume + " trainer.config: ",
+                                    trainer::MergeConfigYaml(*stored, &c)));
+      }
+    }
+  }
   if (!f.config_file.empty()) {
     std::ifstream in(f.config_file);
     if (!in) {

@@ -144,14 +144,14 @@ TEST(ConfigTest, ToYamlWritesEveryKeyInSectionsWithShortDoubles) {
   const std::string y = ToYaml(TrainConfig{});
   for (const char* part :
        {"model:\n  vocab_size: 32\n", "  rope_theta: 10000.0\n",
-        "  rms_norm_eps: 1.0e-06\n", "task:\n  kinds: [reverse, sort, add]\n",
-        "actor:\n  optim:\n    lr: 0.001\n    beta1: 0.9\n",
+        "  rms_norm_eps: 1.0e-06\n", "task:\n  kinds: [reverse]\n",
+        "actor:\n  optim:\n    lr: 0.002\n    beta1: 0.9\n",
         "    eps: 1.0e-08\n", "    weight_decay: 0.0\n", "  ppo_epochs: 2\n",
-        "critic:\n  optim:\n    lr: 0.001\n",
+        "critic:\n  optim:\n    lr: 0.002\n",
         "algorithm:\n  adv_estimator: gae\n",
         "  kl_penalty: kl\n  kl_ctrl:\n    type: fixed\n    kl_coef: 0.01\n"
         "    target_kl: 0.1\n    horizon: 10000.0\n",
-        "trainer:\n  total_iterations: 40\n  seed: 1\n  device: cpu\n",
+        "trainer:\n  total_iterations: 80\n  seed: 1\n  device: cpu\n",
         "checkpoint:\n  store_root: \"\"\n",
         "metrics:\n  port: -1\n  pushgateway: \"\"\n"}) {
     EXPECT_NE(y.find(part), std::string::npos) << part << "\nin\n" << y;

@@ -10,6 +10,7 @@
 #include "hy/metrics/hy_metrics.h"
 #include "metrics_command.h"
 #include "reshard_command.h"
+#include "restore_command.h"
 #include "store_commands.h"
 #include "train_command.h"
 
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   hy::cli::AddTransferCommands(&app, &exit_code);
   hy::cli::AddReshardCommands(&app, &exit_code);
   hy::cli::AddExportHfCommand(&app, &exit_code);
+  hy::cli::AddRestoreCommand(&app, &exit_code);
   hy::cli::AddTrainCommand(&app, &exit_code);
 
   try {

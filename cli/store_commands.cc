@@ -3,15 +3,23 @@
 #include "store_commands.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <ctime>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
+#include "hy/recovery/catalog.h"
+#include "hy/recovery/node_layout.h"
 #include "hy/statestore/store.h"
+#include "restore_command.h"
 
 namespace hy::cli {
 namespace {
@@ -27,6 +35,8 @@ Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
   return Store::Open(path, o);
 }
 
+}  // namespace
+
 std::string Iso8601(int64_t ms) {
   const std::time_t t = static_cast<std::time_t>(ms / 1000);
   std::tm tm;
@@ -35,6 +45,8 @@ std::string Iso8601(int64_t ms) {
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+namespace {
 
 std::string Mb(uint64_t bytes) {
   char buf[32];
@@ -227,12 +239,21 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
   auto args = std::make_shared<Args>();
 
   CLI::App* inspect = app->add_subcommand(
-      "inspect", "List a store's versions, or one version's tensors");
-  inspect->add_option("STORE", args->store, "Store directory")->required();
+      "inspect",
+      "List a store's versions, or one version's tensors; for a run root "
+      "(node-<k>/ dirs), every version's copies per old rank and whether "
+      "it is recoverable");
+  inspect->add_option("STORE", args->store, "Store directory or run root")
+      ->required();
   inspect->add_option("--version", args->version,
-                      "Show this version's tensors");
+                      "Show this version's tensors (run root: only this "
+                      "step's versions)");
   AddOutputOption(inspect, &args->format, {"table", "json"});
   inspect->callback([args, exit_code] {
+    if (IsRunRoot(args->store)) {
+      *exit_code = InspectRunRoot(args->store, args->version, args->format);
+      return;
+    }
     auto store = OpenStore(args->store, /*read_only=*/true);
     if (!store.ok()) {
       *exit_code = Report("inspect", store.status());

@@ -1,5 +1,8 @@
 // hyctl's store commands, each a verb on a store directory:
-//   inspect STORE [--version V]   versions, or one version's tensors
+//   inspect STORE [--version V]   versions, or one version's tensors; for
+//                                 a run root (node-<k>/ dirs), each
+//                                 version's copies per old rank and whether
+//                                 it is recoverable (--version: a step)
 //   verify  STORE [--version V]   decode and check every chunk (exit 3 on
 //                                 any corruption)
 //   gc      STORE --keep N        drop old versions and unreferenced chunks
@@ -9,6 +12,10 @@
 
 #ifndef HY_CLI_STORE_COMMANDS_H_
 #define HY_CLI_STORE_COMMANDS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
 
 namespace CLI {
 class App;
@@ -20,6 +27,14 @@ namespace hy::cli {
 // `*exit_code`, which must outlive app.parse().
 void AddStoreCommands(CLI::App* app, int* exit_code);     // inspect/verify/gc
 void AddTransferCommands(CLI::App* app, int* exit_code);  // import/export
+
+// inspect on a run root (inspect_run.cc): one row per old rank of every
+// version, its copies, whether the version is recoverable; `only_step`
+// keeps that step. Returns the exit code.
+int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
+                   const std::string& format);
+// Unix ms as "2026-11-22T04:46:50Z".
+std::string Iso8601(int64_t ms);
 
 }  // namespace hy::cli
 

@@ -3,12 +3,14 @@
 #include "train_command.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -22,6 +24,7 @@
 #include "hy/metrics/gateway.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/metrics/registry.h"
+#include "hy/recovery/node_layout.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/config.h"
 #include "hy/trainer/worker.h"
@@ -30,6 +33,8 @@
 
 namespace hy::cli {
 namespace {
+
+namespace fs = std::filesystem;
 
 using trainer::TrainConfig;
 
@@ -48,6 +53,8 @@ struct TrainFlags {
   bool print_config = false;
   int64_t max_iterations = -1;
   bool worker = false;
+  int max_restarts = 3;
+  int min_nodes = 1;
   // Whether the flags that have no "unset" value were given.
   CLI::Option* nproc_opt = nullptr;
   CLI::Option* iterations_opt = nullptr;
@@ -155,33 +162,108 @@ int Fail(const Status& s) {
   return s.IsInvalidArgument() ? kExitUsage : ExitCodeFor(s);
 }
 
-int Launch(const TrainConfig& c) {
+bool Exited(int status, int code) {
+  return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == code;
+}
+
+std::string NodeList(const std::vector<int>& nodes) {
+  std::string out;
+  for (int n : nodes) out += (out.empty() ? "" : ",") + std::to_string(n);
+  return out;
+}
+
+// Starts the workers and restarts them on the surviving nodes after a
+// failure. A node is lost when its directory is gone (a machine and its
+// disk); a worker that died on a node whose directory is still there is
+// restarted on it (a process crash).
+int Launch(const TrainConfig& c, const TrainFlags& f) {
   const int nproc = c.trainer.nproc;
   const int tg = c.rollout.tensor_model_parallel_size;
-  if (nproc % tg != 0) {
+  // A resumed run on another world size rolls out with the largest TP
+  // group that fits (the worker says so); a fresh one must fit.
+  if (nproc % tg != 0 && f.resume.empty()) {
     return Fail(Status::InvalidArgument(
         "rollout.tensor_model_parallel_size " + std::to_string(tg) +
         " must divide the number of workers, trainer.nproc (--nproc) " +
         std::to_string(nproc)));
   }
-  Result<int> port = PickFreePort();
-  if (!port.ok()) return Fail(port.status());
   Result<std::vector<std::string>> argv = SelfCommandLine();
   if (!argv.ok()) return Fail(argv.status());
-  LaunchOptions o;
-  o.nproc = nproc;
-  o.argv = std::move(*argv);
-  o.argv.push_back("--worker");
-  o.env = {{kConfigEnv, trainer::ToYaml(c)}};
-  o.master_port = *port;
-  std::cerr << "hyctl train: starting " << nproc << " workers, store "
-            << c.checkpoint.store_root << ", rendezvous 127.0.0.1:" << *port
-            << std::endl;
-  int code = kExitOk;
-  const Status s = RunLauncher(o, &code);
-  if (s.ok()) return kExitOk;
-  std::cerr << "hyctl train: " << s.message() << std::endl;
-  return s.code() == StatusCode::kAborted ? code : kExitError;
+  const std::string& root = c.checkpoint.store_root;
+  // A run continued with more processes than nodes takes fresh nodes.
+  Result<std::vector<int>> existing = recovery::ListNodes(root);
+  if (!existing.ok()) return Fail(existing.status());
+  std::vector<int> nodes =
+      recovery::AssignNodes(std::vector<int>(nproc, -1), *existing);
+  double detect_seconds = 0;
+  for (int attempt = 0;; ++attempt) {
+    Result<int> port = PickFreePort();
+    if (!port.ok()) return Fail(port.status());
+    LaunchOptions o;
+    o.nproc = static_cast<int>(nodes.size());
+    o.argv = *argv;
+    o.argv.push_back("--worker");
+    o.env = {{kConfigEnv, trainer::ToYaml(c)},
+             {"HY_RESTART_COUNT", std::to_string(attempt)}};
+    if (attempt > 0) {
+      o.env.push_back({"HY_DETECT_SECONDS", std::to_string(detect_seconds)});
+    }
+    o.node_ids = nodes;
+    o.master_port = *port;
+    o.peer_exit_seconds = c.checkpoint.heartbeat_timeout_ms / 1000.0 + 5;
+    std::cerr << "hyctl train: starting " << o.nproc << " workers on nodes "
+              << NodeList(nodes) << ", store " << root
+              << ", rendezvous 127.0.0.1:" << *port
+              << (attempt > 0 ? ", restart " + std::to_string(attempt) : "")
+              << std::endl;
+    int code = kExitOk;
+    LaunchResult res;
+    const Status s = RunLauncher(o, &code, &res);
+    if (s.ok()) return kExitOk;
+    std::cerr << "hyctl train: " << s.message() << std::endl;
+    if (s.code() != StatusCode::kAborted) return kExitError;
+    if (res.first_failed < 0) return code;  // Stopped by a signal.
+    std::vector<int> survivors;
+    std::string lost;
+    bool unrecoverable = false;
+    for (int r = 0; r < o.nproc; ++r) {
+      const int st = res.wait_status[r];
+      unrecoverable = unrecoverable ||
+                      Exited(st, recovery::kExitUnrecoverable) ||
+                      Exited(st, kExitUsage);
+      std::error_code ec;
+      if (fs::exists(recovery::NodeDir(root, nodes[r]), ec)) {
+        survivors.push_back(nodes[r]);  // A process died, not the machine.
+      } else {
+        lost += (lost.empty() ? "" : ", ") + std::string("node ") +
+                std::to_string(nodes[r]) + " (rank " + std::to_string(r) + ")";
+      }
+    }
+    if (unrecoverable) {
+      std::cerr << "hyctl train: a worker found the failure unrecoverable; "
+                   "not restarting"
+                << std::endl;
+      return recovery::kExitUnrecoverable;
+    }
+    if (attempt >= f.max_restarts) {
+      std::cerr << "hyctl train: giving up after " << attempt
+                << " restart(s) (--max-restarts " << f.max_restarts << ")"
+                << std::endl;
+      return code == 0 ? kExitError : code;
+    }
+    if (static_cast<int>(survivors.size()) < f.min_nodes) {
+      std::cerr << "hyctl train: lost " << lost << "; only "
+                << survivors.size() << " node(s) left, fewer than --min-nodes "
+                << f.min_nodes << "; not restarting" << std::endl;
+      return recovery::kExitUnrecoverable;
+    }
+    detect_seconds = res.stop_seconds;
+    std::cerr << "hyctl train: lost " << (lost.empty() ? "no node" : lost)
+              << "; the others stopped " << res.stop_seconds
+              << " s after the failure; restarting on " << survivors.size()
+              << " node(s)" << std::endl;
+    nodes = std::move(survivors);
+  }
 }
 
 // Rank 0's metrics endpoints: the Exposer and the Pushgateway client.
@@ -263,7 +345,21 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
   };
   Result<trainer::RunSummary> summary = trainer::RunWorker(c, o);
   if (rank == 0) endpoints.Push();
-  if (!summary.ok()) return Report("train", summary.status());
+  if (!summary.ok()) {
+    const Status& e = summary.status();
+    Report("train", e);
+    // The launcher restarts after a peer failure, not after a loss that
+    // no restart can mend.
+    if (e.code() == StatusCode::kUnavailable ||
+        e.code() == StatusCode::kDeadlineExceeded) {
+      return recovery::kExitPeerFailed;
+    }
+    // Nothing to resume, or no copy left: no restart would help.
+    if (e.IsDataLoss() || e.code() == StatusCode::kFailedPrecondition) {
+      return recovery::kExitUnrecoverable;
+    }
+    return ExitCodeFor(e);
+  }
   if (rank == 0) {
     std::lock_guard<std::mutex> lock(mu);
     (json ? std::cerr : std::cout) << SummaryText(*summary) << std::endl;
@@ -279,7 +375,7 @@ int RunTrain(const TrainFlags& f) {
     std::cout << trainer::ToYaml(*c) << std::flush;
     return std::cout ? kExitOk : kExitError;
   }
-  return worker ? Work(*c, f) : Launch(*c);
+  return worker ? Work(*c, f) : Launch(*c, f);
 }
 
 }  // namespace
@@ -326,6 +422,12 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("--max-iterations", f->max_iterations,
                   "Stop after N iterations of this run (testing)")
       ->group("");
+  cmd->add_option("--max-restarts", f->max_restarts,
+                  "Restarts on the surviving nodes after a failure")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-nodes", f->min_nodes,
+                  "Fewest nodes a restart may run on")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--worker", f->worker, "Run as one worker (internal)")
       ->group("");
   cmd->callback([f, exit_code] { *exit_code = RunTrain(*f); });

@@ -191,8 +191,14 @@ Result<std::vector<std::string>> SelfCommandLine() {
   return argv;
 }
 
-Status RunLauncher(const LaunchOptions& o, int* exit_code) {
+Status RunLauncher(const LaunchOptions& o, int* exit_code,
+                   LaunchResult* result) {
   *exit_code = 0;
+  LaunchResult local_result;
+  LaunchResult& res = result != nullptr ? *result : local_result;
+  res = LaunchResult();
+  res.wait_status.assign(o.nproc, -1);
+  std::optional<Clock::time_point> failed_at;
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     return Status::IOError(std::string("pipe: ") + strerror(errno));
@@ -214,6 +220,9 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code) {
                              {"MASTER_ADDR", "127.0.0.1"},
                              {"MASTER_PORT", std::to_string(o.master_port)},
                              {"OMP_NUM_THREADS", "1"}});
+    if (static_cast<size_t>(rank) < o.node_ids.size()) {
+      vars.push_back({"HY_NODE_ID", std::to_string(o.node_ids[rank])});
+    }
     std::vector<std::string> env = Environment(vars);
     std::vector<char*> env_c = CStrings(env);
     int out[2], err[2];
@@ -304,10 +313,13 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code) {
       for (Child& c : children) {
         if (c.pid != pid) continue;
         c.running = false;
+        res.wait_status[c.rank] = status;
         if (Failed(status) && !failure && stopped_by == 0 && !kill_at) {
           failure = DescribeExit(c.rank, status);
           failure_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-          stop_all(now);
+          res.first_failed = c.rank;
+          failed_at = now;
+          if (o.peer_exit_seconds <= 0) stop_all(now);
         }
       }
     }
@@ -324,6 +336,11 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code) {
                             static_cast<int64_t>(o.kill_grace_seconds * 1000));
       }
     }
+    if (failed_at && !kill_at &&
+        now - *failed_at > std::chrono::milliseconds(static_cast<int64_t>(
+                               o.peer_exit_seconds * 1000))) {
+      stop_all(now);
+    }
     if (kill_at && now >= *kill_at) {
       signal_all(SIGKILL);
       kill_at = Clock::time_point::max();
@@ -331,7 +348,13 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code) {
 
     const bool running = std::any_of(children.begin(), children.end(),
                                      [](const Child& c) { return c.running; });
-    if (!running && !all_exited) all_exited = now;
+    if (!running && !all_exited) {
+      all_exited = now;
+      if (failed_at) {
+        res.stop_seconds =
+            std::chrono::duration<double>(now - *failed_at).count();
+      }
+    }
     // Done once every worker has exited and its pipes are drained (or, if
     // something it started holds them open, a moment later).
     if (!running &&

@@ -36,6 +36,20 @@ struct LaunchOptions {
   std::vector<std::pair<std::string, std::string>> env;
   int master_port = 0;
   double kill_grace_seconds = 5;
+  // HY_NODE_ID of each rank (empty: not set).
+  std::vector<int> node_ids;
+  // After the first failure, how long the other workers get to notice it
+  // and exit by themselves (recovery::kExitPeerFailed) before they are sent
+  // SIGTERM. 0: at once.
+  double peer_exit_seconds = 0;
+};
+
+// How each worker ended.
+struct LaunchResult {
+  std::vector<int> wait_status;  // Per rank, as waitpid gave it.
+  int first_failed = -1;         // The rank that failed first, or -1.
+  // From the first failure until every worker had exited.
+  double stop_seconds = 0;
 };
 
 // Returns a TCP port on 127.0.0.1 that was free a moment ago (bound to
@@ -51,7 +65,8 @@ Result<std::vector<std::string>> SelfCommandLine();
 // signal 9 (Killed)"), with *exit_code that rank's exit status (1 if it was
 // killed); Aborted naming the signal that stopped the launcher (*exit_code
 // 1); IOError if a worker cannot be started (the others are stopped).
-Status RunLauncher(const LaunchOptions& options, int* exit_code);
+Status RunLauncher(const LaunchOptions& options, int* exit_code,
+                   LaunchResult* result = nullptr);
 
 }  // namespace hy::cli
 

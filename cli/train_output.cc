@@ -45,6 +45,7 @@ std::string IterationJson(const trainer::IterationReport& r) {
   j["reshard_ms"] = r.reshard_ms;
   j["reshard_bytes"] = r.reshard_bytes;
   j["reshard_logical_bytes"] = r.reshard_logical_bytes;
+  j["world_size"] = r.world_size;
   j["checkpoint_step"] = r.checkpoint_step;
   j["checkpoint_state"] = r.checkpoint_state;
   j["checkpoint_ms"] = r.checkpoint_ms;

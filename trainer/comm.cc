@@ -49,6 +49,9 @@ Result<std::unique_ptr<Comm>> Comm::FromEnv(int tp_size, int64_t timeout_ms) {
   }
   std::unique_ptr<Comm> comm(new Comm());
   comm->transport_ = std::move(transport);
+  options.prefix = "hy/trainer/aux";
+  options.rank0_hosts_store = false;  // The world transport's store.
+  HY_ASSIGN_OR_RETURN(comm->aux_, reshard::C10dTransport::FromEnv(options));
   comm->tp_size_ = tp_size;
   if (tp_size > 1) {
     auto group = std::make_unique<TpGroup>();

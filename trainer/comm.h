@@ -42,6 +42,10 @@ class Comm {
   int dp_rank() const { return rank() / tp_size_; }
   int dp_size() const { return world_size() / tp_size_; }
   reshard::C10dTransport* transport() { return transport_.get(); }
+  // A second transport over the same store, for the checkpoint thread
+  // (replication) beside the training loop's collectives; its kv() is the
+  // heartbeat's.
+  reshard::C10dTransport* aux() { return aux_.get(); }
 
   // In-place sum over the TP group (f32, contiguous). No-op for tp 1.
   Status TpAllReduce(at::Tensor* t);
@@ -63,6 +67,7 @@ class Comm {
   struct TpGroup;
   Comm() = default;
   std::unique_ptr<reshard::C10dTransport> transport_;
+  std::unique_ptr<reshard::C10dTransport> aux_;
   int tp_size_ = 1;
   std::unique_ptr<TpGroup> tp_;
 };

@@ -131,6 +131,8 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.
   add("checkpoint.keep_last", &k.keep_last, kAtLeast1);
   add("checkpoint.commit_timeout_ms", &k.commit_timeout_ms, kAtLeast1);
+  add("checkpoint.replicas", &k.replicas, kNonNegative);
+  add("checkpoint.heartbeat_timeout_ms", &k.heartbeat_timeout_ms, kAtLeast1);
   add("metrics.port", &c->metrics.port, kPort);
   add("metrics.pushgateway", &c->metrics.pushgateway);
   return f;

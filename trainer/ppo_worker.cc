@@ -8,6 +8,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "hy/metrics/hy_metrics.h"
 #include "hy/reshard/model_spec.h"
 
 namespace hy::trainer {
@@ -62,6 +63,21 @@ Status PpoWorker::Setup() {
     return Status::InvalidArgument("checkpoint.store_root is empty");
   }
   at::set_num_threads(1);  // Deterministic kernels, one core per rank.
+  const char* world_env = std::getenv("WORLD_SIZE");
+  const int env_world = world_env != nullptr ? std::atoi(world_env) : 0;
+  int& tp = config_.rollout.tensor_model_parallel_size;
+  if ((options_.resume || IsRestart()) && env_world > 0 &&
+      env_world % tp != 0) {
+    // A restart on fewer (or more) nodes: the largest TP group that fits.
+    const int wanted = tp;
+    while (env_world % tp != 0) --tp;
+    if (options_.log && std::getenv("RANK") != nullptr &&
+        std::atoi(std::getenv("RANK")) == 0) {
+      options_.log("rollout tp " + std::to_string(wanted) +
+                   " does not divide " + std::to_string(env_world) +
+                   " ranks; rolling out with tp " + std::to_string(tp));
+    }
+  }
   HY_ASSIGN_OR_RETURN(
       comm_, Comm::FromEnv(config_.rollout.tensor_model_parallel_size,
                            std::max<int64_t>(
@@ -94,14 +110,6 @@ Status PpoWorker::Setup() {
 }
 
 Status PpoWorker::InitFresh() {
-  auto existing =
-      Checkpointer::LatestCommittedStep(config_.checkpoint.store_root);
-  if (existing.ok()) {
-    return Status::FailedPrecondition(
-        "store root " + config_.checkpoint.store_root +
-        " already holds committed step " + std::to_string(existing.value()) +
-        "; continue it with --resume or choose another store");
-  }
   actor_->InitFromSeed(config_.trainer.seed);
   HY_RETURN_IF_ERROR(SftWarmup());
   ref_->params().copy_(actor_->params());
@@ -113,13 +121,8 @@ Status PpoWorker::InitFresh() {
   return Status::OK();
 }
 
-Status PpoWorker::Resume() {
-  HY_ASSIGN_OR_RETURN(auto reader,
-                      CheckpointReader::Open(config_.checkpoint.store_root));
-  HY_ASSIGN_OR_RETURN(std::string state_text,
-                      reader->ReadBlob("trainer.state"));
-  HY_ASSIGN_OR_RETURN(std::string config_text,
-                      reader->ReadBlob("trainer.config"));
+Status PpoWorker::ApplyStoredState(const std::string& state_text,
+                                   const std::string& config_text) {
   HY_ASSIGN_OR_RETURN(TrainConfig stored, ParseConfigYaml(config_text));
   if (!SameModel(stored.model, config_.model)) {
     return Status::InvalidArgument(
@@ -146,42 +149,6 @@ Status PpoWorker::Resume() {
   } catch (const std::exception& e) {
     return Status::DataLoss(std::string("resume: trainer.state: ") + e.what());
   }
-  struct Part {
-    FsdpModel* model;
-    std::string prefix;
-    bool optimizer;
-  };
-  const std::vector<Part> parts = {{actor_.get(), kActorPrefix, true},
-                                   {critic_.get(), kCriticPrefix, true},
-                                   {ref_.get(), kRefPrefix, false}};
-  const int rank = comm_->rank();
-  for (const Part& part : parts) {
-    FsdpModel* m = part.model;
-    for (int t = 0; t < m->num_tensors(); ++t) {
-      const reshard::RankShard& s = m->shard_map().Get(rank, t);
-      if (!s.has_shard || s.num_elements == 0) continue;
-      const std::string& name = m->spec().tensors[t].meta.name;
-      struct Buf {
-        std::string infix;
-        at::Tensor* buffer;
-      };
-      std::vector<Buf> bufs = {{"/", &m->params()}};
-      if (part.optimizer) {
-        bufs.push_back({"/exp_avg/", &m->exp_avg()});
-        bufs.push_back({"/exp_avg_sq/", &m->exp_avg_sq()});
-      }
-      for (const Buf& b : bufs) {
-        at::Tensor local = m->LocalSlice(*b.buffer, t);
-        HY_RETURN_IF_ERROR(reader->ReadRegion(
-            part.prefix + b.infix + name, s.runs[0],
-            MutableBytes(static_cast<uint8_t*>(local.data_ptr()),
-                         static_cast<size_t>(local.numel() * 4))));
-      }
-    }
-  }
-  Log("resumed step " + std::to_string(reader->step()) + " (saved by " +
-      std::to_string(reader->commit().world_size) + " ranks) on " +
-      std::to_string(comm_->world_size()) + " ranks");
   return Status::OK();
 }
 
@@ -224,22 +191,58 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
 Result<RunSummary> PpoWorker::Run() {
   const auto run_start = Clock::now();
   HY_RETURN_IF_ERROR(Setup());
-  if (options_.resume) {
-    HY_RETURN_IF_ERROR(Resume());
+  HY_RETURN_IF_ERROR(JoinNodes());
+  StartHeartbeat();
+  const std::string& root = config_.checkpoint.store_root;
+  recovery::RecoveryOptions ro;
+  ro.root = root;
+  ro.nodes = nodes_;
+  ro.log = [this](const std::string& line) { Log("recovery: " + line); };
+  HY_ASSIGN_OR_RETURN(std::unique_ptr<recovery::Recovery> rec,
+                      recovery::Recovery::Open(comm_->transport(), ro));
+  if (rec->has_state()) {
+    if (!options_.resume && !IsRestart()) {
+      return Status::FailedPrecondition(
+          "store root " + root + " already holds committed step " +
+          std::to_string(rec->choice().commit.step) +
+          "; continue it with --resume or choose another store");
+    }
+    HY_RETURN_IF_ERROR(ResumeFrom(rec.get()));
+  } else if (options_.resume) {
+    return Status::FailedPrecondition("nothing committed under " + root +
+                                      " to resume");
   } else {
     HY_RETURN_IF_ERROR(InitFresh());
   }
   CheckpointOptions co;
-  co.root = config_.checkpoint.store_root;
+  co.root = root;
   co.rank = comm_->rank();
   co.world_size = comm_->world_size();
+  co.nodes = nodes_;
+  co.generation = rec->next_generation();
+  co.replicas = config_.checkpoint.replicas;
+  co.replication = comm_->aux();
   co.keep_last = config_.checkpoint.keep_last;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
   co.metrics = options_.metrics;
+  rec.reset();  // Closes the copies it read.
   HY_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Open(co));
-
+  if (recovered_step_ >= 0 && config_.checkpoint.save_every > 0) {
+    // The rebuilt state under the new layout and placement, saved and
+    // replicated in the background like any checkpoint: R copies again
+    // while training goes on (kReplicate is observed when it commits).
+    IterationReport ignored;
+    HY_RETURN_IF_ERROR(SaveCheckpoint(start_iteration_, &ignored));
+    replicate_start_ = Clock::now();
+    awaiting_replicas_ = true;
+  }
+  if (recovered_step_ >= 0 && options_.metrics != nullptr) {
+    options_.metrics->recovery_duration(metrics::RecoveryPhase::kResume)
+        ->Observe(Seconds(run_start));
+  }
   RunSummary summary;
   summary.start_iteration = start_iteration_;
+  summary.recovery_seconds = recovered_step_ >= 0 ? Seconds(run_start) : 0;
   summary.store_root = config_.checkpoint.store_root;
   int64_t end = config_.trainer.total_iterations;
   if (options_.max_iterations >= 0) {
@@ -265,6 +268,19 @@ Result<RunSummary> PpoWorker::Run() {
     }
     CheckpointStatus cs = checkpointer_->status();
     report.checkpoint_step = cs.committed_step;
+    if (awaiting_replicas_ && cs.in_flight_step != start_iteration_) {
+      awaiting_replicas_ = false;  // The resume point's save has finished.
+      const double secs = Seconds(replicate_start_);
+      if (options_.metrics != nullptr) {
+        options_.metrics
+            ->recovery_duration(metrics::RecoveryPhase::kReplicate)
+            ->Observe(secs);
+      }
+      Log("recovery: step " + std::to_string(start_iteration_) +
+          (cs.last_error.ok() ? " saved and replicated" : " not saved (" +
+                                    cs.last_error.ToString() + ")") +
+          " under the new layout, within " + std::to_string(secs) + " s");
+    }
     if (!cs.last_error.ok()) {
       report.checkpoint_state = "failed: " + cs.last_error.ToString();
     } else if (report.checkpoint_state.empty() &&
@@ -286,6 +302,10 @@ Result<RunSummary> PpoWorker::Run() {
   HY_RETURN_IF_ERROR(checkpointer_->Wait());
   summary.checkpoint_step = checkpointer_->status().committed_step;
   summary.seconds = Seconds(run_start);
+  summary.recovered_step = recovered_step_;
+  // Stop watching before anyone leaves: rank 0 hosts the store.
+  heartbeat_->Stop();
+  HY_RETURN_IF_ERROR(comm_->transport()->Barrier());
   return summary;
 }
 

@@ -12,12 +12,15 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm.h"
 #include "fsdp.h"
+#include "hy/recovery/heartbeat.h"
+#include "hy/recovery/recovery.h"
 #include "hy/reshard/executor.h"
 #include "hy/trainer/advantage.h"
 #include "hy/trainer/checkpoint.h"
@@ -37,6 +40,10 @@ struct Experience {
   std::vector<float> scores;              // [B]
 };
 
+// True when this process is a restart (HY_RESTART_COUNT or
+// TORCHELASTIC_RESTART_COUNT > 0).
+bool IsRestart();
+
 class PpoWorker {
  public:
   PpoWorker(const TrainConfig& config, const WorkerOptions& options);
@@ -48,7 +55,16 @@ class PpoWorker {
   // ppo_worker.cc
   Status Setup();
   Status InitFresh();
-  Status Resume();
+  // Adopts trainer.state / trainer.config of the version being resumed.
+  Status ApplyStoredState(const std::string& state_text,
+                          const std::string& config_text);
+
+  // ppo_recovery.cc
+  // Agrees on every rank's node id (nodes_) and writes the pid file.
+  Status JoinNodes();
+  void StartHeartbeat();
+  // Rebuilds this rank's shards of the chosen version.
+  Status ResumeFrom(recovery::Recovery* rec);
   Status SaveCheckpoint(int64_t next_iteration, IterationReport* report);
   void Log(const std::string& line) const;
 
@@ -81,6 +97,11 @@ class PpoWorker {
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;
   std::unique_ptr<KlController> kl_;
   int64_t start_iteration_ = 0;
+  std::vector<int> nodes_;  // Node id of each rank.
+  std::unique_ptr<recovery::Heartbeat> heartbeat_;
+  int64_t recovered_step_ = -1;
+  bool awaiting_replicas_ = false;  // The resume point's save in flight.
+  std::chrono::steady_clock::time_point replicate_start_;
 
   // Rollout side.
   std::shared_ptr<const reshard::TransferPlan> plan_;

@@ -79,7 +79,7 @@ TEST(HyctlTrainE2eTest, TrainInspectExportResume) {
   EXPECT_LE(lines[1]["reshard_bytes"].get<int64_t>(),
             lines[0]["reshard_bytes"].get<int64_t>());
 
-  CmdResult inspect = Hyctl("inspect " + store + "/rank-00000");
+  CmdResult inspect = Hyctl("inspect " + store + "/node-0/store");
   EXPECT_EQ(inspect.code, 0) << inspect.out;
   EXPECT_NE(inspect.out.find("fsdp=2"), std::string::npos) << inspect.out;
 

@@ -213,7 +213,8 @@ TEST(HyctlTrainTest, LauncherStopsWhenAWorkerFailsAndNamesTheRank) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, 64) << r.err;  // Not a usage error: the workers failed.
   EXPECT_NE(
-      r.err.find("hyctl train: starting 2 workers, store " + dir.Sub("empty")),
+      r.err.find("hyctl train: starting 2 workers on nodes 0,1, store " +
+                 dir.Sub("empty")),
       std::string::npos)
       << r.err;
   std::smatch m;

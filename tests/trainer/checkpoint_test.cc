@@ -2,6 +2,7 @@
 // Each rank is a thread with its own Checkpointer and its own store, as the
 // processes of a run would be.
 
+#include "hy/recovery/node_layout.h"
 #include "hy/trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -254,7 +255,9 @@ TEST(CheckpointTest, SuccessiveCheckpointsKeepTheNewest) {
     for (const auto& v : *versions) {
       if (v.committed) committed.push_back(v.version);
     }
-    EXPECT_EQ(committed, (std::vector<uint64_t>{20, 30})) << "rank " << r;
+    EXPECT_EQ(committed, (std::vector<uint64_t>{recovery::MakeVersion(20, 0),
+                                              recovery::MakeVersion(30, 0)}))
+        << "rank " << r;
   }
   EXPECT_TRUE(CheckpointReader::Open(dir.path(), 10).status().IsNotFound());
   for (uint64_t step : {20, 30}) {
@@ -302,7 +305,11 @@ void SaveDeadPart(const std::string& root, int world, int r, uint64_t v) {
   o.chunk_bytes = 1024;
   auto store = statestore::Store::Open(RankStorePath(root, r), o);
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->Save({v, r, part->shards, part->blobs}, nullptr).ok());
+  ASSERT_TRUE((*store)
+                  ->Save({recovery::MakeVersion(v, 0), r, part->shards,
+                          part->blobs},
+                         nullptr)
+                  .ok());
 }
 
 TEST(CheckpointTest, LeftoverOfADeadRunIsAbortedOnOpen) {
@@ -325,7 +332,7 @@ TEST(CheckpointTest, LeftoverOfADeadRunIsAbortedOnOpen) {
     ASSERT_TRUE(store.ok()) << store.status();
     auto versions = (*store)->ListVersions();
     ASSERT_TRUE(versions.ok());
-    ASSERT_EQ(versions->back().version, 10u);
+    ASSERT_EQ(versions->back().version, recovery::MakeVersion(10, 0));
     EXPECT_TRUE(versions->back().aborted) << "rank " << r;
     EXPECT_TRUE(versions->back().prepared.empty()) << "rank " << r;
   }
@@ -361,7 +368,8 @@ TEST(CheckpointTest, FollowerThatMissedTheCommitCopiesItOnOpen) {
     auto store = statestore::Store::Open(RankStorePath(dir.path(), 0), {});
     ASSERT_TRUE(store.ok());
     statestore::CommitRecord c;
-    c.version = c.step = 3;
+    c.version = recovery::MakeVersion(3, 0);
+    c.step = 3;
     c.world_size = 2;
     c.ranks = {0};
     ASSERT_TRUE((*store)->Commit(c).ok());

@@ -76,6 +76,9 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"checkpoint.save_every", S(c.checkpoint.save_every)},
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
       {"checkpoint.commit_timeout_ms", S(c.checkpoint.commit_timeout_ms)},
+      {"checkpoint.replicas", S(c.checkpoint.replicas)},
+      {"checkpoint.heartbeat_timeout_ms",
+       S(c.checkpoint.heartbeat_timeout_ms)},
       {"metrics.port", S(c.metrics.port)},
       {"metrics.pushgateway", c.metrics.pushgateway},
   };
@@ -126,7 +129,7 @@ TrainConfig Modified() {
                0,
                7,
                1e-4};
-  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234};
+  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777};
   c.metrics = {0, "localhost:9091"};
   return c;
 }
@@ -370,6 +373,9 @@ TEST(ConfigTest, EachValidationFailureNamesItsField) {
       {{"checkpoint.save_every=-1"}, "checkpoint.save_every"},
       {{"checkpoint.keep_last=0"}, "checkpoint.keep_last"},
       {{"checkpoint.commit_timeout_ms=0"}, "checkpoint.commit_timeout_ms"},
+      {{"checkpoint.replicas=-1"}, "checkpoint.replicas"},
+      {{"checkpoint.heartbeat_timeout_ms=0"},
+       "checkpoint.heartbeat_timeout_ms"},
       {{"metrics.port=-2"}, "metrics.port"},
       {{"metrics.port=65536"}, "metrics.port"},
       {{"metrics.pushgateway=localhost"}, "metrics.pushgateway"},

@@ -1,14 +1,20 @@
 // Checkpointer: the trainer's way into hy::statestore. Each rank owns one
-// store, <root>/rank-NNNNN (RocksDB allows one writer per store), and a
+// store, the primary store of the node it runs on, <root>/node-<k>/store
+// (hy/recovery/node_layout.h; RocksDB allows one writer per store), and a
 // version is committed across the ranks' stores with group_commit's
-// two-phase protocol: rank 0 is the coordinator, its store decides.
+// two-phase protocol: rank 0 is the coordinator, its store decides. With
+// replicas, each committed part is then copied to other nodes
+// (hy/recovery/replicator.h) and the step counts as committed only once
+// every copy is durable.
 //
 // Saving: Save() copies the rank's shards (Store::SaveAsync), so the caller
 // may update its tensors as soon as it returns, and a background thread
 // then waits for the save, and runs the commit (CommitAcrossStores on rank
 // 0, FollowCommit on the others), then Gc. Training goes on meanwhile; at
 // most one checkpoint is in flight per rank (Save waits for the previous
-// one). The version number is the step.
+// one). The version number is recovery::MakeVersion(step, generation): one
+// generation per start of the job, so a restarted job never reuses a
+// version a dead one left behind.
 //
 // Crashes: a run that died mid-checkpoint leaves versions prepared but not
 // committed. Open() gives them up (rank 0 aborts them; the others copy the
@@ -17,9 +23,10 @@
 // step, so saving that step again fails on every rank (status() says so)
 // and the next step's checkpoint commits as usual.
 //
-// Loading (resume, any world size): CheckpointReader reads the newest
-// version committed in the coordinator's store, its world size W from the
-// commit record, and opens the W old rank stores read-only; ReadRegion then
+// Loading (resume, any world size): CheckpointReader scans every store under
+// the root (primaries and replicas, hy/recovery/catalog.h), takes the newest
+// version with a committed copy of every old rank's part, and opens those
+// copies read-only; ReadRegion then
 // reads any region of any tensor from whichever old stores hold it, so a
 // rank of the new world assembles its new shard whatever the old layout
 // was. Read-only opens work while a new run's Checkpointer writes the same
@@ -42,12 +49,23 @@
 #include "hy/common/shard.h"
 #include "hy/statestore/store.h"
 
+namespace hy::reshard {
+class Transport;
+}
+
 namespace hy::trainer {
 
 struct CheckpointOptions {
-  std::string root;  // Holds rank-NNNNN/ per rank.
+  std::string root;  // Holds node-<k>/ per node.
   int rank = 0;
   int world_size = 1;
+  // Node id of each rank; empty: rank r runs on node r.
+  std::vector<int> nodes;
+  uint32_t generation = 0;  // Of this start of the job (see above).
+  // Copies of each part on other nodes, sent over `replication` (a
+  // transport of the checkpoint thread's own). 0 or a null transport: none.
+  int replicas = 0;
+  reshard::Transport* replication = nullptr;
   int keep_last = 2;  // Gc after each commit keeps this many versions.
   // How long rank 0 waits for every rank to prepare before it aborts the
   // version. Followers wait twice as long for rank 0's decision, so they
@@ -57,8 +75,8 @@ struct CheckpointOptions {
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
 };
 
-// The store of `rank` under `root`: "<root>/rank-NNNNN" (five digits).
-std::string RankStorePath(const std::string& root, int rank);
+// The primary store of node `node` under `root`: "<root>/node-<k>/store".
+std::string RankStorePath(const std::string& root, int node);
 
 // The state of the newest checkpoint as the training loop reports it.
 struct CheckpointStatus {
@@ -101,8 +119,8 @@ class Checkpointer {
   // nothing in time.
   Status Wait();
 
-  // The newest committed step under `root` as rank 0's store says, or
-  // NotFound if none (or no store there yet).
+  // The newest step committed in any store under `root`, or NotFound if
+  // none (or no store there yet).
   static Result<uint64_t> LatestCommittedStep(const std::string& root);
 
  private:
@@ -115,15 +133,17 @@ class Checkpointer {
 // world size.
 class CheckpointReader {
  public:
-  // Opens the newest committed version under `root` (or `step` if >= 0):
-  // rank 0's store decides what is committed; every old rank store is
-  // opened read-only. Returns NotFound if there is no store under `root`,
-  // nothing is committed, or `step` is not committed; DataLoss if an old
-  // rank's store is missing, lacks the version (also when it holds its part
-  // prepared but never copied rank 0's commit: that rank died before it
-  // could), or its shards contradict another rank's.
-  static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& root,
-                                                        int64_t step = -1);
+  // Opens the newest version under `root` (or of `step` if >= 0) that some
+  // store committed and whose every old rank's part has a committed copy
+  // (primary or replica); the copies are opened read-only. Returns NotFound
+  // if there is no store under `root`, nothing is committed, or `step` is
+  // not committed; DataLoss if an old rank's part has no copy (also when
+  // its store holds it prepared but never copied rank 0's commit: that rank
+  // died before it could; recovery settles that) or its shards contradict
+  // another rank's.
+  // With generation >= 0, only versions that start of the job wrote count.
+  static Result<std::unique_ptr<CheckpointReader>> Open(
+      const std::string& root, int64_t step = -1, int64_t generation = -1);
   ~CheckpointReader();
 
   uint64_t step() const;
@@ -135,6 +155,9 @@ class CheckpointReader {
   // out, DataLoss if some element is held by no old rank or a chunk is bad.
   Status ReadRegion(const std::string& tensor, FlatRun region,
                     MutableBytes out);
+
+  uint64_t version() const;
+  std::vector<std::string> TensorNames() const;  // Sorted.
 
   // The tensor's dtype and global shape, or NotFound.
   Result<TensorMeta> FindTensor(const std::string& tensor) const;

@@ -85,6 +85,12 @@ struct CheckpointConfig {
   int save_every = 10;      // Iterations between checkpoints; 0 = never.
   int keep_last = 2;       // Committed versions Gc keeps per rank store.
   int commit_timeout_ms = 60000;
+  // Copies of each committed part on other nodes (the ring rule of
+  // hy/recovery/node_layout.h); 0 for a store root on shared storage that
+  // outlives any node.
+  int replicas = 1;
+  // A rank whose heartbeat stalls this long counts as failed.
+  int heartbeat_timeout_ms = 5000;
 };
 
 struct MetricsConfig {

@@ -74,12 +74,17 @@ struct RunSummary {
   double seconds = 0;
   int64_t checkpoint_step = -1;  // Newest committed at the end.
   std::string store_root;
+  int64_t recovered_step = -1;   // The step recovery resumed from; -1 none.
+  double recovery_seconds = 0;   // Start-up to the first iteration.
 };
 
 struct WorkerOptions {
-  // Resume from the newest committed version under
+  // Resume from the newest recoverable version under
   // config.checkpoint.store_root (any world size). Without it the root
-  // must hold no committed version.
+  // must hold no committed version, unless this is a restart
+  // (HY_RESTART_COUNT or TORCHELASTIC_RESTART_COUNT > 0 in the
+  // environment): a restarted worker resumes whatever is committed and
+  // starts fresh when nothing is.
   bool resume = false;
   // Stop after this many iterations (counting from the start or resume
   // point), regardless of total_iterations; -1: no limit. For tests that
@@ -94,7 +99,16 @@ struct WorkerOptions {
 };
 
 // Runs one rank until total_iterations (or max_iterations) are done, then
-// waits for the last checkpoint to commit. Returns InvalidArgument for a
+// waits for the last checkpoint to commit.
+//
+// Start-up (every start, first or restart): the ranks agree on their node
+// ids (HY_NODE_ID if the launcher set it, else the node directories under
+// the root in order, then fresh ones), start heartbeats, and run
+// hy::recovery over the world transport: settle leftovers, choose the
+// newest recoverable version, verify it and rebuild every rank's shards
+// under the new world size. A resumed run checkpoints the rebuilt state at
+// once (new layout, replicas restored) before it trains on. A lost heartbeat
+// ends the process at once with recovery::kExitPeerFailed. Returns InvalidArgument for a
 // bad config or environment (t_g not dividing the world size, a batch that
 // does not fit), FailedPrecondition when resuming finds nothing to resume
 // (or a fresh run finds a committed version already), and the transport's

@@ -1,0 +1,57 @@
+// hyctl restore: one rank's shards of a run's committed step, cut for a new
+// layout, as a safetensors file. Also the run-root helpers `hyctl inspect`
+// shares (a run root is a directory of node-<k>/ dirs, see
+// hy/recovery/node_layout.h).
+#ifndef HY_CLI_RESTORE_COMMAND_H_
+#define HY_CLI_RESTORE_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+#include "hy/common/result.h"
+#include "hy/common/shard.h"
+#include "hy/recovery/catalog.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace hy::cli {
+
+// Adds `restore ROOT --layout L --rank R --out DIR [--version STEP]`; the
+// command stores its exit code in `*exit_code`, which must outlive
+// app.parse().
+void AddRestoreCommand(CLI::App* app, int* exit_code);
+
+// Whether `path` is a run root: a directory holding at least one node-<k>
+// directory.
+bool IsRunRoot(const std::string& path);
+
+// Every store of a run root (primaries and replicas of every node), scanned.
+struct RunRootScan {
+  std::vector<int> nodes;  // Ascending.
+  recovery::Catalog catalog;
+};
+// Returns IOError if a directory cannot be listed.
+Result<RunRootScan> ScanRunRoot(const std::string& root);
+
+// How a restored rank's shards are cut: "fsdp=N" (each tensor flattened
+// and split evenly over N ranks) or "replicated" (whole tensors).
+struct RestoreLayout {
+  bool replicated = false;
+  int fsdp = 1;      // Ranks the tensors are split over (when !replicated).
+  std::string text;  // Canonical spelling: "fsdp=N" or "replicated".
+};
+// Returns InvalidArgument, quoting `text`, for anything else.
+Result<RestoreLayout> ParseRestoreLayout(const std::string& text);
+
+// The elements [begin, end) of a tensor of `numel` elements that rank
+// `rank` of `world` holds under an even flat split: begin =
+// floor(rank * numel / world), end = floor((rank + 1) * numel / world), so
+// the ranks' pieces differ by at most one element.
+// REQUIRES: numel >= 0, 0 <= rank < world.
+FlatRun EvenFlatPiece(int64_t numel, int world, int rank);
+
+}  // namespace hy::cli
+
+#endif  // HY_CLI_RESTORE_COMMAND_H_

@@ -1,0 +1,81 @@
+// Replicator: after a version commits in the ranks' own stores, copies each
+// rank's part to the nodes the ring rule names (node_layout.h), over a
+// reshard::Transport, so that losing a node loses no committed state.
+//
+// Each rank reads its committed part back from its own store (shards and
+// blobs), encodes each shard with the chunk codec (exponent split + zstd,
+// the store's own encoding) and sends it to its holders in one all-to-all;
+// each holder decodes, saves the parts it receives into
+// <root>/node-<holder>/replica-<source node> with the same version, rank and
+// commit record, and commits them there (synced). Then the ranks exchange
+// outcomes: the version is fully replicated only when every holder has
+// committed every copy it was sent.
+//
+// Every rank calls Replicate for the same versions in the same order (from
+// its checkpointing thread, on a transport of its own so that it runs beside
+// training's collectives), also when its own commit failed (it then sends
+// nothing and the version is reported as not replicated).
+//
+// Ownership: the Replicator keeps the replica stores it writes open; the
+// transport is the caller's and must outlive it.
+// Thread-safety: one thread at a time.
+#ifndef HY_RECOVERY_REPLICATOR_H_
+#define HY_RECOVERY_REPLICATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hy/common/result.h"
+#include "hy/reshard/transport.h"
+
+namespace hy::statestore {
+class Store;
+}
+
+namespace hy::recovery {
+
+struct ReplicatorOptions {
+  std::string root;
+  std::vector<int> nodes;  // Node id of each rank.
+  int replicas = 1;        // Copies besides the primary.
+  int keep_last = 2;       // Gc of the replica stores after each commit.
+};
+
+struct ReplicateStats {
+  uint64_t raw_bytes = 0;   // Of this rank's part.
+  uint64_t sent_bytes = 0;  // Encoded, to all its holders.
+  uint64_t received_bytes = 0;
+  double seconds = 0;
+};
+
+class Replicator {
+ public:
+  // REQUIRES: options.nodes.size() == transport->world_size().
+  Replicator(reshard::Transport* transport, ReplicatorOptions options);
+  ~Replicator();
+
+  // Collective (see above). `own` holds this rank's part of `version`,
+  // committed when own_committed. Returns OK once every copy is durable;
+  // Unavailable naming the ranks whose copies are missing (their commit
+  // failed, or a holder could not store them) otherwise, on every rank;
+  // the transport's errors.
+  Status Replicate(statestore::Store* own, uint64_t version,
+                   bool own_committed, ReplicateStats* stats);
+
+ private:
+  Result<statestore::Store*> ReplicaStore(int source_node);
+  // Stores one received part. Returns DataLoss for a garbled message.
+  Status StorePart(int source_rank, const std::vector<uint8_t>& message,
+                   uint64_t version);
+
+  reshard::Transport* transport_;
+  ReplicatorOptions options_;
+  std::map<int, std::unique_ptr<statestore::Store>> stores_;  // By source.
+};
+
+}  // namespace hy::recovery
+
+#endif  // HY_RECOVERY_REPLICATOR_H_

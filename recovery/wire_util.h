@@ -1,0 +1,59 @@
+// Little helpers to pack and unpack the messages recovery sends (internal).
+#ifndef HY_RECOVERY_WIRE_UTIL_H_
+#define HY_RECOVERY_WIRE_UTIL_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hy/common/bytes.h"
+
+namespace hy::recovery::internal {
+
+inline void PutU64(std::vector<uint8_t>* out, uint64_t v) {
+  uint8_t b[8];
+  std::memcpy(b, &v, 8);
+  out->insert(out->end(), b, b + 8);
+}
+
+inline void PutBytes(std::vector<uint8_t>* out, const void* p, size_t n) {
+  PutU64(out, n);
+  const auto* c = static_cast<const uint8_t*>(p);
+  out->insert(out->end(), c, c + n);
+}
+
+// Reads from a received message; every read checks the bounds.
+class Reader {
+ public:
+  explicit Reader(const std::vector<uint8_t>& in) : in_(in) {}
+  bool U64(uint64_t* v) {
+    if (in_.size() - pos_ < 8) return false;
+    std::memcpy(v, in_.data() + pos_, 8);
+    pos_ += 8;
+    return true;
+  }
+  // A length-prefixed byte string, returned as a view into the message.
+  bool Bytes(ConstBytes* out) {
+    uint64_t n = 0;
+    if (!U64(&n) || in_.size() - pos_ < n) return false;
+    *out = ConstBytes(in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool String(std::string* out) {
+    ConstBytes b;
+    if (!Bytes(&b)) return false;
+    out->assign(reinterpret_cast<const char*>(b.data()), b.size());
+    return true;
+  }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  const std::vector<uint8_t>& in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace hy::recovery::internal
+
+#endif  // HY_RECOVERY_WIRE_UTIL_H_

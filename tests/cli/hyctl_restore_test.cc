@@ -1,0 +1,280 @@
+// hyctl restore and the run-root form of hyctl inspect, run as a subprocess
+// on a run root that trainer::Checkpointer wrote (two ranks, one thread
+// each, each with its own node directory and store; no LibTorch).
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hy/statestore/safetensors.h"
+#include "hy/trainer/checkpoint.h"
+#include "statestore/store_test_util.h"
+
+namespace hy::cli {
+namespace {
+
+using statestore::SafetensorsReader;
+using statestore::ShardData;
+using statestore::testing::TempDir;
+
+struct CmdResult {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+CmdResult Hyctl(const TempDir& dir, const std::string& args) {
+  CmdResult r;
+  const std::string err_path = dir.Sub("stderr.txt");
+  FILE* p = popen(
+      (std::string(HYCTL_PATH) + " " + args + " 2>" + err_path).c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream ss;
+  ss << err.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+constexpr uint64_t kStep = 4;
+constexpr int kOldWorld = 2;
+
+// The state at kStep: "w" f32 [5, 7] and "b" bf16 [11] (raw bits).
+struct State {
+  std::vector<float> w = std::vector<float>(5 * 7);
+  std::vector<uint16_t> b = std::vector<uint16_t>(11);
+  State() {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f * i + 1.0f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = uint16_t(100 + 3 * i);
+  }
+};
+
+// Rank r's contiguous piece of n elements in a world of `world`.
+FlatRun Piece(int64_t n, int world, int r) {
+  return {n * r / world, n * (r + 1) / world - n * r / world};
+}
+
+// Ranks 0 and 1 each save their flat half of both tensors at kStep from a
+// thread of their own, as the processes of a run would.
+void SaveRun(const std::string& root, const State& s) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kOldWorld; ++r) {
+    threads.emplace_back([&, r] {
+      trainer::CheckpointOptions o;
+      o.root = root;
+      o.rank = r;
+      o.world_size = kOldWorld;
+      o.commit_timeout_ms = 10000;
+      o.chunk_bytes = 64;  // Several chunks per shard.
+      auto ckpt = trainer::Checkpointer::Open(o);
+      ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+      const FlatRun w = Piece(s.w.size(), kOldWorld, r);
+      const FlatRun b = Piece(s.b.size(), kOldWorld, r);
+      std::vector<ShardData> shards;
+      shards.push_back({TensorMeta{"w", DType::kF32, {5, 7}},
+                        ShardGeometry::FromRuns({w}),
+                        ConstBytes(s.w.data() + w.offset, w.length * 4)});
+      shards.push_back({TensorMeta{"b", DType::kBF16, {11}},
+                        ShardGeometry::FromRuns({b}),
+                        ConstBytes(s.b.data() + b.offset, b.length * 2)});
+      ASSERT_TRUE(
+          (*ckpt)->Save(kStep, std::move(shards), {}, "fsdp=2", "rules").ok());
+      Status st = (*ckpt)->Wait();
+      EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Elements `run` of `v`, as bytes.
+template <typename T>
+std::string Slice(const std::vector<T>& v, FlatRun run) {
+  return std::string(reinterpret_cast<const char*>(v.data() + run.offset),
+                     run.length * sizeof(T));
+}
+
+std::string Data(const SafetensorsReader& f, const std::string& name) {
+  auto d = f.TensorData(name);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? std::string(d->AsStringView()) : std::string();
+}
+
+class HyctlRestoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = dir_.Sub("run");
+    SaveRun(root_, state_);
+  }
+
+  TempDir dir_;
+  std::string root_;
+  State state_;
+};
+
+TEST_F(HyctlRestoreTest, RestoresAnFsdpShardForANewWorldSize) {
+  const std::string out = dir_.Sub("out");
+  CmdResult r = Hyctl(
+      dir_, "restore " + root_ + " --layout fsdp=3 --rank 1 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("restored step 4"), std::string::npos) << r.out;
+
+  auto file = SafetensorsReader::Open(out + "/rank-1.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  const SafetensorsReader& f = **file;
+  ASSERT_EQ(f.tensors().size(), 2u);
+  // Rank 1 of 3: elements [numel / 3, 2 * numel / 3) of each tensor.
+  const FlatRun w = Piece(35, 3, 1), b = Piece(11, 3, 1);
+  EXPECT_EQ(w.offset, 11);
+  EXPECT_EQ(w.length, 12);
+  EXPECT_EQ(b.offset, 3);
+  EXPECT_EQ(b.length, 4);
+  ASSERT_NE(f.Find("w"), nullptr);
+  ASSERT_NE(f.Find("b"), nullptr);
+  EXPECT_EQ(f.Find("w")->meta, (TensorMeta{"w", DType::kF32, {w.length}}));
+  EXPECT_EQ(f.Find("b")->meta, (TensorMeta{"b", DType::kBF16, {b.length}}));
+  EXPECT_EQ(Data(f, "w"), Slice(state_.w, w));
+  EXPECT_EQ(Data(f, "b"), Slice(state_.b, b));
+  EXPECT_EQ(f.metadata().at("step"), "4");
+  EXPECT_EQ(f.metadata().at("layout"), "fsdp=3");
+  EXPECT_EQ(f.metadata().at("rank"), "1");
+  EXPECT_EQ(f.metadata().at("source_world_size"), "2");
+  EXPECT_EQ(f.metadata().at("source_layout"), "fsdp=2");
+
+  // The three ranks' pieces together are the whole tensors.
+  std::string w_all, b_all;
+  for (int rank = 0; rank < 3; ++rank) {
+    r = Hyctl(dir_, "restore " + root_ +
+                        " --version 4 --layout fsdp=3 "
+                        "--rank " +
+                        std::to_string(rank) + " --out " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto g = SafetensorsReader::Open(out + "/rank-" + std::to_string(rank) +
+                                     ".safetensors");
+    ASSERT_TRUE(g.ok()) << g.status();
+    w_all += Data(**g, "w");
+    b_all += Data(**g, "b");
+  }
+  EXPECT_EQ(w_all, Slice(state_.w, {0, 35}));
+  EXPECT_EQ(b_all, Slice(state_.b, {0, 11}));
+}
+
+TEST_F(HyctlRestoreTest, RestoresWholeTensorsWhenReplicated) {
+  const std::string out = dir_.Sub("out");
+  CmdResult r = Hyctl(
+      dir_, "restore " + root_ + " --layout replicated --rank 0 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto file = SafetensorsReader::Open(out + "/rank-0.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ((*file)->Find("w")->meta, (TensorMeta{"w", DType::kF32, {5, 7}}));
+  EXPECT_EQ((*file)->Find("b")->meta, (TensorMeta{"b", DType::kBF16, {11}}));
+  EXPECT_EQ(Data(**file, "w"), Slice(state_.w, {0, 35}));
+  EXPECT_EQ(Data(**file, "b"), Slice(state_.b, {0, 11}));
+  EXPECT_EQ((*file)->metadata().at("layout"), "replicated");
+}
+
+TEST_F(HyctlRestoreTest, RejectsBadArgumentsClearly) {
+  const std::string out = dir_.Sub("out");
+  CmdResult r = Hyctl(
+      dir_, "restore " + root_ + " --layout fsdp=3 --rank 3 --out " + out);
+  EXPECT_EQ(r.code, 64);
+  EXPECT_NE(r.err.find("--rank 3 is outside layout fsdp=3"), std::string::npos)
+      << r.err;
+  r = Hyctl(dir_, "restore " + root_ + " --layout tp=2 --rank 0 --out " + out);
+  EXPECT_EQ(r.code, 64);
+  EXPECT_NE(r.err.find("not supported"), std::string::npos) << r.err;
+  r = Hyctl(dir_,
+            "restore " + root_ + " --layout fsdp=x --rank 0 --out " + out);
+  EXPECT_EQ(r.code, 64);
+  r = Hyctl(dir_, "restore " + root_ +
+                      " --version 9 --layout fsdp=2 --rank 0 --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("step 9 is not committed"), std::string::npos) << r.err;
+  r = Hyctl(dir_, "restore " + dir_.Sub("nothing") +
+                      " --layout fsdp=2 --rank 0 --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(std::filesystem::exists(out + "/rank-0.safetensors"));
+}
+
+TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
+  CmdResult r = Hyctl(dir_, "inspect " + root_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("primary on node 0 (committed)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("primary on node 1 (committed)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("recoverable: step 4"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("not recoverable"), std::string::npos) << r.out;
+
+  r = Hyctl(dir_, "inspect " + root_ + " -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["nodes"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j["recoverable"], true);
+  EXPECT_EQ(j["recover_step"], kStep);
+  ASSERT_EQ(j["versions"].size(), 1u);
+  const auto& v = j["versions"][0];
+  EXPECT_EQ(v["step"], kStep);
+  EXPECT_EQ(v["world_size"], kOldWorld);
+  EXPECT_EQ(v["recoverable"], true);
+  ASSERT_EQ(v["ranks"].size(), 2u);
+  for (int rank = 0; rank < kOldWorld; ++rank) {
+    const auto& copies = v["ranks"][rank]["copies"];
+    ASSERT_EQ(copies.size(), 1u) << v.dump();
+    EXPECT_EQ(copies[0]["node"], rank);
+    EXPECT_EQ(copies[0]["replica"], false);
+    EXPECT_EQ(copies[0]["state"], "committed");
+  }
+
+  // --version picks a step of the run.
+  r = Hyctl(dir_, "inspect " + root_ + " --version 4 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["versions"].size(), 1u);
+  EXPECT_EQ(Hyctl(dir_, "inspect " + root_ + " --version 9").code, 2);
+
+  // A single store still inspects as before.
+  r = Hyctl(dir_, "inspect " + root_ + "/node-0/store -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto versions = nlohmann::json::parse(r.out);
+  ASSERT_EQ(versions.size(), 1u);
+  EXPECT_EQ(versions[0]["step"], kStep);
+  EXPECT_EQ(versions[0]["committed"], true);
+
+  // Node 1 is lost: rank 1's part has no copy left.
+  std::filesystem::remove_all(root_ + "/node-1");
+  r = Hyctl(dir_, "inspect " + root_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("not recoverable"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("none"), std::string::npos) << r.out;
+  r = Hyctl(dir_, "inspect " + root_ + " -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["nodes"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["recoverable"], false);
+  ASSERT_EQ(j["versions"].size(), 1u);
+  EXPECT_EQ(j["versions"][0]["recoverable"], false);
+  EXPECT_EQ(j["versions"][0]["ranks"][1]["copies"].size(), 0u);
+
+  const std::string out = dir_.Sub("out");
+  r = Hyctl(dir_,
+            "restore " + root_ + " --layout fsdp=3 --rank 1 --out " + out);
+  EXPECT_EQ(r.code, 3) << r.out;  // DataLoss.
+  EXPECT_NE(r.err.find("old rank(s) 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/rank-1.safetensors"));
+}
+
+}  // namespace
+}  // namespace hy::cli

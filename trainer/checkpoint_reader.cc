@@ -1,0 +1,270 @@
+// CheckpointReader: a committed version of a run read across its stores
+// (see hy/trainer/checkpoint.h).
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "checkpoint_internal.h"
+#include "hy/recovery/catalog.h"
+#include "hy/trainer/checkpoint.h"
+
+namespace hy::trainer {
+
+namespace {
+
+using internal::OpenReadOnly;
+using internal::ScanRoot;
+using internal::StepName;
+using statestore::Store;
+
+// A holder contributing more pieces than this to one read (a box shard's
+// rows, say) is read whole once, if the pieces are a good part of it,
+// rather than decoding its chunks once per piece.
+constexpr size_t kMaxPiecesPerRead = 8;
+
+}  // namespace
+
+namespace {
+
+// One old rank's shard of a tensor.
+struct Holder {
+  int rank = 0;
+  std::vector<FlatRun> runs;  // In local-buffer order.
+  int64_t elements = 0;
+};
+
+struct TensorIndex {
+  TensorMeta meta;
+  std::vector<Holder> holders;  // In rank order.
+};
+
+// The parts of `piece` that `covered` (begin -> end, disjoint) lacks.
+std::vector<FlatRun> Uncovered(const std::map<int64_t, int64_t>& covered,
+                               FlatRun piece) {
+  std::vector<FlatRun> out;
+  int64_t pos = piece.offset;
+  auto it = covered.upper_bound(pos);
+  if (it != covered.begin()) --it;
+  for (; it != covered.end() && it->first < piece.end(); ++it) {
+    if (it->second <= pos) continue;
+    if (it->first > pos) out.push_back({pos, it->first - pos});
+    pos = std::max(pos, it->second);
+  }
+  if (pos < piece.end()) out.push_back({pos, piece.end() - pos});
+  return out;
+}
+
+}  // namespace
+
+struct CheckpointReader::Impl {
+  uint64_t step = 0;  // The version read (see recovery::MakeVersion).
+  statestore::CommitRecord commit;
+  std::vector<std::unique_ptr<Store>> stores;  // Index = old rank.
+  std::map<std::string, TensorIndex> tensors;
+
+  // Opens old rank `r`'s chosen copy and adds its shards to the index.
+  Status AddRank(const recovery::CopyEntry& copy, int r);
+  // Reads `pieces` (global runs of one holder) into `out` (whose first
+  // element is global element `base`).
+  Status ReadPieces(const std::string& name, const TensorIndex& t,
+                    const Holder& h, const std::vector<RunOverlap>& pieces,
+                    int64_t base, MutableBytes out);
+};
+
+CheckpointReader::CheckpointReader(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+CheckpointReader::~CheckpointReader() = default;
+
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
+    const std::string& root, int64_t step, int64_t generation) {
+  std::vector<int> nodes;
+  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, ScanRoot(root, &nodes));
+  if (nodes.empty()) return Status::NotFound("no store under " + root);
+  Result<recovery::Choice> choice =
+      recovery::ChooseVersion(catalog, nodes, {}, step, generation);
+  if (!choice.ok()) {
+    if (choice.status().IsNotFound()) {
+      return Status::NotFound(
+          (step >= 0 ? StepName(static_cast<uint64_t>(step)) + " is not"
+                     : std::string("nothing is")) +
+          " committed under " + root);
+    }
+    return choice.status().WithContext(root);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->step = choice->version;
+  impl->commit = choice->commit;
+  if (impl->commit.world_size < 1) {
+    return Status::DataLoss(root + ": commit record of version " +
+                            std::to_string(impl->step) + " has world size " +
+                            std::to_string(impl->commit.world_size));
+  }
+  for (int r = 0; r < impl->commit.world_size; ++r) {
+    HY_RETURN_IF_ERROR(impl->AddRank(choice->source[r], r));
+  }
+  return std::unique_ptr<CheckpointReader>(
+      new CheckpointReader(std::move(impl)));
+}
+
+Status CheckpointReader::Impl::AddRank(const recovery::CopyEntry& copy,
+                                       int r) {
+  const std::string& path = copy.where.path;
+  const std::string what = StepName(commit.step) + " (committed with " +
+                           std::to_string(commit.world_size) +
+                           " ranks): rank " + std::to_string(r);
+  if (copy.state != recovery::CopyState::kCommitted) {
+    return Status::DataLoss(
+        what + "'s store " + path +
+        " holds its part prepared but not rank 0's commit decision (the "
+        "rank stopped before copying it); recovery (or reopening that "
+        "rank's Checkpointer) copies it");
+  }
+  Result<std::unique_ptr<Store>> opened = OpenReadOnly(path);
+  if (!opened.ok()) {
+    return Status::DataLoss(what + "'s store " + path +
+                            " cannot be opened: " + opened.status().ToString());
+  }
+  stores.push_back(std::move(opened).value());
+  Store* store = stores[r].get();
+  Result<statestore::Manifest> m = store->ReadManifest(step);
+  if (!m.ok()) return m.status().WithContext(path);
+  const statestore::CommitRecord& c = m->commit;
+  if (c.step != commit.step || c.world_size != commit.world_size ||
+      c.layout != commit.layout || c.model_rules != commit.model_rules) {
+    return Status::DataLoss(what + "'s store " + path +
+                            " holds a different commit of the version");
+  }
+  for (const auto& [name, entry] : m->tensors) {
+    auto [it, fresh] = tensors.emplace(name, TensorIndex{entry.meta, {}});
+    if (!fresh && it->second.meta != entry.meta) {
+      return Status::DataLoss("tensor '" + name + "' is " +
+                              entry.meta.DebugString() + " in rank " +
+                              std::to_string(r) + "'s store but " +
+                              it->second.meta.DebugString() + " in another");
+    }
+    for (const statestore::ShardEntry& shard : entry.shards) {
+      Holder h;
+      h.rank = shard.rank;
+      Result<std::vector<FlatRun>> runs =
+          shard.geometry.ToFlatRuns(entry.meta.shape);
+      if (!runs.ok()) return Status::DataLoss(runs.status().message());
+      h.runs = std::move(runs).value();
+      h.elements = TotalLength(h.runs);
+      if (h.rank != r) {
+        return Status::DataLoss(path + " holds a shard of rank " +
+                                std::to_string(h.rank) + " for '" + name + "'");
+      }
+      it->second.holders.push_back(std::move(h));
+    }
+  }
+  return Status::OK();
+}
+
+uint64_t CheckpointReader::step() const { return impl_->commit.step; }
+
+uint64_t CheckpointReader::version() const { return impl_->step; }
+
+std::vector<std::string> CheckpointReader::TensorNames() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : impl_->tensors) out.push_back(name);
+  return out;
+}
+
+const statestore::CommitRecord& CheckpointReader::commit() const {
+  return impl_->commit;
+}
+
+Result<TensorMeta> CheckpointReader::FindTensor(
+    const std::string& tensor) const {
+  auto it = impl_->tensors.find(tensor);
+  if (it == impl_->tensors.end()) {
+    return Status::NotFound("no tensor '" + tensor + "' in " +
+                            StepName(impl_->commit.step));
+  }
+  return it->second.meta;
+}
+
+Status CheckpointReader::ReadRegion(const std::string& tensor, FlatRun region,
+                                    MutableBytes out) {
+  auto it = impl_->tensors.find(tensor);
+  if (it == impl_->tensors.end()) {
+    return Status::NotFound("no tensor '" + tensor + "' in " +
+                            StepName(impl_->commit.step));
+  }
+  const TensorIndex& t = it->second;
+  const uint64_t es = DTypeSize(t.meta.dtype);
+  const int64_t numel = *t.meta.NumElements();
+  if (region.offset < 0 || region.length < 0 || region.offset > numel ||
+      region.length > numel - region.offset) {
+    return Status::InvalidArgument("region outside tensor '" + tensor + "'");
+  }
+  if (out.size() != static_cast<uint64_t>(region.length) * es) {
+    return Status::InvalidArgument("output buffer for '" + tensor +
+                                   "' has the wrong size");
+  }
+  // Each element comes from the lowest old rank that holds it.
+  std::map<int64_t, int64_t> covered;
+  for (const Holder& h : t.holders) {
+    std::vector<RunOverlap> pieces;
+    for (const RunOverlap& o : IntersectRuns(h.runs, region)) {
+      for (const FlatRun& u :
+           Uncovered(covered, FlatRun{o.global_offset, o.length})) {
+        pieces.push_back({o.local_offset + (u.offset - o.global_offset),
+                          u.offset, u.length});
+        covered[u.offset] = u.end();
+      }
+    }
+    if (pieces.empty()) continue;
+    HY_RETURN_IF_ERROR(
+        impl_->ReadPieces(tensor, t, h, pieces, region.offset, out));
+  }
+  const std::vector<FlatRun> missing = Uncovered(covered, region);
+  if (!missing.empty()) {
+    return Status::DataLoss(
+        "tensor '" + tensor + "' in " + StepName(impl_->commit.step) + ": elements [" +
+        std::to_string(missing[0].offset) + ", " +
+        std::to_string(missing[0].end()) + ") are held by no old rank");
+  }
+  return Status::OK();
+}
+
+Status CheckpointReader::Impl::ReadPieces(const std::string& name,
+                                          const TensorIndex& t, const Holder& h,
+                                          const std::vector<RunOverlap>& pieces,
+                                          int64_t base, MutableBytes out) {
+  Store* store = stores[h.rank].get();
+  const uint64_t es = DTypeSize(t.meta.dtype);
+  int64_t wanted = 0;
+  for (const RunOverlap& p : pieces) wanted += p.length;
+  if (pieces.size() > kMaxPiecesPerRead && 4 * wanted >= h.elements) {
+    // Many pieces making up much of the shard: decode it whole, once.
+    std::string shard(static_cast<size_t>(h.elements) * es, '\0');
+    HY_RETURN_IF_ERROR(
+        store->ReadShard(step, name, h.rank, MutableBytes(shard)));
+    for (const RunOverlap& p : pieces) {
+      std::copy_n(shard.data() + p.local_offset * es, p.length * es,
+                  out.data() + (p.global_offset - base) * es);
+    }
+    return Status::OK();
+  }
+  for (const RunOverlap& p : pieces) {
+    HY_RETURN_IF_ERROR(store->ReadRegion(
+        step, name, FlatRun{p.global_offset, p.length},
+        out.subspan((p.global_offset - base) * es, p.length * es)));
+  }
+  return Status::OK();
+}
+
+Result<std::string> CheckpointReader::ReadBlob(const std::string& name,
+                                               int rank) {
+  if (rank != statestore::kReplicatedBlob &&
+      (rank < 0 || rank >= static_cast<int>(impl_->stores.size()))) {
+    return Status::NotFound("no old rank " + std::to_string(rank) + " in " +
+                            StepName(impl_->commit.step));
+  }
+  Store* store = impl_->stores[std::max(rank, 0)].get();
+  return store->ReadBlob(impl_->step, name, rank);
+}
+
+}  // namespace hy::trainer

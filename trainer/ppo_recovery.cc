@@ -1,0 +1,149 @@
+// PpoWorker's start-up for fault tolerance: node ids, heartbeats, and
+// resuming through hy::recovery (see hy/trainer/worker.h).
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hy/metrics/hy_metrics.h"
+#include "hy/recovery/node_layout.h"
+#include "ppo_worker.h"
+
+namespace hy::trainer {
+
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+bool IsRestart() {
+  return EnvInt("HY_RESTART_COUNT", 0) > 0 ||
+         EnvInt("TORCHELASTIC_RESTART_COUNT", 0) > 0;
+}
+
+Status PpoWorker::JoinNodes() {
+  const std::string& root = config_.checkpoint.store_root;
+  nlohmann::json mine = {{"hint", EnvInt("HY_NODE_ID", -1)}};
+  if (comm_->rank() == 0) {
+    auto existing = recovery::ListNodes(root);
+    if (!existing.ok()) return existing.status();
+    mine["existing"] = *existing;
+  }
+  const std::string text = mine.dump();
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(
+                                    std::vector<uint8_t>(text.begin(),
+                                                         text.end())));
+  std::vector<int> hints;
+  std::vector<int> existing;
+  for (size_t r = 0; r < all.size(); ++r) {
+    nlohmann::json j = nlohmann::json::parse(
+        std::string(all[r].begin(), all[r].end()), nullptr, false);
+    if (!j.is_object()) return Status::Internal("node hints garbled");
+    hints.push_back(j.value("hint", -1));
+    if (r == 0) existing = j.value("existing", std::vector<int>());
+  }
+  nodes_ = recovery::AssignNodes(hints, existing);
+  const std::string dir = recovery::NodeDir(root, nodes_[comm_->rank()]);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IOError("creating " + dir + ": " + ec.message());
+  std::ofstream(dir + "/worker.pid") << getpid() << "\n";
+  std::string list;
+  for (int n : nodes_) list += (list.empty() ? "" : ",") + std::to_string(n);
+  Log("nodes by rank: " + list);
+  return Status::OK();
+}
+
+void PpoWorker::StartHeartbeat() {
+  recovery::HeartbeatOptions o;
+  o.timeout_ms = config_.checkpoint.heartbeat_timeout_ms;
+  o.period_ms = std::min<int64_t>(1000, std::max<int64_t>(50, o.timeout_ms / 5));
+  const int rank = comm_->rank();
+  heartbeat_ = std::make_unique<recovery::Heartbeat>(
+      comm_->aux()->kv(), rank, comm_->world_size(), o,
+      [rank](const std::string& why) {
+        std::fprintf(stderr,
+                     "hy: rank %d: peer failure detected (%s); exiting with "
+                     "status %d for a restart\n",
+                     rank, why.c_str(), recovery::kExitPeerFailed);
+        std::fflush(stderr);
+        std::_Exit(recovery::kExitPeerFailed);
+      });
+}
+
+Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
+  HY_ASSIGN_OR_RETURN(std::string state_text, rec->FetchBlob("trainer.state"));
+  HY_ASSIGN_OR_RETURN(std::string config_text,
+                      rec->FetchBlob("trainer.config"));
+  HY_RETURN_IF_ERROR(ApplyStoredState(state_text, config_text));
+  struct Part {
+    FsdpModel* model;
+    std::string prefix;
+    bool optimizer;
+  };
+  const std::vector<Part> parts = {{actor_.get(), kActorPrefix, true},
+                                   {critic_.get(), kCriticPrefix, true},
+                                   {ref_.get(), kRefPrefix, false}};
+  const int rank = comm_->rank();
+  std::vector<recovery::TensorNeed> needs;
+  for (const Part& part : parts) {
+    FsdpModel* m = part.model;
+    for (int t = 0; t < m->num_tensors(); ++t) {
+      const reshard::RankShard& s = m->shard_map().Get(rank, t);
+      if (!s.has_shard || s.num_elements == 0) continue;
+      const std::string& name = m->spec().tensors[t].meta.name;
+      std::vector<std::pair<std::string, at::Tensor*>> bufs = {
+          {"/", &m->params()}};
+      if (part.optimizer) {
+        bufs.push_back({"/exp_avg/", &m->exp_avg()});
+        bufs.push_back({"/exp_avg_sq/", &m->exp_avg_sq()});
+      }
+      for (const auto& [infix, buffer] : bufs) {
+        at::Tensor local = m->LocalSlice(*buffer, t);
+        needs.push_back(
+            {part.prefix + infix + name, s.runs[0],
+             MutableBytes(static_cast<uint8_t*>(local.data_ptr()),
+                          static_cast<size_t>(local.numel() * 4))});
+      }
+    }
+  }
+  HY_RETURN_IF_ERROR(rec->Fetch(needs));
+  const recovery::RecoveryStats& st = rec->stats();
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "recovered step %llu (saved by %d ranks) on %d ranks: scan "
+                "%.3f s, verify %.3f s, read %.3f s, exchange %.3f s; rank 0 "
+                "read %.1f MB locally, received %.1f MB",
+                static_cast<unsigned long long>(rec->choice().commit.step),
+                rec->choice().commit.world_size, comm_->world_size(),
+                st.scan_seconds, st.verify_seconds, st.read_seconds,
+                st.exchange_seconds, st.local_bytes / 1e6,
+                st.received_bytes / 1e6);
+  Log(line);
+  if (const metrics::HyMetrics* m = options_.metrics) {
+    using metrics::RecoveryPhase;
+    m->recovery_duration(RecoveryPhase::kPlan)
+        ->Observe(st.scan_seconds + st.verify_seconds);
+    m->recovery_duration(RecoveryPhase::kRead)->Observe(st.read_seconds);
+    m->recovery_duration(RecoveryPhase::kReshard)
+        ->Observe(st.exchange_seconds);
+    const char* detect = std::getenv("HY_DETECT_SECONDS");
+    if (detect != nullptr) {
+      m->recovery_duration(RecoveryPhase::kDetect)->Observe(std::atof(detect));
+    }
+    if (IsRestart()) m->recoveries->Increment();
+  }
+  recovered_step_ = static_cast<int64_t>(rec->choice().commit.step);
+  return Status::OK();
+}
+
+}  // namespace hy::trainer

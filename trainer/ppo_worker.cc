@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hy/metrics/hy_metrics.h"
+#include "hy/recovery/node_layout.h"
 #include "hy/reshard/model_spec.h"
 
 namespace hy::trainer {
@@ -174,11 +175,26 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
   };
   const std::string state_text = state.dump();
   const std::string config_text = ToYaml(config_);
-  std::vector<statestore::BlobData> blobs(2);
+  // Where every rank's part lives: its node, and the nodes holding its
+  // replicas (the ring rule of hy/recovery/node_layout.h).
+  nlohmann::json placement = {{"nodes", nodes_},
+                              {"replicas", config_.checkpoint.replicas}};
+  for (int r = 0; r < comm_->world_size(); ++r) {
+    std::vector<int> holders;
+    for (int h : recovery::ReplicaHolderRanks(r, nodes_,
+                                              config_.checkpoint.replicas)) {
+      holders.push_back(nodes_[h]);
+    }
+    placement["replica_nodes"].push_back(holders);
+  }
+  const std::string placement_text = placement.dump();
+  std::vector<statestore::BlobData> blobs(3);
   blobs[0].name = "trainer.state";
   blobs[0].data = ConstBytes(state_text);
   blobs[1].name = "trainer.config";
   blobs[1].data = ConstBytes(config_text);
+  blobs[2].name = "recovery.placement";
+  blobs[2].data = ConstBytes(placement_text);
   HY_RETURN_IF_ERROR(checkpointer_->Save(
       static_cast<uint64_t>(next_iteration), std::move(shards),
       std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),

@@ -212,6 +212,15 @@ TEST_F(HyctlRecoveryTest, LostNodeJobFinishesOnThreeRanks) {
   EXPECT_EQ(lines.back()["world_size"], 3);
   // The resumed state is the committed one, bit for bit.
   ExpectResumePointBitwiseEqual(root_, step);
+  // The resumed job's checkpoints record the new placement: ranks on nodes
+  // 0, 1, 3; each part's replica on the next rank's node.
+  auto resumed = hy::trainer::CheckpointReader::Open(root_, step);
+  ASSERT_TRUE(resumed.ok());
+  auto placement = (*resumed)->ReadBlob("recovery.placement");
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  const auto p = nlohmann::json::parse(*placement);
+  EXPECT_EQ(p["nodes"], nlohmann::json({0, 1, 3}));
+  EXPECT_EQ(p["replica_nodes"], nlohmann::json({{1}, {3}, {0}}));
   // Every committed version before the failure still verifies (some copy).
   for (int64_t s = 2; s <= step; s += 2) {
     auto reader = hy::trainer::CheckpointReader::Open(root_, s, 0);

@@ -22,25 +22,10 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const char* CopyStateName(recovery::CopyState s) {
-  switch (s) {
-    case recovery::CopyState::kCommitted:
-      return "committed";
-    case recovery::CopyState::kPrepared:
-      return "prepared";
-    case recovery::CopyState::kAborted:
-      return "aborted";
-  }
-  return "?";
-}
-
 // "primary on node 0 (committed)", "replica of node 1 on node 2 (prepared)".
-std::string DescribeCopy(const recovery::CopyEntry& e) {
-  return (e.where.replica
-              ? "replica of node " + std::to_string(e.where.source_node) +
-                    " on node "
-              : std::string("primary on node ")) +
-         std::to_string(e.where.node) + " (" + CopyStateName(e.state) + ")";
+std::string DescribeCopyWithState(const recovery::CopyEntry& e) {
+  return recovery::DescribeCopy(e) + " (" + recovery::CopyStateName(e.state) +
+         ")";
 }
 
 std::string JoinInts(const std::vector<int>& v) {
@@ -155,11 +140,11 @@ int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
           continue;
         }
         if (e.state == recovery::CopyState::kCommitted) ++committed;
-        where += (where.empty() ? "" : ", ") + DescribeCopy(e);
+        where += (where.empty() ? "" : ", ") + DescribeCopyWithState(e);
         jcopies.push_back({{"node", e.where.node},
                            {"source_node", e.where.source_node},
                            {"replica", e.where.replica},
-                           {"state", CopyStateName(e.state)},
+                           {"state", recovery::CopyStateName(e.state)},
                            {"path", e.where.path}});
       }
       rows.push_back({std::to_string(step), std::to_string(version),

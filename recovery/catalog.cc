@@ -14,7 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-const char* StateName(CopyState s) {
+}  // namespace
+
+const char* CopyStateName(CopyState s) {
   switch (s) {
     case CopyState::kCommitted:
       return "committed";
@@ -25,16 +27,6 @@ const char* StateName(CopyState s) {
   }
   return "?";
 }
-
-std::string Describe(const CopyEntry& c) {
-  return std::string(c.where.replica ? "replica of node " +
-                                           std::to_string(c.where.source_node) +
-                                           " on node "
-                                     : "primary on node ") +
-         std::to_string(c.where.node);
-}
-
-}  // namespace
 
 Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores) {
   Catalog out;
@@ -80,7 +72,7 @@ std::string Catalog::Encode() const {
                        {"replica", e.where.replica},
                        {"path", e.where.path},
                        {"version", e.version},
-                       {"state", StateName(e.state)},
+                       {"state", CopyStateName(e.state)},
                        {"ranks", e.ranks},
                        {"commit", e.state == CopyState::kCommitted
                                       ? statestore::EncodeCommitRecord(e.commit)
@@ -141,6 +133,14 @@ uint32_t Catalog::NextGeneration() const {
     next = std::max(next, VersionGeneration(e.version) + 1);
   }
   return std::min(next, kMaxGeneration);
+}
+
+std::string DescribeCopy(const CopyEntry& c) {
+  return std::string(c.where.replica ? "replica of node " +
+                                           std::to_string(c.where.source_node) +
+                                           " on node "
+                                     : "primary on node ") +
+         std::to_string(c.where.node);
 }
 
 std::string CopyKey(const CopyEntry& copy, int rank) {
@@ -204,7 +204,7 @@ Result<Choice> ChooseVersion(const Catalog& catalog,
       choice.notes = std::move(notes);
       for (int r = 0; r < world; ++r) {
         choice.notes.push_back("old rank " + std::to_string(r) + ": " +
-                               Describe(choice.source[r]) + " (" +
+                               DescribeCopy(choice.source[r]) + " (" +
                                std::to_string(copies[r].size()) +
                                " usable cop" +
                                (copies[r].size() == 1 ? "y" : "ies") + ")");

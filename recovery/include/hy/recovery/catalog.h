@@ -30,6 +30,9 @@ namespace hy::recovery {
 
 enum class CopyState { kCommitted, kPrepared, kAborted };
 
+// "committed", "prepared", "aborted".
+const char* CopyStateName(CopyState state);
+
 // One store's record of one version.
 struct CopyEntry {
   StoreLocation where;
@@ -66,6 +69,9 @@ class Catalog {
   std::vector<CopyEntry> entries_;
   std::vector<std::string> unreadable_;
 };
+
+// "primary on node 0", "replica of node 1 on node 2".
+std::string DescribeCopy(const CopyEntry& copy);
 
 // A key naming one old rank's part in one store: "path#version#rank".
 std::string CopyKey(const CopyEntry& copy, int rank);

@@ -59,26 +59,6 @@ struct OutTensor {
   FlatRun region;   // Elements of the stored (global) tensor.
 };
 
-// The names of the tensors of version `choice.version`: the union over the
-// stores the version is read from (a rank may hold no shard of a tensor).
-Result<std::set<std::string>> TensorNames(const recovery::Choice& choice) {
-  std::set<std::string> names;
-  std::set<std::string> seen;
-  for (const recovery::CopyEntry& copy : choice.source) {
-    if (!seen.insert(copy.where.path).second) continue;
-    statestore::StoreOptions o;
-    o.read_only = true;
-    o.create_if_missing = false;
-    o.threads = 1;
-    HY_ASSIGN_OR_RETURN(std::unique_ptr<statestore::Store> store,
-                        statestore::Store::Open(copy.where.path, o));
-    Result<statestore::Manifest> m = store->ReadManifest(choice.version);
-    if (!m.ok()) return m.status().WithContext(copy.where.path);
-    for (const auto& entry : m->tensors) names.insert(entry.first);
-  }
-  return names;
-}
-
 Status Restore(const Args& a, const RestoreLayout& layout) {
   // The reader chooses the version (newest recoverable, or of the step) and
   // reports a step that is not committed (NotFound) or a part with no
@@ -96,18 +76,7 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   }
   std::unique_ptr<trainer::CheckpointReader> reader = std::move(opened).value();
   const statestore::CommitRecord& commit = reader->commit();
-  // The same choice again, for the stores to list the tensors of.
-  HY_ASSIGN_OR_RETURN(RunRootScan scan, ScanRunRoot(a.root));
-  HY_ASSIGN_OR_RETURN(
-      recovery::Choice choice,
-      recovery::ChooseVersion(scan.catalog, scan.nodes, {},
-                              static_cast<int64_t>(commit.step)));
-  if (choice.version != commit.version) {
-    return Status::Unavailable(a.root + " changed while it was read (step " +
-                               std::to_string(commit.step) +
-                               "); run the restore again");
-  }
-  HY_ASSIGN_OR_RETURN(std::set<std::string> names, TensorNames(choice));
+  const std::vector<std::string> names = reader->TensorNames();
 
   std::vector<OutTensor> tensors;
   std::vector<TensorMeta> metas;
@@ -208,14 +177,8 @@ bool IsRunRoot(const std::string& path) {
 
 Result<RunRootScan> ScanRunRoot(const std::string& root) {
   RunRootScan out;
-  HY_ASSIGN_OR_RETURN(out.nodes, recovery::ListNodes(root));
-  std::vector<recovery::StoreLocation> stores;
-  for (int n : out.nodes) {
-    HY_ASSIGN_OR_RETURN(std::vector<recovery::StoreLocation> found,
-                        recovery::ListNodeStores(root, n));
-    stores.insert(stores.end(), found.begin(), found.end());
-  }
-  HY_ASSIGN_OR_RETURN(out.catalog, recovery::Catalog::Scan(stores));
+  HY_ASSIGN_OR_RETURN(out.catalog,
+                      recovery::Catalog::ScanRoot(root, &out.nodes));
   return out;
 }
 

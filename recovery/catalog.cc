@@ -64,6 +64,18 @@ Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores) {
   return out;
 }
 
+Result<Catalog> Catalog::ScanRoot(const std::string& root,
+                                  std::vector<int>* nodes) {
+  HY_ASSIGN_OR_RETURN(*nodes, ListNodes(root));
+  std::vector<StoreLocation> stores;
+  for (int n : *nodes) {
+    HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> found,
+                        ListNodeStores(root, n));
+    stores.insert(stores.end(), found.begin(), found.end());
+  }
+  return Scan(stores);
+}
+
 std::string Catalog::Encode() const {
   json entries = json::array();
   for (const CopyEntry& e : entries_) {

@@ -29,24 +29,12 @@ Result<std::unique_ptr<statestore::Store>> OpenReadOnly(
   return statestore::Store::Open(path, o);
 }
 
-Result<recovery::Catalog> ScanRoot(const std::string& root,
-                                   std::vector<int>* nodes) {
-  HY_ASSIGN_OR_RETURN(*nodes, recovery::ListNodes(root));
-  std::vector<recovery::StoreLocation> stores;
-  for (int n : *nodes) {
-    HY_ASSIGN_OR_RETURN(auto found, recovery::ListNodeStores(root, n));
-    stores.insert(stores.end(), found.begin(), found.end());
-  }
-  return recovery::Catalog::Scan(stores);
-}
-
 }  // namespace internal
 
 namespace {
 
 using internal::kWriterThreads;
 using internal::OpenReadOnly;
-using internal::ScanRoot;
 using internal::StepName;
 using statestore::Store;
 using statestore::StoreOptions;
@@ -292,7 +280,7 @@ Status Checkpointer::Wait() {
 
 Result<uint64_t> Checkpointer::LatestCommittedStep(const std::string& root) {
   std::vector<int> nodes;
-  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, ScanRoot(root, &nodes));
+  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, recovery::Catalog::ScanRoot(root, &nodes));
   int64_t latest = -1;
   for (const recovery::CopyEntry& e : catalog.entries()) {
     if (e.state == recovery::CopyState::kCommitted) {

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "hy/common/result.h"
-#include "hy/recovery/catalog.h"
 #include "hy/statestore/store.h"
 
 namespace hy::trainer::internal {
@@ -23,10 +22,6 @@ inline std::string StepName(uint64_t step) {
 
 Result<std::unique_ptr<statestore::Store>> OpenReadOnly(
     const std::string& path);
-
-// Every store under `root`, scanned; *nodes gets the node ids.
-Result<recovery::Catalog> ScanRoot(const std::string& root,
-                                   std::vector<int>* nodes);
 
 }  // namespace hy::trainer::internal
 

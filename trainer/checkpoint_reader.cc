@@ -14,7 +14,6 @@ namespace hy::trainer {
 namespace {
 
 using internal::OpenReadOnly;
-using internal::ScanRoot;
 using internal::StepName;
 using statestore::Store;
 
@@ -79,7 +78,7 @@ CheckpointReader::~CheckpointReader() = default;
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     const std::string& root, int64_t step, int64_t generation) {
   std::vector<int> nodes;
-  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, ScanRoot(root, &nodes));
+  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, recovery::Catalog::ScanRoot(root, &nodes));
   if (nodes.empty()) return Status::NotFound("no store under " + root);
   Result<recovery::Choice> choice =
       recovery::ChooseVersion(catalog, nodes, {}, step, generation);

@@ -48,6 +48,11 @@ class Catalog {
   // cannot be opened (damaged, not a store) is left out and named in
   // unreadable(). Returns IOError only for a failure to list.
   static Result<Catalog> Scan(const std::vector<StoreLocation>& stores);
+  // Scan of every store of every node under `root` (primaries and
+  // replicas); *nodes gets the node ids, ascending. Returns IOError if a
+  // directory cannot be listed.
+  static Result<Catalog> ScanRoot(const std::string& root,
+                                  std::vector<int>* nodes);
 
   // JSON, for the exchange between ranks. Decode returns DataLoss for text
   // that Encode did not write.

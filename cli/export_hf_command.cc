@@ -1,24 +1,23 @@
-// hyctl export-hf RUN OUT: writes OUT/config.json and OUT/model.safetensors
-// from a committed step of a trainer run (the store root hyctl train wrote,
-// with one store per rank). The weights are assembled from every rank's
-// FSDP shards through CheckpointReader, named as Hugging Face names them
-// (the "actor/" prefix dropped), so transformers' AutoModelForCausalLM loads
-// the directory (LlamaForCausalLM; the critic exports as
-// LlamaForSequenceClassification with one label).
+// hyctl export-hf RUN OUT: writes a Hugging Face directory (see
+// hy/trainer/hf_export.h) from a committed step of a trainer run (the store
+// root hyctl train wrote, with one store per rank). The weights are
+// assembled tensor by tensor from every rank's FSDP shards through
+// CheckpointReader, named as Hugging Face names them (the "actor/" prefix
+// dropped), so transformers' AutoModelForCausalLM loads the directory (the
+// critic exports as *ForSequenceClassification with one label).
 
 #include "export_hf_command.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli_util.h"
-#include "hy/statestore/safetensors.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/config.h"
+#include "hy/trainer/hf_export.h"
+#include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
 #include "hy/trainer/task.h"
 
@@ -30,34 +29,9 @@ struct Args {
   std::string out;
   int64_t step = -1;
   std::string model = "actor";
+  std::string dtype = "float32";
+  uint64_t max_shard_bytes = 5'000'000'000;
 };
-
-nlohmann::json HfConfig(const trainer::ModelConfig& m, bool critic) {
-  return {
-      {"architectures",
-       {critic ? "LlamaForSequenceClassification" : "LlamaForCausalLM"}},
-      {"model_type", "llama"},
-      {"vocab_size", m.vocab_size},
-      {"hidden_size", m.hidden_size},
-      {"intermediate_size", m.intermediate_size},
-      {"num_hidden_layers", m.num_layers},
-      {"num_attention_heads", m.num_heads},
-      {"num_key_value_heads", m.num_kv_heads},
-      {"head_dim", m.head_dim()},
-      {"max_position_embeddings", m.max_position_embeddings},
-      {"rms_norm_eps", m.rms_norm_eps},
-      {"rope_theta", m.rope_theta},
-      {"hidden_act", "silu"},
-      {"attention_bias", false},
-      {"mlp_bias", false},
-      {"tie_word_embeddings", false},
-      {"torch_dtype", "float32"},
-      {"num_labels", 1},
-      {"bos_token_id", trainer::kBos},
-      {"eos_token_id", trainer::kEos},
-      {"pad_token_id", trainer::kPad},
-  };
-}
 
 int ExportHf(const Args& a) {
   if (a.model != "actor" && a.model != "critic" && a.model != "reference") {
@@ -66,48 +40,56 @@ int ExportHf(const Args& a) {
                                           "reference, got " +
                                           a.model));
   }
+  if (a.dtype != "float32" && a.dtype != "bfloat16") {
+    return Report("export-hf", Status::InvalidArgument(
+                                   "--dtype must be float32 or bfloat16, got " +
+                                   a.dtype));
+  }
   auto reader = trainer::CheckpointReader::Open(a.run, a.step);
   if (!reader.ok()) return Report("export-hf", reader.status());
   auto config_text = (*reader)->ReadBlob("trainer.config");
   if (!config_text.ok()) return Report("export-hf", config_text.status());
   auto config = trainer::ParseConfigYaml(*config_text);
   if (!config.ok()) return Report("export-hf", config.status());
-  const bool critic = a.model == "critic";
-  std::vector<TensorMeta> metas =
-      trainer::ModelTensors(config->model, critic ? trainer::ModelRole::kCritic
-                                                  : trainer::ModelRole::kActor);
-  std::error_code ec;
-  std::filesystem::create_directories(a.out, ec);
-  if (ec) {
-    return Report("export-hf", Status::IOError("cannot create " + a.out + ": " +
-                                               ec.message()));
+  trainer::HfExportOptions o;
+  o.model = config->model;
+  o.role = a.model == "critic" ? trainer::ModelRole::kCritic
+                               : trainer::ModelRole::kActor;
+  o.dtype = a.dtype == "bfloat16" ? DType::kBF16 : DType::kF32;
+  o.max_shard_bytes = a.max_shard_bytes;
+  auto source = (*reader)->ReadBlob(std::string(trainer::kHfConfigBlob));
+  if (source.ok()) {
+    o.source_config_json = *source;
+    o.tokenizer_dir = config->model.path;
+  } else if (!source.status().IsNotFound()) {
+    return Report("export-hf", source.status());
+  } else {  // A random-init run of the built-in task.
+    o.bos_token_id = trainer::kBos;
+    o.eos_token_id = trainer::kEos;
+    o.pad_token_id = trainer::kPad;
   }
-  const std::string file = a.out + "/model.safetensors";
-  auto writer =
-      statestore::SafetensorsWriter::Create(file, metas, {{"format", "pt"}});
-  if (!writer.ok()) return Report("export-hf", writer.status());
-  std::vector<uint8_t> buf;
-  uint64_t bytes = 0;
-  for (const auto& t : (*writer)->tensors()) {
-    const int64_t n = *t.meta.NumElements();
-    buf.resize(static_cast<size_t>(n) * 4);
-    Status s = (*reader)->ReadRegion(a.model + "/" + t.meta.name, {0, n},
-                                     MutableBytes(buf));
-    if (s.ok()) s = (*writer)->Append(t.meta.name, ConstBytes(buf));
-    if (!s.ok()) return Report("export-hf", s);
-    bytes += buf.size();
+  if (!o.tokenizer_dir.empty() &&
+      !std::filesystem::is_directory(o.tokenizer_dir)) {
+    std::cerr << "export-hf: " << o.tokenizer_dir
+              << " (the run's model directory) is gone: no tokenizer files "
+                 "copied\n";
+    o.tokenizer_dir.clear();
   }
-  Status s = (*writer)->Finish();
-  if (!s.ok()) return Report("export-hf", s);
-  std::ofstream cfg(a.out + "/config.json");
-  cfg << HfConfig(config->model, critic).dump(2) << "\n";
-  if (!cfg) {
-    return Report("export-hf",
-                  Status::IOError("cannot write " + a.out + "/config.json"));
-  }
+  auto written = trainer::WriteHfDirectory(
+      a.out, o, [&](const TensorMeta& meta, float* out) {
+        const int64_t n = *meta.NumElements();
+        return (*reader)->ReadRegion(
+            a.model + "/" + meta.name, {0, n},
+            MutableBytes(reinterpret_cast<uint8_t*>(out),
+                         static_cast<size_t>(n) * 4));
+      });
+  if (!written.ok()) return Report("export-hf", written.status());
   std::cout << "exported " << a.model << " of step " << (*reader)->step()
-            << " (" << metas.size() << " tensors, " << bytes << " bytes) to "
-            << a.out << "\n";
+            << " (" << written->num_tensors << " tensors, "
+            << written->tensor_bytes << " bytes, " << a.dtype << ") to "
+            << a.out << ":";
+  for (const auto& f : written->files) std::cout << " " << f;
+  std::cout << "\n";
   return kExitOk;
 }
 
@@ -124,6 +106,10 @@ void AddExportHfCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("out", args->out, "Output directory")->required();
   cmd->add_option("--step", args->step, "Committed step (default: newest)");
   cmd->add_option("--model", args->model, "actor | critic | reference");
+  cmd->add_option("--dtype", args->dtype, "float32 (default) | bfloat16");
+  cmd->add_option("--max-shard-size", args->max_shard_bytes,
+                  "Bytes per safetensors file; larger models are sharded "
+                  "with an index (default 5000000000)");
   cmd->callback([args, exit_code] { *exit_code = ExportHf(*args); });
 }
 

@@ -27,6 +27,7 @@
 #include "hy/recovery/node_layout.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/config.h"
+#include "hy/trainer/hf_model.h"
 #include "hy/trainer/worker.h"
 #include "train_launcher.h"
 #include "train_output.h"
@@ -49,6 +50,7 @@ struct TrainFlags {
   uint64_t seed = 0;
   int metrics_port = 0;
   std::string store, store_root, resume;
+  std::string model;  // A Hugging Face model directory (model.path).
   std::string format;
   bool print_config = false;
   int64_t max_iterations = -1;
@@ -139,6 +141,7 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
     HY_RETURN_IF_ERROR(
         Prefixed("--set " + set + ": ", trainer::ApplyOverride(&c, set)));
   }
+  if (!f.model.empty()) c.model.path = f.model;
   if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;
   if (f.iterations_opt->count()) c.trainer.total_iterations = f.iterations;
   if (f.seed_opt->count()) c.trainer.seed = f.seed;
@@ -153,6 +156,7 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
         root, DefaultStoreRoot(f.store_root.empty() ? "runs" : f.store_root,
                                worker && Env("RANK") != nullptr));
   }
+  HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
   HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
   return c;
 }
@@ -401,6 +405,10 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
                                       "PPO iterations "
                                       "(trainer.total_iterations)");
   f->seed_opt = cmd->add_option("--seed", f->seed, "Seed (trainer.seed)");
+  cmd->add_option("--model", f->model,
+                  "Start from a Hugging Face model directory: config.json "
+                  "and safetensors of a LlamaForCausalLM, Qwen2ForCausalLM "
+                  "or Qwen3ForCausalLM (model.path)");
   f->metrics_port_opt = cmd->add_option(
       "--metrics-port", f->metrics_port,
       "Serve metrics on 127.0.0.1:P from rank 0; 0: a free port, -1: off "

@@ -124,6 +124,7 @@ std::vector<SplitRule> DefaultRules() {
       {kLayer + R"(self_attn\.o_proj\.weight)", 1, "$1"},
       {kLayer + R"(self_attn\.o_proj\.bias)", -1, "$1"},
       {kLayer + R"(self_attn\.rotary_emb\.inv_freq)", -1, "$1"},
+      {kLayer + R"(self_attn\.[qk]_norm\.weight)", -1, "$1"},
       {kLayer + R"(mlp\.(gate|up)_proj\.(weight|bias))", 0, "$1"},
       {kLayer + R"(mlp\.down_proj\.weight)", 1, "$1"},
       {kLayer + R"(mlp\.down_proj\.bias)", -1, "$1"},

@@ -21,6 +21,9 @@ packages=(
   libyaml-cpp-dev
   # LibTorch (CPU) with c10d: TCPStore, ProcessGroupGloo (needs gloo headers).
   libtorch-dev libgloo-dev
+  # PyTorch for Python: the independent reference of the decoder's math in
+  # the tests (tests/trainer/torch/hf_reference.py).
+  python3-torch
 )
 
 missing=()

@@ -345,6 +345,13 @@ Status ValidateConfig(const TrainConfig& c) {
                Num(task.max_digits));
   }
   HY_RETURN_IF_ERROR(ValidateTaskConfig(task));
+  if (c.model.vocab_size < kVocabSize) {
+    return Bad("model.vocab_size",
+               "must hold the task's " + Num(kVocabSize) + " token ids",
+               Num(c.model.vocab_size));
+  }
+  HY_RETURN_IF_ERROR(ValidateTensorParallel(
+      c.model, c.rollout.tensor_model_parallel_size));
 
   const RolloutConfig& r = c.rollout;
   const int64_t samples = int64_t{r.batch_size} * r.n;

@@ -39,6 +39,8 @@ std::vector<Field> Fields(TrainConfig* c) {
     f.push_back({std::move(path), ptr, range});
   };
   ModelConfig& m = c->model;
+  add("model.path", &m.path);
+  add("model.architecture", &m.architecture);
   add("model.vocab_size", &m.vocab_size);
   add("model.hidden_size", &m.hidden_size);
   add("model.intermediate_size", &m.intermediate_size);
@@ -48,6 +50,17 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("model.rope_theta", &m.rope_theta);
   add("model.rms_norm_eps", &m.rms_norm_eps);
   add("model.max_position_embeddings", &m.max_position_embeddings);
+  add("model.head_dim", &m.head_dim_override);
+  add("model.attention_bias", &m.attention_bias);
+  add("model.mlp_bias", &m.mlp_bias);
+  add("model.tie_word_embeddings", &m.tie_word_embeddings);
+  add("model.rope_scaling.rope_type", &m.rope_scaling_type);
+  add("model.rope_scaling.factor", &m.rope_scaling_factor);
+  add("model.rope_scaling.low_freq_factor", &m.rope_low_freq_factor);
+  add("model.rope_scaling.high_freq_factor", &m.rope_high_freq_factor);
+  add("model.rope_scaling.original_max_position_embeddings",
+      &m.rope_original_max_position_embeddings);
+  add("model.torch_dtype", &m.torch_dtype);
   add("task.kinds", &c->task.kinds);
   add("task.min_digits", &c->task.min_digits, kDigits);
   add("task.max_digits", &c->task.max_digits, kDigits);

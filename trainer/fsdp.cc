@@ -72,6 +72,22 @@ void FsdpModel::InitFromSeed(uint64_t seed) {
   }
 }
 
+Status FsdpModel::LoadFrom(const HfWeights& weights) {
+  for (int t = 0; t < num_tensors(); ++t) {
+    at::Tensor local = LocalSlice(params_, t);
+    if (local.numel() == 0) continue;
+    const std::string& name = spec_.tensors[t].meta.name;
+    if (name.rfind("score.", 0) == 0) {  // The critic's new head.
+      local.zero_();
+      continue;
+    }
+    const int64_t begin = std::max(offset_[t], rank_ * piece_) - offset_[t];
+    HY_RETURN_IF_ERROR(weights.ReadF32(name, begin, local.numel(),
+                                       local.data_ptr<float>()));
+  }
+  return Status::OK();
+}
+
 void FsdpModel::CopyCommonFrom(const FsdpModel& other,
                                const at::Tensor& other_full) {
   for (int t = 0; t < num_tensors(); ++t) {

@@ -26,6 +26,7 @@
 #include "hy/reshard/shard_map.h"
 #include "hy/statestore/store.h"
 #include "hy/trainer/config.h"
+#include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
 
 namespace hy::trainer {
@@ -53,6 +54,10 @@ class FsdpModel {
 
   // Fills the local piece with InitTensor(seed, name, shape) slices.
   void InitFromSeed(uint64_t seed);
+  // Fills the local piece from a Hugging Face directory's weights, reading
+  // only the element ranges this rank holds (a critic's score head starts
+  // at zero). Returns the reader's errors.
+  Status LoadFrom(const HfWeights& weights);
   // Copies, tensor by tensor, the parts of `other`'s full flat buffer whose
   // names this model also has (the critic's trunk from the actor).
   void CopyCommonFrom(const FsdpModel& other, const at::Tensor& other_full);

@@ -12,8 +12,14 @@ at::Tensor F32(const at::Tensor& w) {
   return w.scalar_type() == at::kFloat ? w : w.to(at::kFloat);
 }
 
-at::Tensor Linear(const at::Tensor& x, const at::Tensor& w) {
-  return at::linear(x, F32(w));
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& w,
+                  const at::Tensor& b = at::Tensor()) {
+  return b.defined() ? at::linear(x, F32(w), F32(b)) : at::linear(x, F32(w));
+}
+
+// A bias added after the TP all-reduce of a row-parallel projection.
+at::Tensor AddBias(const at::Tensor& x, const at::Tensor& b) {
+  return b.defined() ? x + F32(b) : x;
 }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -46,26 +52,68 @@ Result<Weights> BindWeights(
     }
     return t;
   };
+  auto get_if = [&](bool present, const std::string& name) {
+    return present ? get(name) : at::Tensor();
+  };
   Weights w;
   w.embed = get("model.embed_tokens.weight");
   for (int i = 0; i < config.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
+    const std::string a = p + "self_attn.";
     LayerWeights l;
-    l.q = get(p + "self_attn.q_proj.weight");
-    l.k = get(p + "self_attn.k_proj.weight");
-    l.v = get(p + "self_attn.v_proj.weight");
-    l.o = get(p + "self_attn.o_proj.weight");
+    l.q = get(a + "q_proj.weight");
+    l.k = get(a + "k_proj.weight");
+    l.v = get(a + "v_proj.weight");
+    l.o = get(a + "o_proj.weight");
+    l.q_bias = get_if(config.qkv_bias(), a + "q_proj.bias");
+    l.k_bias = get_if(config.qkv_bias(), a + "k_proj.bias");
+    l.v_bias = get_if(config.qkv_bias(), a + "v_proj.bias");
+    l.o_bias = get_if(config.o_bias(), a + "o_proj.bias");
+    l.q_norm = get_if(config.qk_norm(), a + "q_norm.weight");
+    l.k_norm = get_if(config.qk_norm(), a + "k_norm.weight");
     l.gate = get(p + "mlp.gate_proj.weight");
     l.up = get(p + "mlp.up_proj.weight");
     l.down = get(p + "mlp.down_proj.weight");
+    l.gate_bias = get_if(config.mlp_bias, p + "mlp.gate_proj.bias");
+    l.up_bias = get_if(config.mlp_bias, p + "mlp.up_proj.bias");
+    l.down_bias = get_if(config.mlp_bias, p + "mlp.down_proj.bias");
     l.input_norm = get(p + "input_layernorm.weight");
     l.post_norm = get(p + "post_attention_layernorm.weight");
     w.layers.push_back(std::move(l));
   }
   w.norm = get("model.norm.weight");
-  w.head = get(role == ModelRole::kActor ? "lm_head.weight" : "score.weight");
+  if (role == ModelRole::kCritic) {
+    w.head = get("score.weight");
+  } else {
+    w.head = config.tie_word_embeddings ? w.embed : get("lm_head.weight");
+  }
   if (!missing.ok()) return missing;
   return w;
+}
+
+at::Tensor RopeInvFreq(const ModelConfig& config) {
+  const int64_t d = config.head_dim();
+  at::Tensor inv_freq =
+      1.0 / at::pow(config.rope_theta,
+                    at::arange(0, d, 2, at::kLong).to(at::kFloat) /
+                        static_cast<double>(d));
+  if (config.rope_scaling_type != "llama3") return inv_freq;
+  // transformers' _compute_llama3_parameters.
+  const double factor = config.rope_scaling_factor;
+  const double low = config.rope_low_freq_factor;
+  const double high = config.rope_high_freq_factor;
+  const double old_len = config.rope_original_max_position_embeddings;
+  const double low_wavelen = old_len / low;
+  const double high_wavelen = old_len / high;
+  at::Tensor wavelen = 2 * M_PI / inv_freq;
+  at::Tensor scaled =
+      at::where(wavelen > low_wavelen, inv_freq / factor, inv_freq);
+  at::Tensor smooth = (old_len / wavelen - low) / (high - low);
+  at::Tensor smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+  at::Tensor medium = (wavelen < high_wavelen)
+                          .logical_not()
+                          .logical_and((wavelen > low_wavelen).logical_not());
+  return at::where(medium, smoothed, scaled);
 }
 
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
@@ -96,9 +144,7 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   }
 
   // Rotary tables [B, 1, T, d].
-  at::Tensor inv_freq =
-      1.0 / at::pow(config.rope_theta,
-                    at::arange(0, d, 2, at::kFloat) / static_cast<double>(d));
+  at::Tensor inv_freq = RopeInvFreq(config);
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
   at::Tensor emb = at::cat({freqs, freqs}, -1);
   at::Tensor cos = emb.cos().unsqueeze(1);
@@ -118,11 +164,16 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     at::Tensor h = RmsNorm(x, l.input_norm, config.rms_norm_eps);
-    at::Tensor q = Linear(h, l.q).view({batch, len, heads, d}).transpose(1, 2);
-    at::Tensor k =
-        Linear(h, l.k).view({batch, len, kv_heads, d}).transpose(1, 2);
+    at::Tensor q = Linear(h, l.q, l.q_bias).view({batch, len, heads, d});
+    at::Tensor k = Linear(h, l.k, l.k_bias).view({batch, len, kv_heads, d});
     at::Tensor v =
-        Linear(h, l.v).view({batch, len, kv_heads, d}).transpose(1, 2);
+        Linear(h, l.v, l.v_bias).view({batch, len, kv_heads, d}).transpose(1, 2);
+    if (l.q_norm.defined()) {  // Qwen3: RMSNorm over each head's features.
+      q = RmsNorm(q, l.q_norm, config.rms_norm_eps);
+      k = RmsNorm(k, l.k_norm, config.rms_norm_eps);
+    }
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
     q = q * cos + RotateHalf(q) * sin;
     k = k * cos + RotateHalf(k) * sin;
     if (cache != nullptr) {
@@ -141,12 +192,14 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                           .reshape({batch, len, heads * d});
     at::Tensor o = Linear(attn, l.o).contiguous();
     HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&o));
-    x = x + o;
+    x = x + AddBias(o, l.o_bias);
     h = RmsNorm(x, l.post_norm, config.rms_norm_eps);
-    at::Tensor m = Linear(at::silu(Linear(h, l.gate)) * Linear(h, l.up), l.down)
+    at::Tensor m = Linear(at::silu(Linear(h, l.gate, l.gate_bias)) *
+                              Linear(h, l.up, l.up_bias),
+                          l.down)
                        .contiguous();
     HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&m));
-    x = x + m;
+    x = x + AddBias(m, l.down_bias);
   }
   if (cache != nullptr) cache->length = keys;
   return RmsNorm(x, w.norm, config.rms_norm_eps);
@@ -180,7 +233,8 @@ at::Tensor InitTensor(uint64_t seed, const std::string& name,
   at::Tensor t = at::empty(shape, at::kFloat);
   const bool norm = name.find("norm") != std::string::npos;
   if (norm) return t.fill_(1.0);
-  if (name.rfind("score.", 0) == 0) return t.zero_();
+  const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  if (bias || name.rfind("score.", 0) == 0) return t.zero_();
   uint64_t state = seed * 0x2545F4914F6CDD1Dull;
   for (char c : name)
     state = (state ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;

@@ -1,6 +1,8 @@
 // The trainer's decoder as functions over weight tensors (no nn::Module):
-// a Llama / Qwen2-style model (RMSNorm, rotary embeddings with Hugging
-// Face's rotate-half convention, grouped-query attention, SwiGLU MLP),
+// the Llama / Qwen2 / Qwen3 decoder as transformers computes it (RMSNorm,
+// rotary embeddings with the rotate-half convention and optional llama3
+// frequency scaling, grouped-query attention with optional q/k/v/o biases
+// and Qwen3's per-head q/k RMSNorm, SwiGLU MLP, optionally tied lm_head),
 // evaluated either whole or tensor-parallel.
 //
 // Weights are bound by Hugging Face name to tensors the caller owns: views
@@ -29,19 +31,23 @@ namespace hy::trainer {
 
 class Comm;
 
+// Undefined tensors are absent from the architecture (biases, q/k norms).
 struct LayerWeights {
   at::Tensor q, k, v, o, gate, up, down, input_norm, post_norm;
+  at::Tensor q_bias, k_bias, v_bias, o_bias, gate_bias, up_bias, down_bias;
+  at::Tensor q_norm, k_norm;
 };
 
 struct Weights {
   at::Tensor embed;
   std::vector<LayerWeights> layers;
   at::Tensor norm;
-  at::Tensor head;  // lm_head (actor) or score (critic).
+  at::Tensor head;  // lm_head (actor; embed when tied) or score (critic).
 };
 
-// Binds weights by name. Returns NotFound naming a tensor `lookup` does not
-// know (lookup returns an undefined tensor for it).
+// Binds weights by name (the tensors ModelTensors lists). Returns NotFound
+// naming a tensor `lookup` does not know (lookup returns an undefined
+// tensor for it).
 Result<Weights> BindWeights(
     const ModelConfig& config, ModelRole role,
     const std::function<at::Tensor(const std::string&)>& lookup);
@@ -82,8 +88,12 @@ at::Tensor ValueHead(const Weights& w, const at::Tensor& hidden);
 KvCache MakeKvCache(const ModelConfig& config, int tp, int64_t batch,
                     int64_t capacity);
 
+// The rotary inverse frequencies [head_dim / 2] (f32), llama3-scaled when
+// the config says so, as transformers' rope init functions compute them.
+at::Tensor RopeInvFreq(const ModelConfig& config);
+
 // Initial weights, a pure function of (seed, name): normal(0, 0.02) for
-// matrices, ones for norms, zeros for the critic's score head.
+// matrices, ones for norms, zeros for biases and the critic's score head.
 at::Tensor InitTensor(uint64_t seed, const std::string& name,
                       const std::vector<int64_t>& shape);
 

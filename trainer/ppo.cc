@@ -1,12 +1,10 @@
 #include "ppo.h"
 
-#include "hy/trainer/task.h"
-
 namespace hy::trainer {
 
 at::Tensor TokenLogProbs(const at::Tensor& logits, const at::Tensor& targets,
                          double temperature, at::Tensor* entropy) {
-  at::Tensor z = logits.narrow(-1, 0, kVocabSize) / temperature;
+  at::Tensor z = logits / temperature;
   at::Tensor logp_all = at::log_softmax(z, -1);
   if (entropy != nullptr) {
     *entropy = -(logp_all.exp() * logp_all).sum(-1);

@@ -14,7 +14,7 @@
 namespace hy::trainer {
 
 // Log-probabilities of `targets` [B, T] (int64) under logits [B, T, V]
-// restricted to the task's vocabulary and divided by `temperature`, and
+// (the model's whole vocabulary) divided by `temperature`, and
 // (when `entropy` is non-null) the per-token entropy of that distribution.
 at::Tensor TokenLogProbs(const at::Tensor& logits, const at::Tensor& targets,
                          double temperature, at::Tensor* entropy);

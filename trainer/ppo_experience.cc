@@ -128,30 +128,29 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
   const RolloutConfig& rc = config_.rollout;
   const int64_t total = int64_t{rc.batch_size} * rc.n;
   const uint64_t seed = config_.trainer.seed;
-  exp->samples.clear();
+  const TokenSpec& spec = source_->token_spec();
+  exp->items.clear();
   int64_t prompt_len = 0;
   for (int64_t j = 0; j < total; ++j) {
-    exp->samples.push_back(Generate(config_.task, seed,
-                                    static_cast<uint64_t>(iteration),
-                                    static_cast<uint64_t>(j / rc.n)));
-    prompt_len =
-        std::max<int64_t>(prompt_len, exp->samples.back().prompt.size());
+    HY_ASSIGN_OR_RETURN(
+        Prompt p, source_->Get(data_position_ + static_cast<uint64_t>(j / rc.n)));
+    prompt_len = std::max<int64_t>(prompt_len, p.tokens.size());
+    exp->items.push_back(std::move(p));
   }
   // This dp group's share.
   const int64_t g = comm_->dp_rank();
   const int64_t groups = comm_->dp_size();
   const int64_t lo = total * g / groups;
   const int64_t hi = total * (g + 1) / groups;
-  std::vector<Sample> mine(exp->samples.begin() + lo,
-                           exp->samples.begin() + hi);
+  std::vector<Prompt> mine(exp->items.begin() + lo, exp->items.begin() + hi);
   std::vector<int64_t> ids;
   for (int64_t j = lo; j < hi; ++j) ids.push_back(j);
   TpContext tp{comm_->tp_size(), comm_->tp_rank(), comm_.get()};
   HY_ASSIGN_OR_RETURN(
       at::Tensor responses,
       GenerateResponses(config_.model, rollout_weights_, tp,
-                        BuildPrompts(mine, prompt_len), ids, seed,
-                        static_cast<uint64_t>(iteration), rc));
+                        BuildPrompts(mine, prompt_len, spec), ids, seed,
+                        static_cast<uint64_t>(iteration), rc, spec));
   // Every rank gets every group's responses (the TP leader's copy).
   std::vector<uint8_t> bytes;
   if (comm_->tp_rank() == 0) bytes = TensorBytes(responses);
@@ -170,8 +169,8 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
                             std::to_string(exp->responses.size(0)) +
                             " responses, expected " + std::to_string(total));
   }
-  exp->prompts = BuildPrompts(exp->samples, prompt_len);
-  exp->mask = ResponseMask(exp->responses);
+  exp->prompts = BuildPrompts(exp->items, prompt_len, spec);
+  exp->mask = ResponseMask(exp->responses, spec);
   report->rollout_ms = MsSince(start);
   return Status::OK();
 }
@@ -244,8 +243,8 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
   for (int64_t i = 0; i < total; ++i) {
     std::vector<int> r(static_cast<size_t>(r_len));
     for (int64_t t = 0; t < r_len; ++t) r[t] = static_cast<int>(resp[i][t]);
-    const double s = Reward(exp->samples[i], r);
-    exact += s == 1.0 ? 1 : 0;
+    const double s = source_->Score(exp->items[i], r);
+    exact += source_->IsExact(s) ? 1 : 0;
     exp->scores.push_back(static_cast<float>(s));
   }
   const Shape2D shape{static_cast<size_t>(total), static_cast<size_t>(r_len)};

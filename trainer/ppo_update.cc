@@ -15,7 +15,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // SFT batches draw from iterations far beyond any PPO iteration.
-constexpr uint64_t kSftIterationBase = uint64_t{1} << 40;
 
 uint64_t Mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -182,12 +181,16 @@ Status PpoWorker::SftWarmup() {
     int64_t max_len = 0;
     double tokens = 0;
     for (int i = 0; i < tc.sft_batch_size; ++i) {
-      Sample s = Generate(config_.task, tc.seed, kSftIterationBase + step,
-                          static_cast<uint64_t>(i));
-      seqs.push_back(SftSequence(s));
-      prompt_lens.push_back(static_cast<int64_t>(s.prompt.size()));
+      HY_ASSIGN_OR_RETURN(
+          Demonstration d,
+          source_->Demonstrate(static_cast<uint64_t>(step) * tc.sft_batch_size +
+                               static_cast<uint64_t>(i)));
+      std::vector<int> seq = d.prompt;
+      seq.insert(seq.end(), d.response.begin(), d.response.end());
+      seqs.push_back(std::move(seq));
+      prompt_lens.push_back(static_cast<int64_t>(d.prompt.size()));
       max_len = std::max<int64_t>(max_len, seqs.back().size());
-      tokens += static_cast<double>(seqs.back().size() - s.prompt.size());
+      tokens += static_cast<double>(d.response.size());
     }
     int64_t lo, hi;
     Split(tc.sft_batch_size, &lo, &hi);
@@ -197,7 +200,8 @@ Status PpoWorker::SftWarmup() {
     at::Tensor grad;
     if (hi > lo) {
       const int64_t b = hi - lo;
-      at::Tensor tok = at::full({b, max_len}, kPad, at::kLong);
+      at::Tensor tok =
+          at::full({b, max_len}, source_->token_spec().pad, at::kLong);
       at::Tensor valid = at::zeros({b, max_len}, at::kBool);
       at::Tensor target_mask = at::zeros({b, max_len - 1}, at::kFloat);
       for (int64_t i = 0; i < b; ++i) {

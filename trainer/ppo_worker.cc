@@ -6,6 +6,8 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "hy/metrics/hy_metrics.h"
@@ -19,14 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-bool SameModel(const ModelConfig& a, const ModelConfig& b) {
-  return a.vocab_size == b.vocab_size && a.hidden_size == b.hidden_size &&
-         a.intermediate_size == b.intermediate_size &&
-         a.num_layers == b.num_layers && a.num_heads == b.num_heads &&
-         a.num_kv_heads == b.num_kv_heads && a.rope_theta == b.rope_theta &&
-         a.rms_norm_eps == b.rms_norm_eps;
 }
 
 }  // namespace
@@ -54,6 +48,13 @@ void PpoWorker::Log(const std::string& line) const {
 }
 
 Status PpoWorker::Setup() {
+  HY_RETURN_IF_ERROR(ResolveModelPath(&config_.model));
+  if (!config_.model.path.empty()) {
+    std::ifstream in(config_.model.path + "/config.json", std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    hf_config_text_ = text.str();
+  }
   HY_RETURN_IF_ERROR(ValidateConfig(config_));
   if (config_.trainer.device != "cpu") {
     return Status::InvalidArgument(
@@ -71,7 +72,10 @@ Status PpoWorker::Setup() {
       env_world % tp != 0) {
     // A restart on fewer (or more) nodes: the largest TP group that fits.
     const int wanted = tp;
-    while (env_world % tp != 0) --tp;
+    while (env_world % tp != 0 ||
+           !ValidateTensorParallel(config_.model, tp).ok()) {
+      --tp;
+    }
     if (options_.log && std::getenv("RANK") != nullptr &&
         std::atoi(std::getenv("RANK")) == 0) {
       options_.log("rollout tp " + std::to_string(wanted) +
@@ -102,6 +106,9 @@ Status PpoWorker::Setup() {
     kl_ = std::make_unique<KlController>(KlController::Fixed(ac.kl_coef));
   }
   rules_yaml_ = StateRulesYaml();
+  source_ = MakeTaskSource(config_.task, config_.trainer.seed,
+                           config_.rollout.batch_size,
+                           config_.trainer.sft_batch_size);
   Log("rank 0 of " + std::to_string(world) + ": actor " +
       std::to_string(actor_->spec().TotalBytes() / 4) +
       " parameters, training layout fsdp=" + std::to_string(world) +
@@ -111,7 +118,13 @@ Status PpoWorker::Setup() {
 }
 
 Status PpoWorker::InitFresh() {
-  actor_->InitFromSeed(config_.trainer.seed);
+  if (config_.model.path.empty()) {
+    actor_->InitFromSeed(config_.trainer.seed);
+  } else {
+    HY_ASSIGN_OR_RETURN(auto weights,
+                        HfWeights::Open(config_.model.path, config_.model));
+    HY_RETURN_IF_ERROR(actor_->LoadFrom(*weights));
+  }
   HY_RETURN_IF_ERROR(SftWarmup());
   ref_->params().copy_(actor_->params());
   critic_->InitFromSeed(config_.trainer.seed + 1);
@@ -119,13 +132,14 @@ Status PpoWorker::InitFresh() {
   HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
   critic_->CopyCommonFrom(*actor_, full);
   start_iteration_ = 0;
+  data_position_ = 0;
   return Status::OK();
 }
 
 Status PpoWorker::ApplyStoredState(const std::string& state_text,
                                    const std::string& config_text) {
   HY_ASSIGN_OR_RETURN(TrainConfig stored, ParseConfigYaml(config_text));
-  if (!SameModel(stored.model, config_.model)) {
+  if (!SameArchitecture(stored.model, config_.model)) {
     return Status::InvalidArgument(
         "resume: the store's model config differs from this run's");
   }
@@ -135,6 +149,12 @@ Status PpoWorker::ApplyStoredState(const std::string& state_text,
   }
   try {
     start_iteration_ = state.at("iteration").get<int64_t>();
+    // Checkpoints before data positions: every iteration took batch_size.
+    data_position_ =
+        state.contains("data_position")
+            ? state.at("data_position").get<uint64_t>()
+            : static_cast<uint64_t>(start_iteration_) *
+                  static_cast<uint64_t>(config_.rollout.batch_size);
     actor_->adam_step() = state.at("actor_step").get<int64_t>();
     critic_->adam_step() = state.at("critic_step").get<int64_t>();
     const double coef = state.at("kl_coef").get<double>();
@@ -171,7 +191,7 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
       {"kl_coef", kl_->value()},
       {"seed", config_.trainer.seed},
       {"world_size", comm_->world_size()},
-      {"next_sample", {{"iteration", next_iteration}, {"index", 0}}},
+      {"data_position", data_position_},
   };
   const std::string state_text = state.dump();
   const std::string config_text = ToYaml(config_);
@@ -195,6 +215,11 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
   blobs[1].data = ConstBytes(config_text);
   blobs[2].name = "recovery.placement";
   blobs[2].data = ConstBytes(placement_text);
+  if (!hf_config_text_.empty()) {  // What export-hf writes back.
+    blobs.emplace_back();
+    blobs.back().name = std::string(kHfConfigBlob);
+    blobs.back().data = ConstBytes(hf_config_text_);
+  }
   HY_RETURN_IF_ERROR(checkpointer_->Save(
       static_cast<uint64_t>(next_iteration), std::move(shards),
       std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),
@@ -277,6 +302,7 @@ Result<RunSummary> PpoWorker::Run() {
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
     HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
+    data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
     const bool last = it + 1 == end;
     if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
       HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, &report));

@@ -24,6 +24,7 @@
 #include "hy/reshard/executor.h"
 #include "hy/trainer/advantage.h"
 #include "hy/trainer/checkpoint.h"
+#include "hy/trainer/prompt_source.h"
 #include "hy/trainer/worker.h"
 #include "rollout.h"
 
@@ -31,7 +32,7 @@ namespace hy::trainer {
 
 // One iteration's batch after rollout, identical on every rank.
 struct Experience {
-  std::vector<Sample> samples;  // Per response (prompt repeated n times).
+  std::vector<Prompt> items;  // Per response (prompt repeated n times).
   PromptBatch prompts;          // [B, P]
   at::Tensor responses;         // [B, R] int64
   at::Tensor mask;              // [B, R] f32
@@ -96,7 +97,9 @@ class PpoWorker {
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;
   std::unique_ptr<KlController> kl_;
+  std::unique_ptr<PromptSource> source_;
   int64_t start_iteration_ = 0;
+  uint64_t data_position_ = 0;  // Stream position of the next unseen prompt.
   std::vector<int> nodes_;  // Node id of each rank.
   std::unique_ptr<recovery::Heartbeat> heartbeat_;
   int64_t recovered_step_ = -1;
@@ -111,6 +114,7 @@ class PpoWorker {
 
   std::unique_ptr<Checkpointer> checkpointer_;
   std::string rules_yaml_;
+  std::string hf_config_text_;  // config.json of model.path, if any.
 };
 
 // Store tensor-name prefixes.

@@ -2,22 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <functional>
+#include <vector>
 
 namespace hy::trainer {
 
-PromptBatch BuildPrompts(const std::vector<Sample>& samples,
-                         int64_t prompt_len) {
-  const int64_t b = static_cast<int64_t>(samples.size());
+PromptBatch BuildPrompts(const std::vector<Prompt>& prompts,
+                         int64_t prompt_len, const TokenSpec& spec) {
+  const int64_t b = static_cast<int64_t>(prompts.size());
   PromptBatch out;
   out.prompt_len = prompt_len;
-  out.tokens = at::full({b, prompt_len}, kPad, at::kLong);
+  out.tokens = at::full({b, prompt_len}, spec.pad, at::kLong);
   out.valid = at::zeros({b, prompt_len}, at::kBool);
   out.lengths = at::zeros({b}, at::kLong);
   auto tok = out.tokens.accessor<int64_t, 2>();
   auto val = out.valid.accessor<bool, 2>();
   for (int64_t i = 0; i < b; ++i) {
-    const auto& p = samples[i].prompt;
+    const auto& p = prompts[i].tokens;
     const int64_t n = static_cast<int64_t>(p.size());
     for (int64_t j = 0; j < n; ++j) {
       tok[i][prompt_len - n + j] = p[j];
@@ -28,37 +29,44 @@ PromptBatch BuildPrompts(const std::vector<Sample>& samples,
   return out;
 }
 
-int SampleToken(const float* logits, double temperature, int top_k,
-                uint64_t draw_seed) {
-  double z[kVocabSize];
+int SampleToken(const float* logits, int64_t vocab, double temperature,
+                int top_k, uint64_t draw_seed) {
+  thread_local std::vector<double> p;
+  p.resize(static_cast<size_t>(vocab));
   double top = -INFINITY;
-  for (int i = 0; i < kVocabSize; ++i) {
-    z[i] = static_cast<double>(logits[i]) / temperature;
-    top = std::max(top, z[i]);
+  for (int64_t i = 0; i < vocab; ++i) {
+    p[i] = static_cast<double>(logits[i]) / temperature;
+    top = std::max(top, p[i]);
   }
-  bool keep[kVocabSize];
-  std::fill(keep, keep + kVocabSize, true);
-  if (top_k > 0 && top_k < kVocabSize) {
-    int order[kVocabSize];
-    std::iota(order, order + kVocabSize, 0);
-    std::stable_sort(order, order + kVocabSize,
-                     [&z](int a, int b) { return z[a] > z[b]; });
-    for (int i = top_k; i < kVocabSize; ++i) keep[order[i]] = false;
+  double cutoff = -INFINITY;  // Logits below it are dropped (top-k).
+  int64_t ties = vocab;        // Logits equal to the cutoff that stay.
+  if (top_k > 0 && top_k < vocab) {
+    thread_local std::vector<double> sorted;
+    sorted.assign(p.begin(), p.end());
+    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1),
+                     sorted.end(), std::greater<double>());
+    cutoff = sorted[top_k - 1];
+    ties = top_k - std::count_if(p.begin(), p.end(),
+                                 [cutoff](double z) { return z > cutoff; });
   }
-  double p[kVocabSize];
   double total = 0;
-  for (int i = 0; i < kVocabSize; ++i) {
-    p[i] = keep[i] ? std::exp(z[i] - top) : 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    bool keep = p[i] > cutoff;
+    if (p[i] == cutoff && ties > 0) {  // Ties keep the lowest ids.
+      keep = true;
+      --ties;
+    }
+    p[i] = keep ? std::exp(p[i] - top) : 0.0;
     total += p[i];
   }
   const double u =
       static_cast<double>(draw_seed >> 11) * (1.0 / 9007199254740992.0);
   double target = u * total;
   int last = 0;
-  for (int i = 0; i < kVocabSize; ++i) {
+  for (int64_t i = 0; i < vocab; ++i) {
     if (p[i] == 0) continue;
-    last = i;
-    if (target < p[i]) return i;
+    last = static_cast<int>(i);
+    if (target < p[i]) return last;
     target -= p[i];
   }
   return last;
@@ -69,12 +77,13 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
                                      const PromptBatch& prompts,
                                      const std::vector<int64_t>& sample_ids,
                                      uint64_t seed, uint64_t iteration,
-                                     const RolloutConfig& rollout) {
+                                     const RolloutConfig& rollout,
+                                     const TokenSpec& spec) {
   at::NoGradGuard no_grad;
   const int64_t b = prompts.tokens.size(0);
   const int64_t p_len = prompts.prompt_len;
   const int64_t r_len = rollout.response_length;
-  at::Tensor responses = at::full({b, r_len}, kPad, at::kLong);
+  at::Tensor responses = at::full({b, r_len}, spec.pad, at::kLong);
   if (b == 0) return responses;
   KvCache cache = MakeKvCache(config, tp.tp, b, p_len + r_len);
   at::Tensor positions =
@@ -96,16 +105,16 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
     logits = logits.reshape({b, -1}).contiguous();
     const float* lp = logits.data_ptr<float>();
     const int64_t vocab = logits.size(1);
-    at::Tensor next = at::full({b, 1}, kPad, at::kLong);
+    at::Tensor next = at::full({b, 1}, spec.pad, at::kLong);
     for (int64_t i = 0; i < b; ++i) {
       if (done[i]) continue;
       const int tok = SampleToken(
-          lp + i * vocab, rollout.temperature, rollout.top_k,
+          lp + i * vocab, vocab, rollout.temperature, rollout.top_k,
           SamplingSeed(seed, iteration, static_cast<uint64_t>(sample_ids[i]),
                        static_cast<uint64_t>(t)));
       out[i][t] = tok;
       next[i][0] = tok;
-      if (tok == kEos) done[i] = true;
+      if (spec.IsEos(tok)) done[i] = true;
     }
     input = next;
     pos = (prompts.lengths + t).unsqueeze(1);
@@ -113,9 +122,10 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
   return responses;
 }
 
-at::Tensor ResponseMask(const at::Tensor& responses) {
+at::Tensor ResponseMask(const at::Tensor& responses, const TokenSpec& spec) {
   // Tokens up to and including the first EOS: an EOS seen strictly before.
-  at::Tensor eos = (responses == kEos).to(at::kLong);
+  at::Tensor eos = at::zeros_like(responses);
+  for (int id : spec.eos) eos += (responses == id).to(at::kLong);
   at::Tensor before = eos.cumsum(1) - eos;
   return (before == 0).to(at::kFloat);
 }

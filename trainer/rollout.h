@@ -1,15 +1,15 @@
 // Rollout: prompts as tensors, generation with the (TP-sharded) actor and a
 // KV cache, and the sequences the training-side forward passes read.
 //
-// Layout of a sequence: the prompt left-padded to P tokens (PAD, invalid),
-// then R response tokens; after the first EOS the response holds PAD and is
-// masked out. Positions count valid tokens (0 for the first prompt token),
+// Layout of a sequence: the prompt left-padded to P tokens (the source's
+// pad id, invalid), then R response tokens; after the first EOS (any of
+// the source's EOS ids) the response holds pad and is masked out. Positions count valid tokens (0 for the first prompt token),
 // so padding never shifts a sample's rotary positions, and generation and
 // the training forward see each sample identically whatever the batch.
 //
 // Sampling is reproducible anywhere: token t of global sample j draws its
 // uniform from SamplingSeed(seed, iteration, j, t) and inverts the CDF of
-// softmax(logits / temperature) over the task vocabulary (top-k optional),
+// softmax(logits / temperature) over the whole vocabulary (top-k optional),
 // computed in double, so every rank of a TP group picks the same token and
 // a resumed run on another world size draws the same numbers.
 //
@@ -25,7 +25,7 @@
 
 #include "hy/common/result.h"
 #include "hy/trainer/config.h"
-#include "hy/trainer/task.h"
+#include "hy/trainer/prompt_source.h"
 #include "model.h"
 
 namespace hy::trainer {
@@ -38,12 +38,15 @@ struct PromptBatch {
 };
 
 // REQUIRES: every prompt has at most prompt_len tokens.
-PromptBatch BuildPrompts(const std::vector<Sample>& samples,
-                         int64_t prompt_len);
+PromptBatch BuildPrompts(const std::vector<Prompt>& prompts,
+                         int64_t prompt_len, const TokenSpec& spec);
 
-// Draws one token id in [0, kVocabSize) from `logits` (kVocabSize values).
-int SampleToken(const float* logits, double temperature, int top_k,
-                uint64_t draw_seed);
+// Draws one token id in [0, vocab) from `logits` (vocab values, the
+// model's whole vocabulary): the inverse CDF of softmax(logits /
+// temperature) at the uniform of draw_seed, in double; with top_k > 0 only
+// the top_k largest logits (ties: lowest ids) keep their mass.
+int SampleToken(const float* logits, int64_t vocab, double temperature,
+                int top_k, uint64_t draw_seed);
 
 // Generates rollout.response_length tokens per row with the actor weights
 // `w` under `tp`. sample_ids are the rows' global sample indices. Returns
@@ -53,10 +56,11 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
                                      const PromptBatch& prompts,
                                      const std::vector<int64_t>& sample_ids,
                                      uint64_t seed, uint64_t iteration,
-                                     const RolloutConfig& rollout);
+                                     const RolloutConfig& rollout,
+                                     const TokenSpec& spec);
 
 // [b, R] f32: 1 up to and including the first EOS, else 0.
-at::Tensor ResponseMask(const at::Tensor& responses);
+at::Tensor ResponseMask(const at::Tensor& responses, const TokenSpec& spec);
 
 struct Sequences {
   at::Tensor tokens;     // [b, P + R] int64

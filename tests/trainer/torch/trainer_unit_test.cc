@@ -84,18 +84,18 @@ TEST(ValueLossTest, ClippedAgainstOldValues) {
               0.5 * 0.64, 1e-12);
 }
 
-TEST(LogProbTest, NormalisedOverTaskVocabWithEntropy) {
-  at::Tensor logits = at::randn({2, 3, 32}, at::kFloat);
+TEST(LogProbTest, NormalisedOverTheWholeVocabWithEntropy) {
+  const int64_t vocab = 37;  // Any size: nothing assumes the task's 18.
+  at::Tensor logits = at::randn({2, 3, vocab}, at::kFloat);
   at::Tensor entropy;
-  at::Tensor all = at::arange(kVocabSize, at::kLong);
   double total = 0;
-  for (int64_t id = 0; id < kVocabSize; ++id) {
+  for (int64_t id = 0; id < vocab; ++id) {
     at::Tensor lp = TokenLogProbs(logits, at::full({2, 3}, id, at::kLong), 0.7,
                                   id == 0 ? &entropy : nullptr);
     total += lp[1][2].exp().item<double>();
   }
   EXPECT_NEAR(total, 1.0, 1e-5);
-  at::Tensor p = at::softmax(logits[1][2].narrow(0, 0, kVocabSize) / 0.7, 0);
+  at::Tensor p = at::softmax(logits[1][2] / 0.7, 0);
   EXPECT_NEAR(entropy[1][2].item<double>(), -(p * p.log()).sum().item<double>(),
               1e-5);
 }
@@ -104,11 +104,11 @@ TEST(SampleTest, DeterministicTopKAndFrequencies) {
   std::vector<float> logits(kVocabSize, 0.0f);
   logits[3] = 2.0f;
   logits[7] = 1.0f;
-  EXPECT_EQ(SampleToken(logits.data(), 1.0, 0, 42),
-            SampleToken(logits.data(), 1.0, 0, 42));
+  EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 1.0, 0, 42),
+            SampleToken(logits.data(), kVocabSize, 1.0, 0, 42));
   for (uint64_t s = 0; s < 50; ++s) {
-    EXPECT_EQ(SampleToken(logits.data(), 1.0, 1, s * 0x9E3779B97F4A7C15ull), 3);
-    const int t = SampleToken(logits.data(), 1.0, 2, s * 0x9E3779B97F4A7C15ull);
+    EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 1.0, 1, s * 0x9E3779B97F4A7C15ull), 3);
+    const int t = SampleToken(logits.data(), kVocabSize, 1.0, 2, s * 0x9E3779B97F4A7C15ull);
     EXPECT_TRUE(t == 3 || t == 7);
   }
   // Frequencies follow softmax(logits) (loose 5-sigma bounds).
@@ -117,7 +117,7 @@ TEST(SampleTest, DeterministicTopKAndFrequencies) {
   uint64_t state = 1;
   for (int i = 0; i < n; ++i) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
-    ++count[SampleToken(logits.data(), 1.0, 0, state)];
+    ++count[SampleToken(logits.data(), kVocabSize, 1.0, 0, state)];
   }
   const double z = std::exp(2.0) + std::exp(1.0) + (kVocabSize - 2);
   for (int id : {3, 7, 0}) {
@@ -133,7 +133,7 @@ TEST(SampleTest, DeterministicTopKAndFrequencies) {
 TEST(RolloutTest, ResponseMaskIncludesFirstEos) {
   at::Tensor r =
       at::tensor({1, 2, kEos, kPad, 4, kEos, 5, 6}, at::kLong).view({2, 4});
-  at::Tensor m = ResponseMask(r);
+  at::Tensor m = ResponseMask(r, TokenSpec{});
   EXPECT_TRUE(at::equal(
       m, at::tensor({1.f, 1.f, 1.f, 0.f, 1.f, 1.f, 0.f, 0.f}).view({2, 4})));
 }
@@ -152,14 +152,15 @@ TEST(ModelTest, KvCacheDecodeEqualsFullForward) {
                 return weights[n];
               }).value();
   // Two left-padded prompts, then 3 decoded tokens.
-  std::vector<Sample> samples = {Generate(TaskConfig(), 1, 0, 0),
-                                 Generate(TaskConfig(), 1, 0, 1)};
-  samples[1].prompt.resize(3);  // Different lengths.
-  PromptBatch prompts = BuildPrompts(samples, 8);
+  std::vector<Prompt> samples = {{0, Generate(TaskConfig(), 1, 0, 0).prompt},
+                                 {1, Generate(TaskConfig(), 1, 0, 1).prompt}};
+  samples[1].tokens.resize(3);  // Different lengths.
+  PromptBatch prompts = BuildPrompts(samples, 8, TokenSpec{});
   RolloutConfig rc;
   rc.response_length = 4;
   at::Tensor responses =
-      GenerateResponses(config, w, TpContext{}, prompts, {0, 1}, 5, 0, rc)
+      GenerateResponses(config, w, TpContext{}, prompts, {0, 1}, 5, 0, rc,
+                        TokenSpec{})
           .value();
   // Re-score the sequences with one full forward: the sampled tokens must
   // be drawable again from the same logits, i.e. decoding saw the same

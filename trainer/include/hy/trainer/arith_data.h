@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "hy/common/result.h"
 #include "hy/common/status.h"

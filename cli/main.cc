@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli_util.h"
+#include "data_command.h"
 #include "export_hf_command.h"
 #include "hy/metrics/hy_metrics.h"
 #include "metrics_command.h"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   hy::cli::AddExportHfCommand(&app, &exit_code);
   hy::cli::AddRestoreCommand(&app, &exit_code);
   hy::cli::AddTrainCommand(&app, &exit_code);
+  hy::cli::AddDataCommand(&app, &exit_code);
 
   try {
     app.parse(argc, argv);

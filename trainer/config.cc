@@ -92,6 +92,13 @@ std::string Repr(const std::vector<TaskKind>* p) {
   }
   return out + "]";
 }
+std::string Repr(const std::vector<std::string>* p) {
+  std::string out = "[";
+  for (size_t i = 0; i < p->size(); ++i) {
+    out += (i ? ", " : "") + QuoteString((*p)[i]);
+  }
+  return out + "]";
+}
 template <typename T>
 std::string Repr(const T* p) {
   return Num(*p);
@@ -176,6 +183,27 @@ struct Reader {
     HY_ASSIGN_OR_RETURN(int i,
                         ReadName(path, v, {"gae", "grpo"}, "gae or grpo"));
     *out = i == 0 ? AdvEstimator::kGae : AdvEstimator::kGrpo;
+    return Status::OK();
+  }
+
+  // A list of strings; a single string is a list of one, null is empty.
+  Status Read(const std::string& path, const YAML::Node& v,
+              std::vector<std::string>* out) const {
+    if (v.IsNull()) {
+      out->clear();
+      return Status::OK();
+    }
+    if (!v.IsScalar() && !v.IsSequence()) {
+      return TypeError(path, "a list of strings", v);
+    }
+    std::vector<std::string> items;
+    for (const YAML::Node& item : v.IsScalar()
+                                      ? std::vector<YAML::Node>{v}
+                                      : v.as<std::vector<YAML::Node>>()) {
+      if (!item.IsScalar()) return TypeError(path, "a list of strings", item);
+      items.push_back(item.Scalar());
+    }
+    *out = std::move(items);
     return Status::OK();
   }
 
@@ -345,7 +373,8 @@ Status ValidateConfig(const TrainConfig& c) {
                Num(task.max_digits));
   }
   HY_RETURN_IF_ERROR(ValidateTaskConfig(task));
-  if (c.model.vocab_size < kVocabSize) {
+  const bool task = c.data.train_files.empty();
+  if (task && c.model.vocab_size < kVocabSize) {
     return Bad("model.vocab_size",
                "must hold the task's " + Num(kVocabSize) + " token ids",
                Num(c.model.vocab_size));
@@ -370,7 +399,7 @@ Status ValidateConfig(const TrainConfig& c) {
                                                   : task.max_digits + 3);
   }
   const int longest = prompt + std::max(r.response_length, task.max_digits + 2);
-  if (longest > c.model.max_position_embeddings) {
+  if (task && longest > c.model.max_position_embeddings) {
     return Bad("model.max_position_embeddings",
                "must hold the longest sequence, " + Num(longest) +
                    " tokens (a prompt of " + Num(prompt) +

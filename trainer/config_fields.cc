@@ -64,6 +64,17 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("task.kinds", &c->task.kinds);
   add("task.min_digits", &c->task.min_digits, kDigits);
   add("task.max_digits", &c->task.max_digits, kDigits);
+  DataConfig& d = c->data;
+  add("data.train_files", &d.train_files);
+  add("data.tokenizer", &d.tokenizer);
+  add("data.reward", &d.reward,
+      OneOf("must be exact_match, format or exact_match+format",
+            "|exact_match|format|exact_match+format|"));
+  add("data.require_eos", &d.require_eos);
+  add("data.shuffle", &d.shuffle);
+  add("data.enable_thinking", &d.enable_thinking);
+  add("data.max_prompt_length", &d.max_prompt_length, kAtLeast1);
+  add("data.allow_changed_dataset", &d.allow_changed_dataset);
   auto optim = [&add](const std::string& s, OptimConfig* o) {
     add(s + ".optim.lr", &o->lr, kPositive);
     add(s + ".optim.beta1", &o->beta1, kBeta);

@@ -17,7 +17,8 @@ namespace hy::trainer::internal {
 
 using FieldPtr =
     std::variant<int*, int64_t*, uint64_t*, double*, bool*, std::string*,
-                 std::vector<TaskKind>*, AdvEstimator*>;
+                 std::vector<std::string>*, std::vector<TaskKind>*,
+                 AdvEstimator*>;
 
 // What a key accepts: a range (doubles also finite), or a set of strings.
 struct Range {

@@ -160,6 +160,19 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   return m;
 }
 
+std::vector<int> HfEosTokenIds(const std::string& config_json) {
+  std::vector<int> out;
+  Json j = Json::parse(config_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("eos_token_id")) {
+    return out;
+  }
+  const Json& e = j["eos_token_id"];
+  for (const Json& id : e.is_array() ? e : Json::array({e})) {
+    if (id.is_number_integer()) out.push_back(id.get<int>());
+  }
+  return out;
+}
+
 Status ResolveModelPath(ModelConfig* config) {
   if (config->path.empty()) return Status::OK();
   HY_ASSIGN_OR_RETURN(*config, ReadHfConfig(config->path));

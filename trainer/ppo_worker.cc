@@ -106,9 +106,27 @@ Status PpoWorker::Setup() {
     kl_ = std::make_unique<KlController>(KlController::Fixed(ac.kl_coef));
   }
   rules_yaml_ = StateRulesYaml();
-  source_ = MakeTaskSource(config_.task, config_.trainer.seed,
-                           config_.rollout.batch_size,
-                           config_.trainer.sft_batch_size);
+  if (config_.data.train_files.empty()) {
+    source_ = MakeTaskSource(config_.task, config_.trainer.seed,
+                             config_.rollout.batch_size,
+                             config_.trainer.sft_batch_size);
+  } else {
+    HY_ASSIGN_OR_RETURN(
+        source_, MakeDatasetSource(config_.data, config_.model.path,
+                                   HfEosTokenIds(hf_config_text_),
+                                   config_.trainer.seed,
+                                   config_.model.vocab_size));
+  }
+  const int longest =
+      source_->max_prompt_tokens() + config_.rollout.response_length;
+  if (longest > config_.model.max_position_embeddings) {
+    return Status::InvalidArgument(
+        "model.max_position_embeddings " +
+        std::to_string(config_.model.max_position_embeddings) +
+        " cannot hold the longest prompt (" +
+        std::to_string(source_->max_prompt_tokens()) +
+        " tokens) plus rollout.response_length");
+  }
   Log("rank 0 of " + std::to_string(world) + ": actor " +
       std::to_string(actor_->spec().TotalBytes() / 4) +
       " parameters, training layout fsdp=" + std::to_string(world) +

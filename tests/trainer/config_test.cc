@@ -39,6 +39,34 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"model.rope_theta", D(c.model.rope_theta)},
       {"model.rms_norm_eps", D(c.model.rms_norm_eps)},
       {"model.max_position_embeddings", S(c.model.max_position_embeddings)},
+      {"model.path", c.model.path},
+      {"model.architecture", c.model.architecture},
+      {"model.head_dim", S(c.model.head_dim_override)},
+      {"model.attention_bias", c.model.attention_bias ? "true" : "false"},
+      {"model.mlp_bias", c.model.mlp_bias ? "true" : "false"},
+      {"model.tie_word_embeddings",
+       c.model.tie_word_embeddings ? "true" : "false"},
+      {"model.rope_scaling.rope_type", c.model.rope_scaling_type},
+      {"model.rope_scaling.factor", D(c.model.rope_scaling_factor)},
+      {"model.rope_scaling.low_freq_factor", D(c.model.rope_low_freq_factor)},
+      {"model.rope_scaling.high_freq_factor",
+       D(c.model.rope_high_freq_factor)},
+      {"model.rope_scaling.original_max_position_embeddings",
+       S(c.model.rope_original_max_position_embeddings)},
+      {"model.torch_dtype", c.model.torch_dtype},
+      {"data.train_files", [&] {
+         std::string f;
+         for (const auto& x : c.data.train_files) f += x + ",";
+         return f;
+       }()},
+      {"data.tokenizer", c.data.tokenizer},
+      {"data.reward", c.data.reward},
+      {"data.require_eos", c.data.require_eos ? "true" : "false"},
+      {"data.shuffle", c.data.shuffle ? "true" : "false"},
+      {"data.enable_thinking", c.data.enable_thinking ? "true" : "false"},
+      {"data.max_prompt_length", S(c.data.max_prompt_length)},
+      {"data.allow_changed_dataset",
+       c.data.allow_changed_dataset ? "true" : "false"},
       {"task.kinds", kinds},
       {"task.min_digits", S(c.task.min_digits)},
       {"task.max_digits", S(c.task.max_digits)},
@@ -107,7 +135,34 @@ void ExpectSame(const TrainConfig& want, const TrainConfig& got) {
 // doubles that need all 17 digits.
 TrainConfig Modified() {
   TrainConfig c;
-  c.model = {40, 96, 200, 3, 6, 3, 1e6 + 0.5, 1e-5 / 3, 80};
+  c.model.architecture = "Qwen3ForCausalLM";
+  c.model.vocab_size = 40;
+  c.model.hidden_size = 96;
+  c.model.intermediate_size = 200;
+  c.model.num_layers = 3;
+  c.model.num_heads = 8;
+  c.model.num_kv_heads = 4;
+  c.model.head_dim_override = 10;
+  c.model.rope_theta = 1e6 + 0.5;
+  c.model.rms_norm_eps = 1e-5 / 3;
+  c.model.max_position_embeddings = 80;
+  c.model.attention_bias = true;
+  c.model.tie_word_embeddings = true;
+  c.model.rope_scaling_type = "llama3";
+  c.model.rope_scaling_factor = 0.1 + 0.7;
+  c.model.rope_low_freq_factor = 1.5;
+  c.model.rope_high_freq_factor = 4.25;
+  c.model.rope_original_max_position_embeddings = 33;
+  c.model.torch_dtype = "bfloat16";
+  c.model.path = "models/a b";
+  c.data.train_files = {"a.jsonl", "dir/b c.jsonl"};
+  c.data.tokenizer = "tok/";
+  c.data.reward = "exact_match+format";
+  c.data.require_eos = false;
+  c.data.shuffle = false;
+  c.data.enable_thinking = true;
+  c.data.max_prompt_length = 99;
+  c.data.allow_changed_dataset = true;
   c.task.kinds = {TaskKind::kAdd, TaskKind::kAdd, TaskKind::kSort};
   c.task.min_digits = 2;
   c.task.max_digits = 9;

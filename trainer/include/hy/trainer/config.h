@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hy/common/result.h"
 #include "hy/common/status.h"
@@ -20,6 +21,21 @@
 #include "hy/trainer/task.h"
 
 namespace hy::trainer {
+
+// Prompts from JSONL files (see prompt_data.h) instead of the built-in
+// task: tokenized with a Hugging Face tokenizer.json, scored by a rule.
+struct DataConfig {
+  std::vector<std::string> train_files;  // Empty: the task section's task.
+  std::string tokenizer;  // tokenizer.json or its directory; "": model.path.
+  std::string reward = "exact_match";  // exact_match | format | ...+format
+  bool require_eos = true;      // A response must end to be exact.
+  bool shuffle = true;          // A seeded permutation per epoch.
+  bool enable_thinking = false;  // Qwen3 chat templates.
+  int max_prompt_length = 256;  // Tokens; a longer prompt is an error.
+  // Resume even if the files changed (the position is kept, the order is
+  // the new files').
+  bool allow_changed_dataset = false;
+};
 
 struct OptimConfig {
   double lr = 2e-3;
@@ -100,6 +116,7 @@ struct MetricsConfig {
 
 struct TrainConfig {
   ModelConfig model;
+  DataConfig data;
   // The demo: reverse 1-4 digit strings (PPO lifts the reward within
   // 80 iterations on 4 CPU ranks).
   TaskConfig task{{TaskKind::kReverse}, 1, 4};

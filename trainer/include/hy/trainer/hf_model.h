@@ -51,6 +51,10 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir);
 Result<ModelConfig> ParseHfConfig(const std::string& json_text,
                                   const std::string& where);
 
+// The eos_token_id of config.json text (a number or a list of numbers);
+// empty when absent or unreadable.
+std::vector<int> HfEosTokenIds(const std::string& config_json);
+
 // When config->path names a directory, replaces every architecture field
 // of *config by its config.json (path stays); else does nothing. Returns
 // ReadHfConfig's errors.

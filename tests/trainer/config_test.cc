@@ -135,7 +135,8 @@ void ExpectSame(const TrainConfig& want, const TrainConfig& got) {
 // doubles that need all 17 digits.
 TrainConfig Modified() {
   TrainConfig c;
-  c.model.architecture = "Qwen3ForCausalLM";
+  c.model.architecture = "LlamaForCausalLM";
+  c.model.mlp_bias = true;
   c.model.vocab_size = 40;
   c.model.hidden_size = 96;
   c.model.intermediate_size = 200;
@@ -201,7 +202,10 @@ TEST(ConfigTest, DefaultsValidateAndAnEmptyDocumentIsTheDefaults) {
 TEST(ConfigTest, ToYamlWritesEveryKeyInSectionsWithShortDoubles) {
   const std::string y = ToYaml(TrainConfig{});
   for (const char* part :
-       {"model:\n  vocab_size: 32\n", "  rope_theta: 10000.0\n",
+       {"model:\n  path: \"\"\n  architecture: LlamaForCausalLM\n"
+        "  vocab_size: 32\n",
+        "  rope_scaling:\n    rope_type: \"\"\n",
+        "data:\n  train_files: []\n", "  rope_theta: 10000.0\n",
         "  rms_norm_eps: 1.0e-06\n", "task:\n  kinds: [reverse]\n",
         "actor:\n  optim:\n    lr: 0.002\n    beta1: 0.9\n",
         "    eps: 1.0e-08\n", "    weight_decay: 0.0\n", "  ppo_epochs: 2\n",
@@ -218,18 +222,26 @@ TEST(ConfigTest, ToYamlWritesEveryKeyInSectionsWithShortDoubles) {
   // One line per key, plus the section headers.
   size_t lines = 0;
   for (char ch : y) lines += ch == '\n';
-  EXPECT_EQ(lines, FieldValues(TrainConfig{}).size() + 9 + 3);
+  EXPECT_EQ(lines, FieldValues(TrainConfig{}).size() + 10 + 4);
 }
 
 TEST(ConfigTest, RoundTripIsExact) {
   const TrainConfig modified = Modified();
   ASSERT_TRUE(ValidateConfig(modified).ok())
       << ValidateConfig(modified).ToString();
-  const auto def = FieldValues(TrainConfig{}), mod = FieldValues(modified);
+  // Llama is the default architecture and the only one with mlp_bias, so
+  // a second config changes the architecture.
+  TrainConfig qwen3 = Modified();
+  qwen3.model.architecture = "Qwen3ForCausalLM";
+  qwen3.model.mlp_bias = false;
+  const auto def = FieldValues(TrainConfig{}), mod = FieldValues(modified),
+             q3 = FieldValues(qwen3);
   for (size_t i = 0; i < def.size(); ++i) {
-    EXPECT_NE(def[i].second, mod[i].second) << def[i].first << " unchanged";
+    EXPECT_TRUE(def[i].second != mod[i].second ||
+                def[i].second != q3[i].second)
+        << def[i].first << " unchanged";
   }
-  for (const TrainConfig& c : {TrainConfig{}, modified}) {
+  for (const TrainConfig& c : {TrainConfig{}, modified, qwen3}) {
     const std::string yaml = ToYaml(c);
     Result<TrainConfig> back = ParseConfigYaml(yaml);
     ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << yaml;

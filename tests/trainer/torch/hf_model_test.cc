@@ -28,6 +28,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Debian's interpreter, where python3-torch installs (not a pyenv shim
+// that may come first on PATH).
+#define kPython "/usr/bin/python3"
+
 struct Case {
   std::string name;
   ModelConfig model;
@@ -84,7 +88,7 @@ float Draw(std::mt19937* rng, const std::string& name) {
   return 0.2f * n(*rng);
 }
 
-std::string Run(const std::string& cmd) {
+std::string RunCommand(const std::string& cmd) {
   return std::system(cmd.c_str()) == 0 ? "" : "failed: " + cmd;
 }
 
@@ -110,10 +114,12 @@ std::string JoinInts(const at::Tensor& t) {
   return s + "]";
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 class HfModelTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HfModelTest, LogitsMatchTheTransformersReference) {
-  if (std::system("python3 -c 'import torch' 2>/dev/null") != 0) {
+  if (std::system(kPython " -c 'import torch' 2>/dev/null") != 0) {
     GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps.sh)";
   }
   const Case& c = GetParam();
@@ -168,16 +174,16 @@ TEST_P(HfModelTest, LogitsMatchTheTransformersReference) {
                        << "]}";
   const std::string script =
       std::string(HY_SOURCE_DIR) + "/tests/trainer/torch/hf_reference.py";
-  const std::string base = "python3 " + script + " " + dir.string() + " " +
+  const std::string base = std::string(kPython) + " " + script + " " + dir.string() + " " +
                            input.string() + " ";
-  ASSERT_EQ(Run(base + (dir / "ref.bin").string()), "");
+  ASSERT_EQ(RunCommand(base + (dir / "ref.bin").string()), "");
   std::vector<float> ref = ReadFloats((dir / "ref.bin").string());
   ASSERT_EQ(static_cast<int64_t>(ref.size()), logits.numel());
   const double diff = MaxDiff(ref, logits);
   const double scale = logits.abs().max().item<double>();
   EXPECT_LT(diff, 1e-4 * std::max(1.0, scale)) << c.name;
   if (!c.feature.empty()) {
-    ASSERT_EQ(Run(base + (dir / "ablated.bin").string() + " --ignore " +
+    ASSERT_EQ(RunCommand(base + (dir / "ablated.bin").string() + " --ignore " +
                   c.feature),
               "");
     const double ablated = MaxDiff(ReadFloats((dir / "ablated.bin").string()),

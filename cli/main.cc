@@ -12,6 +12,7 @@
 #include "reshard_command.h"
 #include "restore_command.h"
 #include "store_commands.h"
+#include "tokenize_command.h"
 #include "train_command.h"
 
 int main(int argc, char** argv) {
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   hy::cli::AddExportHfCommand(&app, &exit_code);
   hy::cli::AddRestoreCommand(&app, &exit_code);
   hy::cli::AddTrainCommand(&app, &exit_code);
+  hy::cli::AddTokenizeCommand(&app, &exit_code);
 
   try {
     app.parse(argc, argv);

@@ -29,6 +29,14 @@ namespace {
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// obj[key], or a null value when obj has no such key (never a copy).
+const Json& Get(const Json& obj, const char* key) {
+  static const Json kNull;
+  if (!obj.is_object()) return kNull;
+  auto it = obj.find(key);
+  return it == obj.end() ? kNull : *it;
+}
+
 class Loader {
  public:
   Loader(State* state, std::string_view name) : s_(state), name_(name) {}
@@ -57,22 +65,11 @@ class Loader {
   Status Config(std::string_view config_text);
 
  private:
-  Result<int32_t> VocabId(const Json& token, const std::string& field) const;
-
   State* s_;
   std::string name_;
-  std::unordered_map<std::string, int32_t> vocab_;  // byte-level form -> id
+  // Byte-level form -> id; the keys point into the parsed document.
+  std::unordered_map<std::string_view, int32_t> vocab_;
 };
-
-Result<int32_t> Loader::VocabId(const Json& token,
-                                const std::string& field) const {
-  if (!token.is_string()) return Bad(field, "is not a string");
-  auto it = vocab_.find(token.get<std::string>());
-  if (it == vocab_.end()) {
-    return Bad(field, "names token " + token.dump() + ", not in model.vocab");
-  }
-  return it->second;
-}
 
 Status Loader::Model(const Json& model) {
   if (!model.is_object()) return Bad("model", "is not an object");
@@ -91,13 +88,14 @@ Status Loader::Model(const Json& model) {
       return Unsupported(std::string("model.") + affix, model[affix], "\"\"");
     }
   }
-  const Json& vocab = model.contains("vocab") ? model["vocab"] : Json();
+  const Json& vocab = Get(model, "vocab");
   if (!vocab.is_object()) return Bad("model.vocab", "is not an object");
   int64_t max_id = -1;
-  for (const auto& [token, id] : vocab.items()) {
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const Json& id = it.value();
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= INT32_MAX) {
-      return Bad("model.vocab[" + Json(token).dump() + "]",
+      return Bad("model.vocab[" + Json(it.key()).dump() + "]",
                  "is not a valid id");
     }
     max_id = std::max(max_id, id.get<int64_t>());
@@ -105,51 +103,65 @@ Status Loader::Model(const Json& model) {
   std::vector<std::string> tokens(static_cast<size_t>(max_id + 1));
   std::string bytes;
   vocab_.reserve(vocab.size());
-  for (const auto& [token, id_json] : vocab.items()) {
-    const int32_t id = id_json.get<int32_t>();
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const std::string& token = it.key();  // stable: a key of the document
+    const int32_t id = it.value().get<int32_t>();
     vocab_.emplace(token, id);
     // A token with characters outside the byte alphabet can never come out
     // of the merges; it is kept only to be decoded as written.
     if (tokenizer_internal::ByteLevelToBytes(token, &bytes)) {
-      tokens[id] = bytes;
+      tokens[id] = std::move(bytes);
     } else {
       s_->unmappable.emplace(id, token);
     }
   }
-  const Json& merges = model.contains("merges") ? model["merges"] : Json();
+  const Json& merges = Get(model, "merges");
   if (!merges.is_array()) return Bad("model.merges", "is not an array");
   std::vector<BpeModel::Merge> pairs;
   pairs.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
-    const std::string field = "model.merges[" + std::to_string(i) + "]";
+    auto field = [i] { return "model.merges[" + std::to_string(i) + "]"; };
     const Json& m = merges[i];
-    Json left, right;
+    std::string_view left, right;
     if (m.is_string()) {
-      const std::string text = m.get<std::string>();
+      const std::string& text = m.get_ref<const std::string&>();
       const size_t space = text.find(' ');
-      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return Bad(field, m.dump() + " is not two tokens separated by a space");
+      if (space == std::string::npos ||
+          text.find(' ', space + 1) != std::string::npos) {
+        return Bad(field(),
+                   m.dump() + " is not two tokens separated by a space");
       }
-      left = text.substr(0, space);
-      right = text.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2) {
-      left = m[0];
-      right = m[1];
+      left = std::string_view(text).substr(0, space);
+      right = std::string_view(text).substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() &&
+               m[1].is_string()) {
+      left = m[0].get_ref<const std::string&>();
+      right = m[1].get_ref<const std::string&>();
     } else {
-      return Bad(field, "is neither \"a b\" nor [a, b]");
+      return Bad(field(), "is neither \"a b\" nor [a, b]");
     }
-    HY_ASSIGN_OR_RETURN(const int32_t l, VocabId(left, field));
-    HY_ASSIGN_OR_RETURN(const int32_t r, VocabId(right, field));
-    if (tokens[l].empty() || tokens[r].empty()) {
-      return Bad(field, "names a token outside the byte-level alphabet");
+    int32_t ids[2];
+    for (int k = 0; k < 2; ++k) {
+      const std::string_view token = k == 0 ? left : right;
+      auto it = vocab_.find(token);
+      if (it == vocab_.end()) {
+        return Bad(field(), "names token " + Json(std::string(token)).dump() +
+                                ", not in model.vocab");
+      }
+      ids[k] = it->second;
+      if (tokens[ids[k]].empty()) {
+        return Bad(field(), "names a token outside the byte-level alphabet");
+      }
     }
-    pairs.push_back(BpeModel::Merge{l, r});
+    pairs.push_back(BpeModel::Merge{ids[0], ids[1]});
   }
-  const Json& ignore = model.contains("ignore_merges") ? model["ignore_merges"]
-                                                       : Json(false);
-  if (!ignore.is_boolean()) return Bad("model.ignore_merges", "is not a bool");
+  const Json& ignore = Get(model, "ignore_merges");
+  if (!ignore.is_null() && !ignore.is_boolean()) {
+    return Bad("model.ignore_merges", "is not a bool");
+  }
   HY_ASSIGN_OR_RETURN(s_->bpe, BpeModel::Build(std::move(tokens), pairs,
-                                               ignore.get<bool>(), name_));
+                                               ignore.is_boolean() && ignore.get<bool>(),
+                                               name_));
   s_->vocab_size = static_cast<int32_t>(max_id + 1);
   return Status::OK();
 }
@@ -211,7 +223,7 @@ Status Loader::PreTokenizer(const Json& p, const std::string& field) {
       if (step.value("invert", false)) {
         return Unsupported(f + ".invert", true, "false");
       }
-      const Json& pattern = step.contains("pattern") ? step["pattern"] : Json();
+      const Json& pattern = Get(step, "pattern");
       const bool regex = pattern.contains("Regex") && pattern["Regex"].is_string();
       const bool literal =
           pattern.contains("String") && pattern["String"].is_string();
@@ -244,9 +256,8 @@ Status Loader::PostProcessor(const Json& p, const std::string& field) {
                        "null, ByteLevel, TemplateProcessing, Sequence");
   }
   if (s_->has_template) return Bad(field, "is a second TemplateProcessing");
-  const Json& single = p.contains("single") ? p["single"] : Json();
-  const Json& specials =
-      p.contains("special_tokens") ? p["special_tokens"] : Json::object();
+  const Json& single = Get(p, "single");
+  const Json& specials = Get(p, "special_tokens");
   if (!single.is_array()) return Bad(field + ".single", "is not an array");
   for (size_t i = 0; i < single.size(); ++i) {
     const std::string f = field + ".single[" + std::to_string(i) + "]";

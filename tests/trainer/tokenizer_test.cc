@@ -117,6 +117,26 @@ TEST(TokenizerTest, MergesApplyInRankOrder) {
   EXPECT_EQ(Enc(*t, ""), Ids{});
 }
 
+TEST(TokenizerTest, LongRunsRoundTrip) {
+  // Runs far beyond PCRE2's default JIT stack and the flat merge loop.
+  auto t = Make(TinyTokenizer());
+  for (const std::string& s :
+       {std::string(300000, ' ') + "a", std::string(300000, 'a'),
+        std::string(100000, '\n') + std::string(100000, '\t') + "x",
+        std::string(200000, '7')}) {
+    auto ids = t->Encode(s);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    auto back = t->Decode(*ids);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(*back == s);
+  }
+  std::string abab;
+  for (int i = 0; i < 150000; ++i) abab += "ab";
+  auto ids = t->Encode(abab);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, std::vector<int32_t>(150000, 256));
+}
+
 TEST(TokenizerTest, IgnoreMergesTakesWholeWordsFromTheVocab) {
   Json j = TinyTokenizer();
   auto plain = Make(j);

@@ -11,8 +11,8 @@
 // bytes of UTF-8 text, 10^6 per MB, per second of CPU time (user + system;
 // the machine is shared, wall time is noisy). "hy cold" is the first pass
 // over the corpus with an empty word cache; "hy" and "js" are the best of
-// --reps passes after a warm-up pass. Tokenizers default to the Qwen3 and Llama 3
-// files of .npm-deps/ (scripts/install-deps.sh); the JS column needs node.
+// --reps passes after a warm-up pass. Tokenizers default to the Qwen3 and Llama
+// 3 files of .npm-deps/ (scripts/install-deps.sh); the JS column needs node.
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,8 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -102,8 +102,8 @@ size_t EncodeAll(const Tokenizer& tok, const Corpus& c) {
 void Run(const Flags& flags, const std::string& path, const Corpus& c) {
   // The directory's name: .../tokenizer-qwen3/models/tokenizer.json gives
   // "tokenizer-qwen3".
-  fs::path dir_of = fs::is_directory(path) ? fs::path(path)
-                                           : fs::path(path).parent_path();
+  fs::path dir_of =
+      fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
   if (dir_of.filename() == "models") dir_of = dir_of.parent_path();
   const std::string model = dir_of.filename().string();
   size_t tokens = 0;
@@ -126,13 +126,14 @@ void Run(const Flags& flags, const std::string& path, const Corpus& c) {
   double js_mbps = 0;
   size_t js_tokens = 0;
   if (flags.js) {
-    const fs::path file =
-        fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+    const fs::path file = fs::is_directory(path)
+                              ? fs::path(path) / "tokenizer.json"
+                              : fs::path(path);
     const fs::path config = file.parent_path() / "tokenizer_config.json";
     const std::string out = Capture(
         "node '" + (kRoot / "tests/trainer/tokenize_reference.mjs").string() +
-        "' bench '" + file.string() + "' '" + config.string() +
-        "' '" + c.jsonl + "' " + std::to_string(flags.reps) + " 2>/dev/null");
+        "' bench '" + file.string() + "' '" + config.string() + "' '" +
+        c.jsonl + "' " + std::to_string(flags.reps) + " 2>/dev/null");
     const auto j = nlohmann::json::parse(out, nullptr, false);
     if (!j.is_discarded() && j.contains("mb_per_s")) {
       js_mbps = j["mb_per_s"].get<double>();
@@ -146,14 +147,15 @@ void Run(const Flags& flags, const std::string& path, const Corpus& c) {
         "{\"tokenizer\":\"%s\",\"corpus\":\"%s\",\"mb\":%.2f,\"tokens\":%zu,"
         "\"load_s\":%.2f,\"hy_cold_mbps\":%.1f,\"hy_mbps\":%.1f,"
         "\"js_mbps\":%.1f,\"js_tokens\":%zu,\"ratio\":%.1f}\n",
-        model.c_str(), c.name.c_str(), mb, tokens, load_s, mb / cold_s,
-        hy_mbps, js_mbps, js_tokens, ratio);
+        model.c_str(), c.name.c_str(), mb, tokens, load_s, mb / cold_s, hy_mbps,
+        js_mbps, js_tokens, ratio);
   } else {
-    std::printf("| %-17s | %-10s | %5.2f | %8zu | %6.2f | %11.1f | %8.1f | %8.1f | %6.1fx |%s\n",
-                model.c_str(), c.name.c_str(), mb, tokens, load_s, mb / cold_s,
-                hy_mbps, js_mbps, ratio,
-                js_tokens != 0 && js_tokens != tokens ? " token counts differ!"
-                                                      : "");
+    std::printf(
+        "| %-17s | %-10s | %5.2f | %8zu | %6.2f | %11.1f | %8.1f | %8.1f | "
+        "%6.1fx |%s\n",
+        model.c_str(), c.name.c_str(), mb, tokens, load_s, mb / cold_s, hy_mbps,
+        js_mbps, ratio,
+        js_tokens != 0 && js_tokens != tokens ? " token counts differ!" : "");
   }
   std::fflush(stdout);
 }
@@ -176,7 +178,8 @@ int Main(int argc, char** argv) {
     } else if (a == "--reps") {
       flags.reps = std::max(1, std::atoi(next().c_str()));
     } else if (a == "--strings") {
-      flags.strings = static_cast<size_t>(std::max(1L, std::atol(next().c_str())));
+      flags.strings =
+          static_cast<size_t>(std::max(1L, std::atol(next().c_str())));
     } else if (a == "--mib") {
       flags.mib = std::max(0.01, std::atof(next().c_str()));
     } else if (a == "--tokenizer") {
@@ -197,8 +200,9 @@ int Main(int argc, char** argv) {
     }
   }
   if (flags.tokenizers.empty()) {
-    std::printf("hy_bench_tokenizer: no tokenizer.json (run "
-                "scripts/install-deps.sh or pass --tokenizer): skipped\n");
+    std::printf(
+        "hy_bench_tokenizer: no tokenizer.json (run "
+        "scripts/install-deps.sh or pass --tokenizer): skipped\n");
     return 0;
   }
   if (flags.js && std::system("node --version > /dev/null 2>&1") != 0) {
@@ -210,7 +214,8 @@ int Main(int argc, char** argv) {
   fs::create_directories(tmp);
   std::vector<Corpus> corpora(2);
   corpora[0].name = "mixed";
-  corpora[0].texts = trainer::testing::MakeTokenizerCorpus(flags.strings, 20240611);
+  corpora[0].texts =
+      trainer::testing::MakeTokenizerCorpus(flags.strings, 20240611);
   corpora[1].name = "prose+code";
   corpora[1].texts = trainer::testing::MakeProseCodeCorpus(
       static_cast<size_t>(flags.mib * (1 << 20)), 7);
@@ -224,8 +229,12 @@ int Main(int argc, char** argv) {
     }
   }
   if (!flags.json) {
-    std::printf("| tokenizer         | corpus     |    MB |   tokens | load s | hy cold MB/s |  hy MB/s |  js MB/s |  hy/js |\n");
-    std::printf("|-------------------|------------|-------|----------|--------|--------------|----------|----------|--------|\n");
+    std::printf(
+        "| tokenizer         | corpus     |    MB |   tokens | load s | hy "
+        "cold MB/s |  hy MB/s |  js MB/s |  hy/js |\n");
+    std::printf(
+        "|-------------------|------------|-------|----------|--------|--------"
+        "------|----------|----------|--------|\n");
   }
   for (const std::string& path : flags.tokenizers) {
     for (const Corpus& c : corpora) Run(flags, path, c);

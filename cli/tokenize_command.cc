@@ -37,8 +37,8 @@ Status ProcessLine(const trainer::Tokenizer& tok, const Args& a,
   if (in.is_discarded()) return Status::InvalidArgument("not JSON");
   if (!a.decode) {
     if (!in.is_string()) return Status::InvalidArgument("not a JSON string");
-    auto ids = tok.Encode(in.get_ref<const std::string&>(),
-                          a.add_special_tokens);
+    auto ids =
+        tok.Encode(in.get_ref<const std::string&>(), a.add_special_tokens);
     if (!ids.ok()) return ids.status();
     out->push_back('[');
     for (size_t i = 0; i < ids->size(); ++i) {

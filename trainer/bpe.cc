@@ -94,8 +94,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Build(
       slot = (slot + 1) & m->merge_mask_;
     }
     if (m->merge_table_[slot].key == key) continue;  // the lower rank stays
-    m->merge_table_[slot] =
-        MergeEntry{key, static_cast<int32_t>(rank), merged};
+    m->merge_table_[slot] = MergeEntry{key, static_cast<int32_t>(rank), merged};
   }
   m->cache_.reset(new CacheShard[kCacheShards]);
   return m;
@@ -256,8 +255,8 @@ void BpeModel::MergeLarge(std::string_view word,
     if (next < 0) return;
     const MergeEntry* e = FindMerge(syms[pos].id, syms[next].id);
     if (e != nullptr) {
-      heap.push(Candidate{e->rank, pos, syms[pos].id, syms[next].id,
-                          e->merged});
+      heap.push(
+          Candidate{e->rank, pos, syms[pos].id, syms[next].id, e->merged});
     }
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i);

@@ -212,7 +212,8 @@ Status Tokenizer::EncodeAppend(std::string_view text,
       if (sec.added >= 0) {
         ids->push_back(s.added[sec.added].id);
       } else if (sec.end > sec.begin) {
-        status = EncodeSegment(s, text.substr(sec.begin, sec.end - sec.begin), ids);
+        status =
+            EncodeSegment(s, text.substr(sec.begin, sec.end - sec.begin), ids);
         if (!status.ok()) break;
       }
     }

@@ -141,7 +141,7 @@ class BpeModel {
   void MergeSmall(std::string_view word, std::vector<int32_t>* out) const;
   void MergeLarge(std::string_view word, std::vector<int32_t>* out) const;
 
-  std::vector<std::string> tokens_;  // id -> raw bytes
+  std::vector<std::string> tokens_;                    // id -> raw bytes
   std::unordered_map<std::string_view, int32_t> ids_;  // into tokens_
   std::array<int32_t, 256> byte_ids_{};
   std::vector<MergeEntry> merge_table_;  // open addressing, power of 2
@@ -178,7 +178,7 @@ class AddedTokenMatcher {
   std::unordered_map<std::string_view, int32_t> by_content_;
   std::vector<size_t> lengths_;  // distinct, longest first
   std::array<bool, 256> first_byte_{};
-  std::vector<bool> first_two_;  // 65536 bits: the first two bytes
+  std::vector<bool> first_two_;   // 65536 bits: the first two bytes
   bool has_single_byte_ = false;  // some token is one byte long
 };
 
@@ -198,7 +198,7 @@ struct State {
   bool byte_level = false;
   std::vector<std::unique_ptr<RegexSplitter>> splitters;
   std::vector<AddedToken> added;
-  std::vector<int32_t> added_index;  // id -> index in added, or -1
+  std::vector<int32_t> added_index;      // id -> index in added, or -1
   AddedTokenMatcher raw_matcher;         // normalized == false
   AddedTokenMatcher normalized_matcher;  // normalized == true
   bool has_template = false;

@@ -2,74 +2,21 @@
 // tokenizer_config.json) into the tables of tokenizer_internal::State,
 // refusing what the encoder does not implement.
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
 
 #include "hy/trainer/tokenizer.h"
 #include "tokenizer_internal.h"
+#include "tokenizer_loader.h"
 
 namespace hy::trainer {
 
-using tokenizer_internal::AddedToken;
-using tokenizer_internal::BpeModel;
-using tokenizer_internal::RegexSplitter;
-using tokenizer_internal::State;
-using tokenizer_internal::TemplatePiece;
-using Json = nlohmann::json;
-
-namespace {
-
-// The split of the GPT-2 ByteLevel pre-tokenizer when use_regex is true.
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-// obj[key], or a null value when obj has no such key (never a copy).
-const Json& Get(const Json& obj, const char* key) {
-  static const Json kNull;
-  if (!obj.is_object()) return kNull;
-  auto it = obj.find(key);
-  return it == obj.end() ? kNull : *it;
-}
-
-class Loader {
- public:
-  Loader(State* state, std::string_view name) : s_(state), name_(name) {}
-
-  Status Bad(std::string_view field, std::string_view what) const {
-    return Status::InvalidArgument(name_ + ": " + std::string(field) + " " +
-                                   std::string(what));
-  }
-  Status Unsupported(std::string_view field, const Json& type,
-                     std::string_view supported) const {
-    return Bad(field, type.dump() + " is not supported (supported: " +
-                          std::string(supported) + ")");
-  }
-  static std::string TypeOf(const Json& j) {
-    return j.is_object() && j.contains("type") && j["type"].is_string()
-               ? j["type"].get<std::string>()
-               : std::string();
-  }
-
-  Status Model(const Json& model);
-  Status Normalizer(const Json& n, const std::string& field);
-  Status PreTokenizer(const Json& p, const std::string& field);
-  Status PostProcessor(const Json& p, const std::string& field);
-  Status Decoder(const Json& d, const std::string& field);
-  Status AddedTokens(const Json& added);
-  Status Config(std::string_view config_text);
-
- private:
-  State* s_;
-  std::string name_;
-  // Byte-level form -> id; the keys point into the parsed document.
-  std::unordered_map<std::string_view, int32_t> vocab_;
-};
+namespace tokenizer_internal {
 
 Status Loader::Model(const Json& model) {
   if (!model.is_object()) return Bad("model", "is not an object");
@@ -83,8 +30,10 @@ Status Loader::Model(const Json& model) {
   if (model.contains("byte_fallback") && model["byte_fallback"] != false) {
     return Unsupported("model.byte_fallback", model["byte_fallback"], "false");
   }
-  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (model.contains(affix) && !model[affix].is_null() && model[affix] != "") {
+  for (const char* affix :
+       {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(affix) && !model[affix].is_null() &&
+        model[affix] != "") {
       return Unsupported(std::string("model.") + affix, model[affix], "\"\"");
     }
   }
@@ -159,149 +108,12 @@ Status Loader::Model(const Json& model) {
   if (!ignore.is_null() && !ignore.is_boolean()) {
     return Bad("model.ignore_merges", "is not a bool");
   }
-  HY_ASSIGN_OR_RETURN(s_->bpe, BpeModel::Build(std::move(tokens), pairs,
-                                               ignore.is_boolean() && ignore.get<bool>(),
-                                               name_));
+  HY_ASSIGN_OR_RETURN(
+      s_->bpe,
+      BpeModel::Build(std::move(tokens), pairs,
+                      ignore.is_boolean() && ignore.get<bool>(), name_));
   s_->vocab_size = static_cast<int32_t>(max_id + 1);
   return Status::OK();
-}
-
-Status Loader::Normalizer(const Json& n, const std::string& field) {
-  if (n.is_null()) return Status::OK();
-  const std::string type = TypeOf(n);
-  if (type == "NFC") {
-    s_->nfc = true;
-    return Status::OK();
-  }
-  if (type == "Sequence" && n.contains("normalizers") &&
-      n["normalizers"].is_array()) {
-    for (size_t i = 0; i < n["normalizers"].size(); ++i) {
-      HY_RETURN_IF_ERROR(Normalizer(
-          n["normalizers"][i], field + ".normalizers[" + std::to_string(i) + "]"));
-    }
-    return Status::OK();
-  }
-  return Unsupported(field + ".type", n.value("type", Json()),
-                     "null, NFC, Sequence");
-}
-
-Status Loader::PreTokenizer(const Json& p, const std::string& field) {
-  const std::string type = TypeOf(p);
-  const char* kSupported = "ByteLevel, or Sequence of Split then ByteLevel";
-  std::vector<const Json*> steps;
-  if (type == "Sequence" && p.contains("pretokenizers") &&
-      p["pretokenizers"].is_array()) {
-    for (const Json& step : p["pretokenizers"]) steps.push_back(&step);
-  } else if (type == "ByteLevel") {
-    steps.push_back(&p);
-  } else {
-    return Unsupported(field + ".type", p.is_null() ? Json() : p.value("type", Json()),
-                       kSupported);
-  }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Json& step = *steps[i];
-    const std::string f =
-        type == "Sequence" ? field + ".pretokenizers[" + std::to_string(i) + "]"
-                           : field;
-    const std::string step_type = TypeOf(step);
-    if (step_type == "ByteLevel") {
-      if (i + 1 != steps.size()) return Bad(f, "ByteLevel must come last");
-      if (step.value("add_prefix_space", false)) {
-        return Unsupported(f + ".add_prefix_space", true, "false");
-      }
-      if (step.value("use_regex", true)) {
-        HY_ASSIGN_OR_RETURN(auto splitter,
-                            RegexSplitter::Create(kGpt2Pattern, false));
-        s_->splitters.push_back(std::move(splitter));
-      }
-      s_->byte_level = true;
-    } else if (step_type == "Split") {
-      if (step.value("behavior", "") != "Isolated") {
-        return Unsupported(f + ".behavior", step.value("behavior", Json()),
-                           "Isolated");
-      }
-      if (step.value("invert", false)) {
-        return Unsupported(f + ".invert", true, "false");
-      }
-      const Json& pattern = Get(step, "pattern");
-      const bool regex = pattern.contains("Regex") && pattern["Regex"].is_string();
-      const bool literal =
-          pattern.contains("String") && pattern["String"].is_string();
-      if (!regex && !literal) return Bad(f + ".pattern", "is neither Regex nor String");
-      auto splitter = RegexSplitter::Create(
-          pattern[regex ? "Regex" : "String"].get<std::string>(), literal);
-      if (!splitter.ok()) return Bad(f + ".pattern", splitter.status().message());
-      s_->splitters.push_back(std::move(splitter).value());
-    } else {
-      return Unsupported(f + ".type", step.value("type", Json()), kSupported);
-    }
-  }
-  if (!s_->byte_level) return Bad(field, "has no ByteLevel step");
-  return Status::OK();
-}
-
-Status Loader::PostProcessor(const Json& p, const std::string& field) {
-  if (p.is_null()) return Status::OK();
-  const std::string type = TypeOf(p);
-  if (type == "ByteLevel") return Status::OK();  // offsets only
-  if (type == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
-    for (size_t i = 0; i < p["processors"].size(); ++i) {
-      HY_RETURN_IF_ERROR(PostProcessor(
-          p["processors"][i], field + ".processors[" + std::to_string(i) + "]"));
-    }
-    return Status::OK();
-  }
-  if (type != "TemplateProcessing") {
-    return Unsupported(field + ".type", p.value("type", Json()),
-                       "null, ByteLevel, TemplateProcessing, Sequence");
-  }
-  if (s_->has_template) return Bad(field, "is a second TemplateProcessing");
-  const Json& single = Get(p, "single");
-  const Json& specials = Get(p, "special_tokens");
-  if (!single.is_array()) return Bad(field + ".single", "is not an array");
-  for (size_t i = 0; i < single.size(); ++i) {
-    const std::string f = field + ".single[" + std::to_string(i) + "]";
-    const Json& item = single[i];
-    TemplatePiece piece;
-    if (item.contains("Sequence")) {
-      if (item["Sequence"].value("id", "") != "A") {
-        return Bad(f, "names a sequence other than A");
-      }
-      piece.is_sequence = true;
-    } else if (item.contains("SpecialToken") &&
-               item["SpecialToken"].contains("id")) {
-      const Json& name = item["SpecialToken"]["id"];
-      if (!name.is_string() || !specials.contains(name.get<std::string>())) {
-        return Bad(f, "names a special token missing from special_tokens");
-      }
-      const Json& ids = specials[name.get<std::string>()]["ids"];
-      if (!ids.is_array()) return Bad(f, "special token has no ids");
-      for (const Json& id : ids) {
-        if (!id.is_number_integer()) return Bad(f, "special token id is not an integer");
-        piece.ids.push_back(id.get<int32_t>());
-      }
-    } else {
-      return Bad(f, "is neither Sequence nor SpecialToken");
-    }
-    s_->single_template.push_back(std::move(piece));
-  }
-  s_->has_template = true;
-  return Status::OK();
-}
-
-Status Loader::Decoder(const Json& d, const std::string& field) {
-  const std::string type = TypeOf(d);
-  if (type == "ByteLevel") return Status::OK();
-  if (type == "Sequence" && d.contains("decoders") && d["decoders"].is_array() &&
-      !d["decoders"].empty()) {
-    for (size_t i = 0; i < d["decoders"].size(); ++i) {
-      HY_RETURN_IF_ERROR(
-          Decoder(d["decoders"][i], field + ".decoders[" + std::to_string(i) + "]"));
-    }
-    return Status::OK();
-  }
-  return Unsupported(field + ".type", d.is_null() ? Json() : d.value("type", Json()),
-                     "ByteLevel");
 }
 
 Status Loader::AddedTokens(const Json& added) {
@@ -323,7 +135,8 @@ Status Loader::AddedTokens(const Json& added) {
     AddedToken token;
     token.id = t["id"].get<int32_t>();
     token.content = t["content"].get<std::string>();
-    if (tokenizer_internal::FindInvalidUtf8(token.content) != std::string::npos) {
+    if (tokenizer_internal::FindInvalidUtf8(token.content) !=
+        std::string::npos) {
       return Bad(f + ".content", "is not valid UTF-8");
     }
     token.special = t.value("special", false);
@@ -333,8 +146,8 @@ Status Loader::AddedTokens(const Json& added) {
     const int32_t index = static_cast<int32_t>(s_->added.size());
     if (token.normalized && s_->nfc) {
       std::string nfc = token.content;
-      HY_ASSIGN_OR_RETURN(bool changed,
-                          tokenizer_internal::NormalizeNfc(token.content, &nfc));
+      HY_ASSIGN_OR_RETURN(
+          bool changed, tokenizer_internal::NormalizeNfc(token.content, &nfc));
       (void)changed;
       s_->normalized_matcher.Add(nfc, index);
     } else {
@@ -354,8 +167,7 @@ Status Loader::Config(std::string_view config_text) {
   if (config_text.empty()) return Status::OK();
   Json config = Json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
-    return Status::InvalidArgument(
-        "tokenizer_config.json: not a JSON object");
+    return Status::InvalidArgument("tokenizer_config.json: not a JSON object");
   }
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     if (!config.contains(key)) return std::nullopt;
@@ -363,7 +175,8 @@ Status Loader::Config(std::string_view config_text) {
     std::string content;
     if (v.is_string()) {
       content = v.get<std::string>();
-    } else if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    } else if (v.is_object() && v.contains("content") &&
+               v["content"].is_string()) {
       content = v["content"].get<std::string>();
     } else {
       return std::nullopt;
@@ -380,6 +193,15 @@ Status Loader::Config(std::string_view config_text) {
   s_->pad_id = resolve("pad_token");
   return Status::OK();
 }
+
+}  // namespace tokenizer_internal
+
+namespace {
+
+using tokenizer_internal::Json;
+using tokenizer_internal::Loader;
+using tokenizer_internal::State;
+using tokenizer_internal::TemplatePiece;
 
 Result<std::string> ReadFile(const std::filesystem::path& path) {
   std::error_code ec;
@@ -406,15 +228,18 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   // nlohmann::json reports with exceptions; they stop here.
   try {
     Json root = Json::parse(tokenizer_json);
-    if (!root.is_object()) return loader.Bad("the document", "is not an object");
+    if (!root.is_object())
+      return loader.Bad("the document", "is not an object");
     const Json null_json;
     auto field = [&](const char* key) -> const Json& {
       return root.contains(key) ? root[key] : null_json;
     };
     HY_RETURN_IF_ERROR(loader.Normalizer(field("normalizer"), "normalizer"));
     HY_RETURN_IF_ERROR(loader.Model(field("model")));
-    HY_RETURN_IF_ERROR(loader.PreTokenizer(field("pre_tokenizer"), "pre_tokenizer"));
-    HY_RETURN_IF_ERROR(loader.PostProcessor(field("post_processor"), "post_processor"));
+    HY_RETURN_IF_ERROR(
+        loader.PreTokenizer(field("pre_tokenizer"), "pre_tokenizer"));
+    HY_RETURN_IF_ERROR(
+        loader.PostProcessor(field("post_processor"), "post_processor"));
     HY_RETURN_IF_ERROR(loader.Decoder(field("decoder"), "decoder"));
     HY_RETURN_IF_ERROR(loader.AddedTokens(field("added_tokens")));
     for (const TemplatePiece& piece : state->single_template) {

@@ -190,7 +190,6 @@ struct TemplatePiece {
 };
 
 struct State {
-  std::string name;  // for messages
   std::unique_ptr<BpeModel> bpe;
   // Vocabulary tokens outside the byte alphabet, decoded as written.
   std::unordered_map<int32_t, std::string> unmappable;

@@ -223,7 +223,6 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     std::string_view tokenizer_json, std::string_view tokenizer_config,
     std::string_view name) {
   auto state = std::make_unique<State>();
-  state->name = std::string(name);
   Loader loader(state.get(), name);
   // nlohmann::json reports with exceptions; they stop here.
   try {

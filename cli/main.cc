@@ -13,6 +13,7 @@
 #include "reshard_command.h"
 #include "restore_command.h"
 #include "store_commands.h"
+#include "tokenize_command.h"
 #include "train_command.h"
 
 int main(int argc, char** argv) {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   hy::cli::AddRestoreCommand(&app, &exit_code);
   hy::cli::AddTrainCommand(&app, &exit_code);
   hy::cli::AddDataCommand(&app, &exit_code);
+  hy::cli::AddTokenizeCommand(&app, &exit_code);
 
   try {
     app.parse(argc, argv);

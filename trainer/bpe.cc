@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <functional>
 #include <queue>
 #include <string>
@@ -22,6 +23,23 @@ constexpr size_t kMaxCachedWord = 256;
 uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
          static_cast<uint32_t>(right);
+}
+
+// A fast hash of a short byte string (never 0, which marks empty slots).
+uint64_t HashWord(std::string_view w) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (w.size() * 0xFF51AFD7ED558CCDull);
+  size_t i = 0;
+  for (; i + 8 <= w.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, w.data() + i, 8);
+    h = (h ^ v) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 29;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, w.data() + i, w.size() - i);
+  h = (h ^ tail) * 0xC4CEB9FE1A85EC53ull;
+  h ^= h >> 32;
+  return h | 1;
 }
 
 uint64_t Mix(uint64_t key) {
@@ -76,8 +94,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Build(
       slot = (slot + 1) & m->merge_mask_;
     }
     if (m->merge_table_[slot].key == key) continue;  // the lower rank stays
-    m->merge_table_[slot] =
-        MergeEntry{key, static_cast<int32_t>(rank), merged};
+    m->merge_table_[slot] = MergeEntry{key, static_cast<int32_t>(rank), merged};
   }
   m->cache_.reset(new CacheShard[kCacheShards]);
   return m;
@@ -106,34 +123,60 @@ void BpeModel::EncodeWord(std::string_view word,
     out->push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
-  if (ignore_merges_) {
-    const int32_t id = Find(word);
-    if (id >= 0) {
-      out->push_back(id);
-      return;
-    }
-  }
-  if (word.size() > kMaxCachedWord) {
+  const bool cached = word.size() <= kMaxCachedWord;
+  const uint64_t hash = cached ? HashWord(word) : 0;
+  if (cached && CacheLookup(word, hash, out)) return;
+  const size_t first = out->size();
+  // ignore_merges: a word that is itself a token is that token.
+  const int32_t whole = ignore_merges_ ? Find(word) : -1;
+  if (whole >= 0) {
+    out->push_back(whole);
+  } else {
     MergeWord(word, out);
+  }
+  if (cached) CacheStore(word, hash, out->data() + first, out->size() - first);
+}
+
+bool BpeModel::CacheLookup(std::string_view word, uint64_t hash,
+                           std::vector<int32_t>* out) const {
+  CacheShard& shard = cache_[hash % kCacheShards];
+  if (word.size() <= kSlotKey) {
+    const CacheSlot& slot = shard.slots[(hash >> 6) % kSlotsPerShard];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    if (slot.hash != hash || slot.len != word.size() ||
+        std::memcmp(slot.key, word.data(), word.size()) != 0) {
+      return false;
+    }
+    out->insert(out->end(), slot.ids, slot.ids + slot.n);
+    return true;
+  }
+  std::string key(word);
+  std::lock_guard<std::mutex> lock(shard.mu);
+  auto it = shard.long_words.find(key);
+  if (it == shard.long_words.end()) return false;
+  out->insert(out->end(), it->second.begin(), it->second.end());
+  return true;
+}
+
+void BpeModel::CacheStore(std::string_view word, uint64_t hash,
+                          const int32_t* ids, size_t n) const {
+  CacheShard& shard = cache_[hash % kCacheShards];
+  if (word.size() <= kSlotKey) {
+    if (n > kSlotIds) return;  // rare (e.g. unmerged random bytes)
+    CacheSlot& slot = shard.slots[(hash >> 6) % kSlotsPerShard];
+    std::lock_guard<std::mutex> lock(shard.mu);
+    slot.hash = hash;
+    slot.len = static_cast<uint8_t>(word.size());
+    slot.n = static_cast<uint8_t>(n);
+    std::memcpy(slot.key, word.data(), word.size());
+    std::memcpy(slot.ids, ids, n * sizeof(int32_t));
     return;
   }
-  const size_t hash = std::hash<std::string_view>()(word);
-  CacheShard& shard = cache_[hash % kCacheShards];
   std::string key(word);
-  {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    auto it = shard.words.find(key);
-    if (it != shard.words.end()) {
-      out->insert(out->end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
-  const size_t first = out->size();
-  MergeWord(word, out);
-  std::vector<int32_t> ids(out->begin() + first, out->end());
+  std::vector<int32_t> value(ids, ids + n);
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (shard.words.size() >= kCacheShardLimit) shard.words.clear();
-  shard.words.emplace(std::move(key), std::move(ids));
+  if (shard.long_words.size() >= kLongWordsPerShard) shard.long_words.clear();
+  shard.long_words.emplace(std::move(key), std::move(value));
 }
 
 void BpeModel::MergeWord(std::string_view word,
@@ -212,8 +255,8 @@ void BpeModel::MergeLarge(std::string_view word,
     if (next < 0) return;
     const MergeEntry* e = FindMerge(syms[pos].id, syms[next].id);
     if (e != nullptr) {
-      heap.push(Candidate{e->rank, pos, syms[pos].id, syms[next].id,
-                          e->merged});
+      heap.push(
+          Candidate{e->rank, pos, syms[pos].id, syms[next].id, e->merged});
     }
   };
   for (int32_t i = 0; i + 1 < n; ++i) push(i);

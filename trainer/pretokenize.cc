@@ -149,14 +149,13 @@ Result<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(
   if (literal) options |= PCRE2_LITERAL;
   int error = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(
-      reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-      options, &error, &error_offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()),
+                    translated.size(), options, &error, &error_offset, nullptr);
   if (code == nullptr) {
-    return Status::InvalidArgument("regex /" + std::string(pattern) +
-                                   "/ at offset " +
-                                   std::to_string(error_offset) + ": " +
-                                   PcreError(error));
+    return Status::InvalidArgument(
+        "regex /" + std::string(pattern) + "/ at offset " +
+        std::to_string(error_offset) + ": " + PcreError(error));
   }
   std::unique_ptr<RegexSplitter> splitter(new RegexSplitter());
   splitter->impl_ = std::make_unique<Impl>();
@@ -198,7 +197,8 @@ Status RegexSplitter::Split(
     const size_t start = ov[0], end = ov[1];
     if (end == start) {  // An empty match splits nothing; step one character.
       pos = start + 1;
-      while (pos < n && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) {
+      while (pos < n &&
+             (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) {
         ++pos;
       }
       continue;

@@ -23,6 +23,13 @@ void AddedTokenMatcher::Add(std::string_view content, int32_t index) {
   contents_.emplace_back(content);
   by_content_.emplace(contents_.back(), index);
   first_byte_[static_cast<unsigned char>(content[0])] = true;
+  if (content.size() == 1) {
+    has_single_byte_ = true;
+  } else {
+    if (first_two_.empty()) first_two_.assign(65536, false);
+    first_two_[static_cast<unsigned char>(content[0]) << 8 |
+               static_cast<unsigned char>(content[1])] = true;
+  }
   if (std::find(lengths_.begin(), lengths_.end(), content.size()) ==
       lengths_.end()) {
     lengths_.push_back(content.size());
@@ -40,7 +47,12 @@ size_t AddedTokenMatcher::NextCandidate(std::string_view text,
 
 int32_t AddedTokenMatcher::MatchAt(std::string_view text, size_t pos,
                                    size_t* len) const {
+  const bool two = pos + 1 < text.size() && !first_two_.empty() &&
+                   first_two_[static_cast<unsigned char>(text[pos]) << 8 |
+                              static_cast<unsigned char>(text[pos + 1])];
+  if (!two && !has_single_byte_) return -1;
   for (size_t l : lengths_) {
+    if (l > 1 && !two) continue;
     if (pos + l > text.size()) continue;
     auto it = by_content_.find(text.substr(pos, l));
     if (it != by_content_.end()) {
@@ -200,7 +212,8 @@ Status Tokenizer::EncodeAppend(std::string_view text,
       if (sec.added >= 0) {
         ids->push_back(s.added[sec.added].id);
       } else if (sec.end > sec.begin) {
-        status = EncodeSegment(s, text.substr(sec.begin, sec.end - sec.begin), ids);
+        status =
+            EncodeSegment(s, text.substr(sec.begin, sec.end - sec.begin), ids);
         if (!status.ok()) break;
       }
     }

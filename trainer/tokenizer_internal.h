@@ -109,21 +109,39 @@ class BpeModel {
     int32_t merged;
   };
   static constexpr uint64_t kEmptyKey = ~uint64_t{0};
-  static constexpr int kCacheShards = 32;
-  static constexpr size_t kCacheShardLimit = 8192;
+  // The word cache. Short words (almost all) live in direct-mapped slots of
+  // one cache line each, with no allocation; longer ones in hash maps that
+  // are cleared when full. Both are split into shards, each under a mutex.
+  static constexpr int kCacheShards = 64;
+  static constexpr size_t kSlotsPerShard = 1024;
+  static constexpr size_t kSlotKey = 22;
+  static constexpr size_t kSlotIds = 8;
+  static constexpr size_t kLongWordsPerShard = 2048;
 
+  struct alignas(64) CacheSlot {
+    uint64_t hash = 0;  // 0: empty
+    uint8_t len = 0;
+    uint8_t n = 0;
+    char key[kSlotKey];
+    int32_t ids[kSlotIds];
+  };
   struct CacheShard {
     std::mutex mu;
-    std::unordered_map<std::string, std::vector<int32_t>> words;
+    std::unique_ptr<CacheSlot[]> slots{new CacheSlot[kSlotsPerShard]};
+    std::unordered_map<std::string, std::vector<int32_t>> long_words;
   };
 
   BpeModel() = default;
   const MergeEntry* FindMerge(int32_t left, int32_t right) const;
   void MergeWord(std::string_view word, std::vector<int32_t>* out) const;
+  bool CacheLookup(std::string_view word, uint64_t hash,
+                   std::vector<int32_t>* out) const;
+  void CacheStore(std::string_view word, uint64_t hash, const int32_t* ids,
+                  size_t n) const;
   void MergeSmall(std::string_view word, std::vector<int32_t>* out) const;
   void MergeLarge(std::string_view word, std::vector<int32_t>* out) const;
 
-  std::vector<std::string> tokens_;  // id -> raw bytes
+  std::vector<std::string> tokens_;                    // id -> raw bytes
   std::unordered_map<std::string_view, int32_t> ids_;  // into tokens_
   std::array<int32_t, 256> byte_ids_{};
   std::vector<MergeEntry> merge_table_;  // open addressing, power of 2
@@ -160,6 +178,8 @@ class AddedTokenMatcher {
   std::unordered_map<std::string_view, int32_t> by_content_;
   std::vector<size_t> lengths_;  // distinct, longest first
   std::array<bool, 256> first_byte_{};
+  std::vector<bool> first_two_;   // 65536 bits: the first two bytes
+  bool has_single_byte_ = false;  // some token is one byte long
 };
 
 // One element of a TemplateProcessing template: either the sequence itself
@@ -170,7 +190,6 @@ struct TemplatePiece {
 };
 
 struct State {
-  std::string name;  // for messages
   std::unique_ptr<BpeModel> bpe;
   // Vocabulary tokens outside the byte alphabet, decoded as written.
   std::unordered_map<int32_t, std::string> unmappable;
@@ -178,7 +197,7 @@ struct State {
   bool byte_level = false;
   std::vector<std::unique_ptr<RegexSplitter>> splitters;
   std::vector<AddedToken> added;
-  std::vector<int32_t> added_index;  // id -> index in added, or -1
+  std::vector<int32_t> added_index;      // id -> index in added, or -1
   AddedTokenMatcher raw_matcher;         // normalized == false
   AddedTokenMatcher normalized_matcher;  // normalized == true
   bool has_template = false;

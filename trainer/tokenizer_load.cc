@@ -2,77 +2,21 @@
 // tokenizer_config.json) into the tables of tokenizer_internal::State,
 // refusing what the encoder does not implement.
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <utility>
 
 #include "hy/trainer/tokenizer.h"
 #include "tokenizer_internal.h"
+#include "tokenizer_loader.h"
 
 namespace hy::trainer {
 
-using tokenizer_internal::AddedToken;
-using tokenizer_internal::BpeModel;
-using tokenizer_internal::RegexSplitter;
-using tokenizer_internal::State;
-using tokenizer_internal::TemplatePiece;
-using Json = nlohmann::json;
-
-namespace {
-
-// The split of the GPT-2 ByteLevel pre-tokenizer when use_regex is true.
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-class Loader {
- public:
-  Loader(State* state, std::string_view name) : s_(state), name_(name) {}
-
-  Status Bad(std::string_view field, std::string_view what) const {
-    return Status::InvalidArgument(name_ + ": " + std::string(field) + " " +
-                                   std::string(what));
-  }
-  Status Unsupported(std::string_view field, const Json& type,
-                     std::string_view supported) const {
-    return Bad(field, type.dump() + " is not supported (supported: " +
-                          std::string(supported) + ")");
-  }
-  static std::string TypeOf(const Json& j) {
-    return j.is_object() && j.contains("type") && j["type"].is_string()
-               ? j["type"].get<std::string>()
-               : std::string();
-  }
-
-  Status Model(const Json& model);
-  Status Normalizer(const Json& n, const std::string& field);
-  Status PreTokenizer(const Json& p, const std::string& field);
-  Status PostProcessor(const Json& p, const std::string& field);
-  Status Decoder(const Json& d, const std::string& field);
-  Status AddedTokens(const Json& added);
-  Status Config(std::string_view config_text);
-
- private:
-  Result<int32_t> VocabId(const Json& token, const std::string& field) const;
-
-  State* s_;
-  std::string name_;
-  std::unordered_map<std::string, int32_t> vocab_;  // byte-level form -> id
-};
-
-Result<int32_t> Loader::VocabId(const Json& token,
-                                const std::string& field) const {
-  if (!token.is_string()) return Bad(field, "is not a string");
-  auto it = vocab_.find(token.get<std::string>());
-  if (it == vocab_.end()) {
-    return Bad(field, "names token " + token.dump() + ", not in model.vocab");
-  }
-  return it->second;
-}
+namespace tokenizer_internal {
 
 Status Loader::Model(const Json& model) {
   if (!model.is_object()) return Bad("model", "is not an object");
@@ -86,18 +30,21 @@ Status Loader::Model(const Json& model) {
   if (model.contains("byte_fallback") && model["byte_fallback"] != false) {
     return Unsupported("model.byte_fallback", model["byte_fallback"], "false");
   }
-  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (model.contains(affix) && !model[affix].is_null() && model[affix] != "") {
+  for (const char* affix :
+       {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(affix) && !model[affix].is_null() &&
+        model[affix] != "") {
       return Unsupported(std::string("model.") + affix, model[affix], "\"\"");
     }
   }
-  const Json& vocab = model.contains("vocab") ? model["vocab"] : Json();
+  const Json& vocab = Get(model, "vocab");
   if (!vocab.is_object()) return Bad("model.vocab", "is not an object");
   int64_t max_id = -1;
-  for (const auto& [token, id] : vocab.items()) {
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const Json& id = it.value();
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= INT32_MAX) {
-      return Bad("model.vocab[" + Json(token).dump() + "]",
+      return Bad("model.vocab[" + Json(it.key()).dump() + "]",
                  "is not a valid id");
     }
     max_id = std::max(max_id, id.get<int64_t>());
@@ -105,192 +52,68 @@ Status Loader::Model(const Json& model) {
   std::vector<std::string> tokens(static_cast<size_t>(max_id + 1));
   std::string bytes;
   vocab_.reserve(vocab.size());
-  for (const auto& [token, id_json] : vocab.items()) {
-    const int32_t id = id_json.get<int32_t>();
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const std::string& token = it.key();  // stable: a key of the document
+    const int32_t id = it.value().get<int32_t>();
     vocab_.emplace(token, id);
     // A token with characters outside the byte alphabet can never come out
     // of the merges; it is kept only to be decoded as written.
     if (tokenizer_internal::ByteLevelToBytes(token, &bytes)) {
-      tokens[id] = bytes;
+      tokens[id] = std::move(bytes);
     } else {
       s_->unmappable.emplace(id, token);
     }
   }
-  const Json& merges = model.contains("merges") ? model["merges"] : Json();
+  const Json& merges = Get(model, "merges");
   if (!merges.is_array()) return Bad("model.merges", "is not an array");
   std::vector<BpeModel::Merge> pairs;
   pairs.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
-    const std::string field = "model.merges[" + std::to_string(i) + "]";
+    auto field = [i] { return "model.merges[" + std::to_string(i) + "]"; };
     const Json& m = merges[i];
-    Json left, right;
+    std::string_view left, right;
     if (m.is_string()) {
-      const std::string text = m.get<std::string>();
+      const std::string& text = m.get_ref<const std::string&>();
       const size_t space = text.find(' ');
-      if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return Bad(field, m.dump() + " is not two tokens separated by a space");
+      if (space == std::string::npos ||
+          text.find(' ', space + 1) != std::string::npos) {
+        return Bad(field(),
+                   m.dump() + " is not two tokens separated by a space");
       }
-      left = text.substr(0, space);
-      right = text.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2) {
-      left = m[0];
-      right = m[1];
+      left = std::string_view(text).substr(0, space);
+      right = std::string_view(text).substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() &&
+               m[1].is_string()) {
+      left = m[0].get_ref<const std::string&>();
+      right = m[1].get_ref<const std::string&>();
     } else {
-      return Bad(field, "is neither \"a b\" nor [a, b]");
+      return Bad(field(), "is neither \"a b\" nor [a, b]");
     }
-    HY_ASSIGN_OR_RETURN(const int32_t l, VocabId(left, field));
-    HY_ASSIGN_OR_RETURN(const int32_t r, VocabId(right, field));
-    if (tokens[l].empty() || tokens[r].empty()) {
-      return Bad(field, "names a token outside the byte-level alphabet");
+    int32_t ids[2];
+    for (int k = 0; k < 2; ++k) {
+      const std::string_view token = k == 0 ? left : right;
+      auto it = vocab_.find(token);
+      if (it == vocab_.end()) {
+        return Bad(field(), "names token " + Json(std::string(token)).dump() +
+                                ", not in model.vocab");
+      }
+      ids[k] = it->second;
+      if (tokens[ids[k]].empty()) {
+        return Bad(field(), "names a token outside the byte-level alphabet");
+      }
     }
-    pairs.push_back(BpeModel::Merge{l, r});
+    pairs.push_back(BpeModel::Merge{ids[0], ids[1]});
   }
-  const Json& ignore = model.contains("ignore_merges") ? model["ignore_merges"]
-                                                       : Json(false);
-  if (!ignore.is_boolean()) return Bad("model.ignore_merges", "is not a bool");
-  HY_ASSIGN_OR_RETURN(s_->bpe, BpeModel::Build(std::move(tokens), pairs,
-                                               ignore.get<bool>(), name_));
+  const Json& ignore = Get(model, "ignore_merges");
+  if (!ignore.is_null() && !ignore.is_boolean()) {
+    return Bad("model.ignore_merges", "is not a bool");
+  }
+  HY_ASSIGN_OR_RETURN(
+      s_->bpe,
+      BpeModel::Build(std::move(tokens), pairs,
+                      ignore.is_boolean() && ignore.get<bool>(), name_));
   s_->vocab_size = static_cast<int32_t>(max_id + 1);
   return Status::OK();
-}
-
-Status Loader::Normalizer(const Json& n, const std::string& field) {
-  if (n.is_null()) return Status::OK();
-  const std::string type = TypeOf(n);
-  if (type == "NFC") {
-    s_->nfc = true;
-    return Status::OK();
-  }
-  if (type == "Sequence" && n.contains("normalizers") &&
-      n["normalizers"].is_array()) {
-    for (size_t i = 0; i < n["normalizers"].size(); ++i) {
-      HY_RETURN_IF_ERROR(Normalizer(
-          n["normalizers"][i], field + ".normalizers[" + std::to_string(i) + "]"));
-    }
-    return Status::OK();
-  }
-  return Unsupported(field + ".type", n.value("type", Json()),
-                     "null, NFC, Sequence");
-}
-
-Status Loader::PreTokenizer(const Json& p, const std::string& field) {
-  const std::string type = TypeOf(p);
-  const char* kSupported = "ByteLevel, or Sequence of Split then ByteLevel";
-  std::vector<const Json*> steps;
-  if (type == "Sequence" && p.contains("pretokenizers") &&
-      p["pretokenizers"].is_array()) {
-    for (const Json& step : p["pretokenizers"]) steps.push_back(&step);
-  } else if (type == "ByteLevel") {
-    steps.push_back(&p);
-  } else {
-    return Unsupported(field + ".type", p.is_null() ? Json() : p.value("type", Json()),
-                       kSupported);
-  }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const Json& step = *steps[i];
-    const std::string f =
-        type == "Sequence" ? field + ".pretokenizers[" + std::to_string(i) + "]"
-                           : field;
-    const std::string step_type = TypeOf(step);
-    if (step_type == "ByteLevel") {
-      if (i + 1 != steps.size()) return Bad(f, "ByteLevel must come last");
-      if (step.value("add_prefix_space", false)) {
-        return Unsupported(f + ".add_prefix_space", true, "false");
-      }
-      if (step.value("use_regex", true)) {
-        HY_ASSIGN_OR_RETURN(auto splitter,
-                            RegexSplitter::Create(kGpt2Pattern, false));
-        s_->splitters.push_back(std::move(splitter));
-      }
-      s_->byte_level = true;
-    } else if (step_type == "Split") {
-      if (step.value("behavior", "") != "Isolated") {
-        return Unsupported(f + ".behavior", step.value("behavior", Json()),
-                           "Isolated");
-      }
-      if (step.value("invert", false)) {
-        return Unsupported(f + ".invert", true, "false");
-      }
-      const Json& pattern = step.contains("pattern") ? step["pattern"] : Json();
-      const bool regex = pattern.contains("Regex") && pattern["Regex"].is_string();
-      const bool literal =
-          pattern.contains("String") && pattern["String"].is_string();
-      if (!regex && !literal) return Bad(f + ".pattern", "is neither Regex nor String");
-      auto splitter = RegexSplitter::Create(
-          pattern[regex ? "Regex" : "String"].get<std::string>(), literal);
-      if (!splitter.ok()) return Bad(f + ".pattern", splitter.status().message());
-      s_->splitters.push_back(std::move(splitter).value());
-    } else {
-      return Unsupported(f + ".type", step.value("type", Json()), kSupported);
-    }
-  }
-  if (!s_->byte_level) return Bad(field, "has no ByteLevel step");
-  return Status::OK();
-}
-
-Status Loader::PostProcessor(const Json& p, const std::string& field) {
-  if (p.is_null()) return Status::OK();
-  const std::string type = TypeOf(p);
-  if (type == "ByteLevel") return Status::OK();  // offsets only
-  if (type == "Sequence" && p.contains("processors") && p["processors"].is_array()) {
-    for (size_t i = 0; i < p["processors"].size(); ++i) {
-      HY_RETURN_IF_ERROR(PostProcessor(
-          p["processors"][i], field + ".processors[" + std::to_string(i) + "]"));
-    }
-    return Status::OK();
-  }
-  if (type != "TemplateProcessing") {
-    return Unsupported(field + ".type", p.value("type", Json()),
-                       "null, ByteLevel, TemplateProcessing, Sequence");
-  }
-  if (s_->has_template) return Bad(field, "is a second TemplateProcessing");
-  const Json& single = p.contains("single") ? p["single"] : Json();
-  const Json& specials =
-      p.contains("special_tokens") ? p["special_tokens"] : Json::object();
-  if (!single.is_array()) return Bad(field + ".single", "is not an array");
-  for (size_t i = 0; i < single.size(); ++i) {
-    const std::string f = field + ".single[" + std::to_string(i) + "]";
-    const Json& item = single[i];
-    TemplatePiece piece;
-    if (item.contains("Sequence")) {
-      if (item["Sequence"].value("id", "") != "A") {
-        return Bad(f, "names a sequence other than A");
-      }
-      piece.is_sequence = true;
-    } else if (item.contains("SpecialToken") &&
-               item["SpecialToken"].contains("id")) {
-      const Json& name = item["SpecialToken"]["id"];
-      if (!name.is_string() || !specials.contains(name.get<std::string>())) {
-        return Bad(f, "names a special token missing from special_tokens");
-      }
-      const Json& ids = specials[name.get<std::string>()]["ids"];
-      if (!ids.is_array()) return Bad(f, "special token has no ids");
-      for (const Json& id : ids) {
-        if (!id.is_number_integer()) return Bad(f, "special token id is not an integer");
-        piece.ids.push_back(id.get<int32_t>());
-      }
-    } else {
-      return Bad(f, "is neither Sequence nor SpecialToken");
-    }
-    s_->single_template.push_back(std::move(piece));
-  }
-  s_->has_template = true;
-  return Status::OK();
-}
-
-Status Loader::Decoder(const Json& d, const std::string& field) {
-  const std::string type = TypeOf(d);
-  if (type == "ByteLevel") return Status::OK();
-  if (type == "Sequence" && d.contains("decoders") && d["decoders"].is_array() &&
-      !d["decoders"].empty()) {
-    for (size_t i = 0; i < d["decoders"].size(); ++i) {
-      HY_RETURN_IF_ERROR(
-          Decoder(d["decoders"][i], field + ".decoders[" + std::to_string(i) + "]"));
-    }
-    return Status::OK();
-  }
-  return Unsupported(field + ".type", d.is_null() ? Json() : d.value("type", Json()),
-                     "ByteLevel");
 }
 
 Status Loader::AddedTokens(const Json& added) {
@@ -312,7 +135,8 @@ Status Loader::AddedTokens(const Json& added) {
     AddedToken token;
     token.id = t["id"].get<int32_t>();
     token.content = t["content"].get<std::string>();
-    if (tokenizer_internal::FindInvalidUtf8(token.content) != std::string::npos) {
+    if (tokenizer_internal::FindInvalidUtf8(token.content) !=
+        std::string::npos) {
       return Bad(f + ".content", "is not valid UTF-8");
     }
     token.special = t.value("special", false);
@@ -322,8 +146,8 @@ Status Loader::AddedTokens(const Json& added) {
     const int32_t index = static_cast<int32_t>(s_->added.size());
     if (token.normalized && s_->nfc) {
       std::string nfc = token.content;
-      HY_ASSIGN_OR_RETURN(bool changed,
-                          tokenizer_internal::NormalizeNfc(token.content, &nfc));
+      HY_ASSIGN_OR_RETURN(
+          bool changed, tokenizer_internal::NormalizeNfc(token.content, &nfc));
       (void)changed;
       s_->normalized_matcher.Add(nfc, index);
     } else {
@@ -343,8 +167,7 @@ Status Loader::Config(std::string_view config_text) {
   if (config_text.empty()) return Status::OK();
   Json config = Json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   if (config.is_discarded() || !config.is_object()) {
-    return Status::InvalidArgument(
-        "tokenizer_config.json: not a JSON object");
+    return Status::InvalidArgument("tokenizer_config.json: not a JSON object");
   }
   auto resolve = [&](const char* key) -> std::optional<int32_t> {
     if (!config.contains(key)) return std::nullopt;
@@ -352,7 +175,8 @@ Status Loader::Config(std::string_view config_text) {
     std::string content;
     if (v.is_string()) {
       content = v.get<std::string>();
-    } else if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    } else if (v.is_object() && v.contains("content") &&
+               v["content"].is_string()) {
       content = v["content"].get<std::string>();
     } else {
       return std::nullopt;
@@ -369,6 +193,15 @@ Status Loader::Config(std::string_view config_text) {
   s_->pad_id = resolve("pad_token");
   return Status::OK();
 }
+
+}  // namespace tokenizer_internal
+
+namespace {
+
+using tokenizer_internal::Json;
+using tokenizer_internal::Loader;
+using tokenizer_internal::State;
+using tokenizer_internal::TemplatePiece;
 
 Result<std::string> ReadFile(const std::filesystem::path& path) {
   std::error_code ec;
@@ -390,20 +223,22 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     std::string_view tokenizer_json, std::string_view tokenizer_config,
     std::string_view name) {
   auto state = std::make_unique<State>();
-  state->name = std::string(name);
   Loader loader(state.get(), name);
   // nlohmann::json reports with exceptions; they stop here.
   try {
     Json root = Json::parse(tokenizer_json);
-    if (!root.is_object()) return loader.Bad("the document", "is not an object");
+    if (!root.is_object())
+      return loader.Bad("the document", "is not an object");
     const Json null_json;
     auto field = [&](const char* key) -> const Json& {
       return root.contains(key) ? root[key] : null_json;
     };
     HY_RETURN_IF_ERROR(loader.Normalizer(field("normalizer"), "normalizer"));
     HY_RETURN_IF_ERROR(loader.Model(field("model")));
-    HY_RETURN_IF_ERROR(loader.PreTokenizer(field("pre_tokenizer"), "pre_tokenizer"));
-    HY_RETURN_IF_ERROR(loader.PostProcessor(field("post_processor"), "post_processor"));
+    HY_RETURN_IF_ERROR(
+        loader.PreTokenizer(field("pre_tokenizer"), "pre_tokenizer"));
+    HY_RETURN_IF_ERROR(
+        loader.PostProcessor(field("post_processor"), "post_processor"));
     HY_RETURN_IF_ERROR(loader.Decoder(field("decoder"), "decoder"));
     HY_RETURN_IF_ERROR(loader.AddedTokens(field("added_tokens")));
     for (const TemplatePiece& piece : state->single_template) {

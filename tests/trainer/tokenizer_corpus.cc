@@ -1,9 +1,9 @@
 #include "tokenizer_corpus.h"
 
-#include <nlohmann/json.hpp>
 #include <unicode/uchar.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 namespace hy::trainer::testing {
 namespace {
@@ -20,7 +20,9 @@ class Rng {
   }
   size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
   template <typename T>
-  const T& Pick(const std::vector<T>& v) { return v[Below(v.size())]; }
+  const T& Pick(const std::vector<T>& v) {
+    return v[Below(v.size())];
+  }
 
  private:
   uint64_t state_;
@@ -44,6 +46,8 @@ void AppendCodePoint(uint32_t cp, std::string* out) {
   }
 }
 
+// The pieces the generator draws from (kept in rows, not one per line).
+// clang-format off
 const std::vector<std::string> kWords = {
     "the", "of", "and", "a", "to", "in", "is", "you", "that", "it", "he",
     "was", "for", "on", "are", "as", "with", "his", "they", "I", "at", "be",
@@ -107,6 +111,8 @@ const std::vector<std::string> kCode = {
     "0x7fff_ffff >> 3 == 268435455 && a[i++] -= b->c;",
 };
 
+// clang-format on
+
 std::string Prose(Rng& rng, size_t words) {
   std::string s;
   for (size_t i = 0; i < words; ++i) {
@@ -128,12 +134,18 @@ std::string Prose(Rng& rng, size_t words) {
 
 uint32_t AnyCodePoint(Rng& rng) {
   switch (rng.Below(8)) {
-    case 0: return 0x20 + static_cast<uint32_t>(rng.Below(0x5F));
-    case 1: return 0x01 + static_cast<uint32_t>(rng.Below(0x1F));  // controls
-    case 2: return 0x80 + static_cast<uint32_t>(rng.Below(0x780));
-    case 3: return 0x4E00 + static_cast<uint32_t>(rng.Below(0x5200));
-    case 4: return 0x1F300 + static_cast<uint32_t>(rng.Below(0x300));
-    case 5: return 0x10000 + static_cast<uint32_t>(rng.Below(0x20000));
+    case 0:
+      return 0x20 + static_cast<uint32_t>(rng.Below(0x5F));
+    case 1:
+      return 0x01 + static_cast<uint32_t>(rng.Below(0x1F));  // controls
+    case 2:
+      return 0x80 + static_cast<uint32_t>(rng.Below(0x780));
+    case 3:
+      return 0x4E00 + static_cast<uint32_t>(rng.Below(0x5200));
+    case 4:
+      return 0x1F300 + static_cast<uint32_t>(rng.Below(0x300));
+    case 5:
+      return 0x10000 + static_cast<uint32_t>(rng.Below(0x20000));
     default: {
       uint32_t cp;
       do {
@@ -167,11 +179,16 @@ std::string Piece(Rng& rng, int kind) {
       const size_t n = 1 + rng.Below(60);
       for (size_t i = 0; i < n; ++i) {
         const size_t r = rng.Below(10);
-        if (r < 6) AppendCodePoint(0x4E00 + rng.Below(0x5000), &s);
-        else if (r == 6) AppendCodePoint(0x3041 + rng.Below(0x56), &s);
-        else if (r == 7) AppendCodePoint(0xAC00 + rng.Below(0x2BA4), &s);
-        else if (r == 8) s += rng.Below(2) ? "，" : "。";
-        else s += rng.Below(2) ? " " : "1";
+        if (r < 6)
+          AppendCodePoint(0x4E00 + rng.Below(0x5000), &s);
+        else if (r == 6)
+          AppendCodePoint(0x3041 + rng.Below(0x56), &s);
+        else if (r == 7)
+          AppendCodePoint(0xAC00 + rng.Below(0x2BA4), &s);
+        else if (r == 8)
+          s += rng.Below(2) ? "，" : "。";
+        else
+          s += rng.Below(2) ? " " : "1";
       }
       return s;
     }

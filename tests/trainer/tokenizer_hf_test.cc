@@ -6,12 +6,12 @@
 // without them the test skips.
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -135,8 +135,7 @@ class TokenizerHfTest : public ::testing::Test {
       // normalizes: then the ids are those of the NFC form).
       auto back = (*tok)->Decode(*plain);
       ASSERT_TRUE(back.ok()) << back.status();
-      const std::string want_text =
-          nfc ? ref["nfc"].get<std::string>() : text;
+      const std::string want_text = nfc ? ref["nfc"].get<std::string>() : text;
       if (*back != want_text && ++roundtrip_bad <= 5) {
         ADD_FAILURE() << name << " decode(encode(s)) != s for string " << n
                       << " " << Json(text).dump() << " -> "

@@ -4,10 +4,10 @@
 #include "hy/trainer/tokenizer.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,8 +26,8 @@ std::string ByteChar(int b) {
   if (!printable) {
     cp = 256;
     for (int x = 0; x < b; ++x) {
-      const bool p = (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) ||
-                     (x >= 0xAE);
+      const bool p =
+          (x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE);
       if (!p) ++cp;
     }
   }
@@ -68,9 +68,9 @@ Json TinyTokenizer() {
        "use_regex": false}]})");
   j["post_processor"] = Json::parse(R"({"type": "ByteLevel"})");
   j["decoder"] = Json::parse(R"({"type": "ByteLevel"})");
-  j["model"] = {{"type", "BPE"},     {"dropout", nullptr},
+  j["model"] = {{"type", "BPE"},        {"dropout", nullptr},
                 {"unk_token", nullptr}, {"ignore_merges", false},
-                {"vocab", vocab},    {"merges", merges}};
+                {"vocab", vocab},       {"merges", merges}};
   j["added_tokens"] = Json::parse(R"([
       {"id": 300, "content": "<|end|>", "special": true, "lstrip": false,
        "rstrip": false, "single_word": false, "normalized": false},
@@ -115,6 +115,26 @@ TEST(TokenizerTest, MergesApplyInRankOrder) {
   }
   EXPECT_EQ(Enc(*t, long_word), want);
   EXPECT_EQ(Enc(*t, ""), Ids{});
+}
+
+TEST(TokenizerTest, LongRunsRoundTrip) {
+  // Runs far beyond PCRE2's default JIT stack and the flat merge loop.
+  auto t = Make(TinyTokenizer());
+  for (const std::string& s :
+       {std::string(300000, ' ') + "a", std::string(300000, 'a'),
+        std::string(100000, '\n') + std::string(100000, '\t') + "x",
+        std::string(200000, '7')}) {
+    auto ids = t->Encode(s);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    auto back = t->Decode(*ids);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(*back == s);
+  }
+  std::string abab;
+  for (int i = 0; i < 150000; ++i) abab += "ab";
+  auto ids = t->Encode(abab);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, std::vector<int32_t>(150000, 256));
 }
 
 TEST(TokenizerTest, IgnoreMergesTakesWholeWordsFromTheVocab) {
@@ -202,8 +222,8 @@ TEST(TokenizerTest, NfcNormalizerComposes) {
 
 TEST(TokenizerTest, InvalidUtf8IsRefused) {
   auto t = Make(TinyTokenizer());
-  for (const std::string bad : {"a\xFF", "\xC3", "\xED\xA0\x80", "\xC0\x80",
-                                "\xF4\x90\x80\x80"}) {
+  for (const std::string bad :
+       {"a\xFF", "\xC3", "\xED\xA0\x80", "\xC0\x80", "\xF4\x90\x80\x80"}) {
     auto ids = t->Encode(bad);
     EXPECT_TRUE(ids.status().IsInvalidArgument()) << ids.status();
   }
@@ -250,7 +270,8 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplement) {
   s = LoadError(j);
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.message().find("normalizer.type \"NFKC\" is not supported"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
 
   j = TinyTokenizer();
   j["pre_tokenizer"] = Json::parse(R"({"type": "Whitespace"})");

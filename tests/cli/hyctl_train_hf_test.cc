@@ -1,0 +1,225 @@
+// hyctl train on a Hugging Face directory with JSONL prompts: a sharded
+// bf16 Qwen2 directory (q/k/v biases) written here, 2 iterations on 2
+// ranks, export-hf (names, shapes, dtypes, config, tokenizer files), resume
+// on 3 ranks continuing the data stream; and bad input refused before
+// training with the file or field named.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hy/statestore/safetensors.h"
+#include "hy/trainer/checkpoint.h"
+#include "hy/trainer/hf_export.h"
+#include "hy/trainer/hf_model.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using hy::trainer::ModelConfig;
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+// Runs hyctl; stdout only, or stdout and stderr.
+CmdResult Hyctl(const std::string& args, bool with_stderr = false) {
+  CmdResult r;
+  const std::string cmd =
+      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
+      "-u HY_TRAIN_CONFIG_YAML timeout 300 " +
+      std::string(HYCTL_PATH) + " " + args +
+      (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::vector<Json> JsonLines(const std::string& text) {
+  std::vector<Json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '{') out.push_back(Json::parse(line));
+  }
+  return out;
+}
+
+std::map<std::string, hy::TensorMeta> Tensors(const std::string& dir) {
+  std::map<std::string, hy::TensorMeta> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    auto r = hy::statestore::SafetensorsReader::Open(e.path().string());
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) continue;
+    for (const auto& t : (*r)->tensors()) out[t.meta.name] = t.meta;
+  }
+  return out;
+}
+
+class HyctlTrainHfTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "hyctl-train-hf-" + std::to_string(getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ + "/model");
+    model_.architecture = "Qwen2ForCausalLM";
+    model_.vocab_size = 272;
+    model_.hidden_size = 32;
+    model_.intermediate_size = 48;
+    model_.num_layers = 2;
+    model_.num_heads = 4;
+    model_.num_kv_heads = 2;
+    model_.max_position_embeddings = 64;
+    model_.tie_word_embeddings = true;
+    model_.torch_dtype = "bfloat16";
+    hy::trainer::HfExportOptions o;
+    o.model = model_;
+    o.dtype = hy::DType::kBF16;
+    o.max_shard_bytes = 16000;
+    o.eos_token_id = 258;
+    o.tokenizer_dir = std::string(HY_SOURCE_DIR) + "/configs/demo-tokenizer";
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    auto w = hy::trainer::WriteHfDirectory(
+        dir_ + "/model", o, [&](const hy::TensorMeta& m, float* out) {
+          const bool norm = m.name.find("norm") != std::string::npos;
+          for (int64_t i = 0; i < *m.NumElements(); ++i) {
+            out[i] = norm ? 1.0f : normal(rng);
+          }
+          return hy::Status::OK();
+        });
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE(fs::exists(dir_ + "/model/model.safetensors.index.json"));
+    CmdResult gen = Hyctl("data gen-arith " + dir_ +
+                          "/arith.jsonl --count 300 --ops + --max-digits 1");
+    ASSERT_EQ(gen.code, 0) << gen.out;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Flags() const {
+    return " --model " + dir_ + "/model --set data.train_files=[" + dir_ +
+           "/arith.jsonl] --set trainer.sft_steps=1 --set "
+           "rollout.batch_size=8 --set actor.ppo_mini_batch_size=4 --set "
+           "rollout.response_length=3 --set checkpoint.save_every=2";
+  }
+
+  uint64_t DataPosition(const std::string& store) {
+    auto reader = hy::trainer::CheckpointReader::Open(store);
+    EXPECT_TRUE(reader.ok()) << reader.status().ToString();
+    if (!reader.ok()) return 0;
+    auto state = (*reader)->ReadBlob("trainer.state");
+    EXPECT_TRUE(state.ok());
+    return state.ok() ? Json::parse(*state)["data_position"].get<uint64_t>()
+                      : 0;
+  }
+
+  std::string dir_;
+  ModelConfig model_;
+};
+
+TEST_F(HyctlTrainHfTest, TrainExportResumeOnThreeRanks) {
+  const std::string store = dir_ + "/run";
+  CmdResult train = Hyctl("train -o json --nproc 2 --iterations 2 --store " +
+                          store + Flags());
+  ASSERT_EQ(train.code, 0) << train.out;
+  ASSERT_EQ(JsonLines(train.out).size(), 2u) << train.out;
+  EXPECT_EQ(DataPosition(store), 16u);  // 2 iterations of 8 prompts.
+
+  const std::string hf = dir_ + "/hf";
+  CmdResult exp = Hyctl("export-hf " + store + " " + hf +
+                        " --max-shard-size 16000");
+  ASSERT_EQ(exp.code, 0) << exp.out;
+  // Same tensors and shapes as the input, f32 (the master copy).
+  auto in = Tensors(dir_ + "/model"), out = Tensors(hf);
+  ASSERT_EQ(in.size(), out.size());
+  for (const auto& [name, meta] : in) {
+    ASSERT_TRUE(out.count(name)) << name;
+    EXPECT_EQ(out[name].shape, meta.shape) << name;
+    EXPECT_EQ(out[name].dtype, hy::DType::kF32) << name;
+    EXPECT_EQ(meta.dtype, hy::DType::kBF16) << name;
+  }
+  EXPECT_TRUE(in.count("model.layers.1.self_attn.q_proj.bias"));
+  EXPECT_FALSE(in.count("lm_head.weight"));  // Tied.
+  // config.json: the input's, but for the dtype.
+  Json a = Json::parse(std::ifstream(dir_ + "/model/config.json"));
+  Json b = Json::parse(std::ifstream(hf + "/config.json"));
+  EXPECT_EQ(b["torch_dtype"], "float32");
+  a.erase("torch_dtype");
+  b.erase("torch_dtype");
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(fs::exists(hf + "/model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(hf + "/tokenizer.json"));
+  EXPECT_TRUE(fs::exists(hf + "/tokenizer_config.json"));
+  Json gen = Json::parse(std::ifstream(hf + "/generation_config.json"));
+  EXPECT_EQ(gen["eos_token_id"], 258);
+  // The exported directory is itself a valid --model.
+  auto back = hy::trainer::ReadHfConfig(hf);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(hy::trainer::HfWeights::Open(hf, *back).ok());
+
+  CmdResult resumed =
+      Hyctl("train -o json --nproc 3 --iterations 4 --resume " + store);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  auto lines = JsonLines(resumed.out);
+  ASSERT_EQ(lines.size(), 2u) << resumed.out;
+  EXPECT_EQ(lines[0]["iteration"], 2);
+  EXPECT_EQ(lines[0]["world_size"], 3);
+  EXPECT_EQ(DataPosition(store), 32u);  // The stream went on, not over.
+}
+
+TEST_F(HyctlTrainHfTest, BadInputIsRefusedBeforeTraining) {
+  // A shard file missing.
+  fs::rename(dir_ + "/model/model-00001-of-00003.safetensors",
+             dir_ + "/moved.safetensors");
+  CmdResult r = Hyctl("train --nproc 2 --iterations 1 --store " + dir_ +
+                          "/r1" + Flags(),
+                      true);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("model-00001-of-00003.safetensors"), std::string::npos)
+      << r.out;
+  fs::rename(dir_ + "/moved.safetensors",
+             dir_ + "/model/model-00001-of-00003.safetensors");
+  // An unsupported architecture.
+  Json cfg = Json::parse(std::ifstream(dir_ + "/model/config.json"));
+  Json bad = cfg;
+  bad["architectures"] = {"GPT2LMHeadModel"};
+  std::ofstream(dir_ + "/model/config.json") << bad.dump();
+  r = Hyctl("train --iterations 1 --store " + dir_ + "/r2" + Flags(), true);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("GPT2LMHeadModel"), std::string::npos) << r.out;
+  std::ofstream(dir_ + "/model/config.json") << cfg.dump();
+  // A JSONL line that is not JSON, one without a prompt.
+  std::ofstream(dir_ + "/arith.jsonl", std::ios::app)
+      << "{\"answer\": \"3\"}\n";
+  r = Hyctl("train --nproc 2 --iterations 1 --store " + dir_ + "/r3" + Flags(),
+            true);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("arith.jsonl:301"), std::string::npos) << r.out;
+  // A rollout TP size that does not divide the KV heads (was SIGFPE).
+  r = Hyctl("train --iterations 1 --set rollout.tensor_model_parallel_size=4 "
+            "--store " + dir_ + "/r4",
+            true);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("num_kv_heads"), std::string::npos) << r.out;
+}
+
+}  // namespace

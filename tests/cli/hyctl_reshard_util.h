@@ -7,10 +7,8 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -21,6 +19,7 @@
 #include "hy/reshard/shard_map.h"
 #include "hy/statestore/store.h"
 #include "statestore/raw_db.h"
+#include "hyctl_run.h"
 #include "statestore/store_test_util.h"
 
 namespace hy::cli {
@@ -35,35 +34,10 @@ using statestore::testing::TempDir;
 
 constexpr const char* kOrderBlob = "reshard.tensor_order";
 
-struct CmdResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-inline std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using hy::testing::CmdResult;
 
 inline CmdResult Hyctl(const std::string& args) {
-  CmdResult r;
-  const std::string err_path = ::testing::TempDir() + "hyctl-reshard-" +
-                               std::to_string(getpid()) + ".stderr";
-  const std::string cmd =
-      std::string(HYCTL_PATH) + " " + args + " 2>" + err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = Slurp(err_path);
-  std::remove(err_path.c_str());
-  return r;
+  return hy::testing::RunCommand(std::string(HYCTL_PATH) + " " + args);
 }
 
 // A small Qwen2-style critic: q/k/v biases, bf16 and f32, a value head.

@@ -1,14 +1,14 @@
 // hyctl tokenize, run as a real subprocess on a small tokenizer.json.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "hyctl_run.h"
 
 namespace hy::cli {
 namespace {
@@ -16,30 +16,15 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-struct CmdResult {
-  int code = -1;
-  std::string out;  // stdout only; stderr goes to `err_file`.
-  std::string err;
-};
+using hy::testing::CmdResult;
 
 // Runs hyctl with `args`, feeding `input` on stdin.
 CmdResult Hyctl(const std::string& args, const std::string& input,
                 const fs::path& dir) {
-  const fs::path in = dir / "stdin.txt", err = dir / "stderr.txt";
+  const fs::path in = dir / "stdin.txt";
   std::ofstream(in, std::ios::binary) << input;
-  CmdResult r;
-  const std::string cmd = std::string(HYCTL_PATH) + " " + args + " < '" +
-                          in.string() + "' 2> '" + err.string() + "'";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  return r;
+  return hy::testing::RunCommand(std::string(HYCTL_PATH) + " " + args +
+                                 " < '" + in.string() + "'");
 }
 
 // GPT-2's byte alphabet: the character standing for byte b.

@@ -5,9 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "hy/statestore/safetensors.h"
+#include "hyctl_run.h"
 
 namespace {
 
@@ -23,23 +22,12 @@ constexpr const char* kCleanEnv =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
     "-u HY_TRAIN_CONFIG_YAML ";
 
-struct CmdResult {
-  int code = -1;
-  std::string out;
-};
+using hy::testing::CmdResult;
 
+// Runs hyctl outside any torchrun environment; stdout in `out`.
 CmdResult Hyctl(const std::string& args) {
-  CmdResult r;
-  const std::string cmd = std::string(kCleanEnv) + " timeout 300 " +
-                          HYCTL_PATH + " " + args + " 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return hy::testing::RunCommand(std::string(kCleanEnv) + " timeout 300 " +
+                                 HYCTL_PATH + " " + args);
 }
 
 std::vector<nlohmann::json> JsonLines(const std::string& text) {

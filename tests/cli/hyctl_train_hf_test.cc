@@ -6,10 +6,8 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,6 +18,7 @@
 #include <vector>
 
 #include "hy/statestore/safetensors.h"
+#include "hyctl_run.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/hf_export.h"
 #include "hy/trainer/hf_model.h"
@@ -30,28 +29,18 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using hy::trainer::ModelConfig;
 
-struct CmdResult {
-  int code = -1;
-  std::string out;
-};
+using hy::testing::CmdResult;
 
-// Runs hyctl; stdout only, or stdout and stderr.
-CmdResult Hyctl(const std::string& args, bool with_stderr = false) {
-  CmdResult r;
-  const std::string cmd =
+// Runs hyctl outside any torchrun environment.
+CmdResult Hyctl(const std::string& args) {
+  return hy::testing::RunCommand(
       "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
       "-u HY_TRAIN_CONFIG_YAML timeout 300 " +
-      std::string(HYCTL_PATH) + " " + args +
-      (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+      std::string(HYCTL_PATH) + " " + args);
 }
+
+// Everything the command printed (workers report on stdout and stderr).
+std::string Said(const CmdResult& r) { return r.out + r.err; }
 
 std::vector<Json> JsonLines(const std::string& text) {
   std::vector<Json> out;
@@ -191,11 +180,10 @@ TEST_F(HyctlTrainHfTest, BadInputIsRefusedBeforeTraining) {
   fs::rename(dir_ + "/model/model-00001-of-00003.safetensors",
              dir_ + "/moved.safetensors");
   CmdResult r = Hyctl("train --nproc 2 --iterations 1 --store " + dir_ +
-                          "/r1" + Flags(),
-                      true);
+                          "/r1" + Flags());
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("model-00001-of-00003.safetensors"), std::string::npos)
-      << r.out;
+  EXPECT_NE(Said(r).find("model-00001-of-00003.safetensors"), std::string::npos)
+      << Said(r);
   fs::rename(dir_ + "/moved.safetensors",
              dir_ + "/model/model-00001-of-00003.safetensors");
   // An unsupported architecture.
@@ -203,23 +191,21 @@ TEST_F(HyctlTrainHfTest, BadInputIsRefusedBeforeTraining) {
   Json bad = cfg;
   bad["architectures"] = {"GPT2LMHeadModel"};
   std::ofstream(dir_ + "/model/config.json") << bad.dump();
-  r = Hyctl("train --iterations 1 --store " + dir_ + "/r2" + Flags(), true);
+  r = Hyctl("train --iterations 1 --store " + dir_ + "/r2" + Flags());
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("GPT2LMHeadModel"), std::string::npos) << r.out;
+  EXPECT_NE(Said(r).find("GPT2LMHeadModel"), std::string::npos) << Said(r);
   std::ofstream(dir_ + "/model/config.json") << cfg.dump();
   // A JSONL line that is not JSON, one without a prompt.
   std::ofstream(dir_ + "/arith.jsonl", std::ios::app)
       << "{\"answer\": \"3\"}\n";
-  r = Hyctl("train --nproc 2 --iterations 1 --store " + dir_ + "/r3" + Flags(),
-            true);
+  r = Hyctl("train --nproc 2 --iterations 1 --store " + dir_ + "/r3" + Flags());
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("arith.jsonl:301"), std::string::npos) << r.out;
+  EXPECT_NE(Said(r).find("arith.jsonl:301"), std::string::npos) << Said(r);
   // A rollout TP size that does not divide the KV heads (was SIGFPE).
   r = Hyctl("train --iterations 1 --set rollout.tensor_model_parallel_size=4 "
-            "--store " + dir_ + "/r4",
-            true);
+            "--store " + dir_ + "/r4");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("num_kv_heads"), std::string::npos) << r.out;
+  EXPECT_NE(Said(r).find("num_kv_heads"), std::string::npos) << Said(r);
 }
 
 }  // namespace

@@ -1,0 +1,47 @@
+// Running a command line from a test: its exit code, stdout and stderr.
+// The hyctl subprocess tests share it.
+
+#ifndef HY_TESTS_CLI_HYCTL_RUN_H_
+#define HY_TESTS_CLI_HYCTL_RUN_H_
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace hy::testing {
+
+struct CmdResult {
+  int code = -1;  // The exit code; -1 if it did not exit normally.
+  std::string out;
+  std::string err;
+};
+
+// Runs `command` with /bin/sh; stderr goes through a temporary file.
+inline CmdResult RunCommand(const std::string& command) {
+  static std::atomic<int> counter{0};
+  const std::string err_path = ::testing::TempDir() + "hy-cmd-" +
+                               std::to_string(getpid()) + "-" +
+                               std::to_string(counter++) + ".stderr";
+  CmdResult r;
+  FILE* p = popen((command + " 2>'" + err_path + "'").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::remove(err_path.c_str());
+  return r;
+}
+
+}  // namespace hy::testing
+
+#endif  // HY_TESTS_CLI_HYCTL_RUN_H_

@@ -19,6 +19,7 @@
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/statestore/store.h"
+#include "hy/common/tensor_meta.h"
 #include "restore_command.h"
 
 namespace hy::cli {
@@ -59,14 +60,6 @@ std::string Ratio(uint64_t logical, uint64_t stored) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2fx", double(logical) / stored);
   return buf;
-}
-
-std::string Shape(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 int InspectVersions(Store* store, const std::string& format) {
@@ -147,7 +140,7 @@ int InspectVersion(Store* store, uint64_t version, const std::string& format) {
       enc += (enc.empty() ? "" : " ") + e + ":" + std::to_string(n);
     }
     rows.push_back({name, std::string(SafetensorsName(t.meta.dtype)),
-                    Shape(t.meta.shape), std::to_string(t.shards.size()),
+                    ShapeString(t.meta.shape), std::to_string(t.shards.size()),
                     std::to_string(chunks), enc});
     tensors.push_back({{"name", name},
                        {"dtype", std::string(SafetensorsName(t.meta.dtype))},

@@ -1,4 +1,5 @@
 #include "hy/common/shard.h"
+#include "hy/common/tensor_meta.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,16 +9,6 @@ namespace hy {
 namespace {
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(shape[i]);
-  }
-  out += ']';
-  return out;
-}
 
 std::string RunString(const FlatRun& r) {
   return "[" + std::to_string(r.offset) + ", " +

@@ -41,13 +41,16 @@ std::string TensorMeta::DebugString() const {
   std::string out = name;
   out += ' ';
   out += SafetensorsName(dtype);
-  out += '[';
+  return out + ShapeString(shape);
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) out += ',';
     out += std::to_string(shape[i]);
   }
-  out += ']';
-  return out;
+  return out + "]";
 }
 
 }  // namespace hy

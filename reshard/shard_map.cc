@@ -4,6 +4,7 @@
 #include <string>
 
 #include "hy/common/dtype.h"
+#include "hy/common/tensor_meta.h"
 
 namespace hy::reshard {
 namespace {
@@ -29,15 +30,6 @@ std::vector<FlatRun> SliceRuns(const std::vector<FlatRun>& runs, int64_t begin,
     if (local >= end) break;
   }
   return out;
-}
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) s += ",";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
 }
 
 }  // namespace

@@ -16,14 +16,6 @@ namespace {
 
 using statestore::SafetensorsReader;
 
-std::string ShapeString(const TensorMeta& m) {
-  std::string s = "[";
-  for (size_t i = 0; i < m.shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(m.shape[i]);
-  }
-  return s + "]";
-}
-
 float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   uint32_t exp = (h >> 10) & 0x1f;
@@ -133,8 +125,8 @@ Result<std::unique_ptr<HfWeights>> HfWeights::Open(const std::string& dir,
         it->second.file->tensors()[it->second.index].meta;
     if (have.shape != want.shape) {
       return Status::InvalidArgument(
-          dir + ": tensor " + want.name + " has shape " + ShapeString(have) +
-          ", the config needs " + ShapeString(want));
+          dir + ": tensor " + want.name + " has shape " + ShapeString(have.shape) +
+          ", the config needs " + ShapeString(want.shape));
     }
     if (have.dtype != DType::kF32 && have.dtype != DType::kBF16 &&
         have.dtype != DType::kF16) {

@@ -42,6 +42,9 @@ struct TensorMeta {
   }
 };
 
+// "[2,3]": a shape as messages and tables print it ("[]" for a scalar).
+std::string ShapeString(const std::vector<int64_t>& shape);
+
 }  // namespace hy
 
 #endif  // HY_COMMON_TENSOR_META_H_

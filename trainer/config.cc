@@ -390,14 +390,9 @@ Status ValidateConfig(const TrainConfig& c) {
         "must be <= rollout.batch_size * rollout.n (" + Num(samples) + ")",
         Num(c.actor.ppo_mini_batch_size));
   }
-  // The longest sequence the model sees: an ADD prompt (BOS ADD a PLUS b
-  // SEP) or a REV / SORT one (BOS marker d SEP), then a response or the SFT
-  // answer (up to max_digits + 1 digits) and EOS.
-  int prompt = 0;
-  for (TaskKind k : task.kinds) {
-    prompt = std::max(prompt, k == TaskKind::kAdd ? 2 * task.max_digits + 4
-                                                  : task.max_digits + 3);
-  }
+  // The longest sequence the model sees: the longest prompt, then a
+  // response or the SFT answer (up to max_digits + 1 digits) and EOS.
+  const int prompt = MaxPromptTokens(task);
   const int longest = prompt + std::max(r.response_length, task.max_digits + 2);
   if (from_task && longest > c.model.max_position_embeddings) {
     return Bad("model.max_position_embeddings",

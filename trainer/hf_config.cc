@@ -150,13 +150,9 @@ Result<ModelConfig> ParseHfConfig(const std::string& text,
 }
 
 Result<ModelConfig> ReadHfConfig(const std::string& dir) {
-  const std::string file = dir + "/config.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::NotFound(file + ": cannot open (no config.json)");
-  std::stringstream text;
-  text << in.rdbuf();
-  HY_ASSIGN_OR_RETURN(ModelConfig m, ParseHfConfig(text.str(), file));
+  ModelConfig m;
   m.path = dir;
+  HY_RETURN_IF_ERROR(ResolveModelPath(&m, nullptr));
   return m;
 }
 
@@ -173,9 +169,17 @@ std::vector<int> HfEosTokenIds(const std::string& config_json) {
   return out;
 }
 
-Status ResolveModelPath(ModelConfig* config) {
+Status ResolveModelPath(ModelConfig* config, std::string* config_json) {
   if (config->path.empty()) return Status::OK();
-  HY_ASSIGN_OR_RETURN(*config, ReadHfConfig(config->path));
+  const std::string file = config->path + "/config.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Status::NotFound(file + ": cannot open (no config.json)");
+  std::stringstream text;
+  text << in.rdbuf();
+  HY_ASSIGN_OR_RETURN(ModelConfig m, ParseHfConfig(text.str(), file));
+  m.path = config->path;
+  *config = std::move(m);
+  if (config_json != nullptr) *config_json = text.str();
   return Status::OK();
 }
 

@@ -6,8 +6,6 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "hy/metrics/hy_metrics.h"
@@ -48,13 +46,7 @@ void PpoWorker::Log(const std::string& line) const {
 }
 
 Status PpoWorker::Setup() {
-  HY_RETURN_IF_ERROR(ResolveModelPath(&config_.model));
-  if (!config_.model.path.empty()) {
-    std::ifstream in(config_.model.path + "/config.json", std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    hf_config_text_ = text.str();
-  }
+  HY_RETURN_IF_ERROR(ResolveModelPath(&config_.model, &hf_config_text_));
   HY_RETURN_IF_ERROR(ValidateConfig(config_));
   if (config_.trainer.device != "cpu") {
     return Status::InvalidArgument(

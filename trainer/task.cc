@@ -108,6 +108,15 @@ Status ValidateTaskConfig(const TaskConfig& config) {
   return Status::OK();
 }
 
+int MaxPromptTokens(const TaskConfig& config) {
+  int longest = 0;
+  for (TaskKind k : config.kinds) {
+    longest = std::max(longest, k == TaskKind::kAdd ? 2 * config.max_digits + 4
+                                                    : config.max_digits + 3);
+  }
+  return longest;
+}
+
 Sample Generate(const TaskConfig& config, uint64_t seed, uint64_t iteration,
                 uint64_t sample_index) {
   CounterStream rng(HashTriple(kSampleDomain ^ seed, iteration, sample_index,

@@ -26,17 +26,17 @@ class TaskSource : public PromptSource {
   Result<Prompt> Get(uint64_t position) const override {
     Prompt p;
     p.position = position;
-    p.tokens = Sample(position).prompt;
+    p.tokens = At(position).prompt;
     return p;
   }
 
   double Score(const Prompt& prompt,
                const std::vector<int>& response) const override {
-    return Reward(Sample(prompt.position), response);
+    return Reward(At(prompt.position), response);
   }
 
   Result<Demonstration> Demonstrate(uint64_t index) const override {
-    const hy::trainer::Sample s = Generate(
+    const Sample s = Generate(
         task_, seed_, kSftIterationBase + index / sft_batch_, index % sft_batch_);
     Demonstration d;
     d.prompt = s.prompt;
@@ -49,17 +49,10 @@ class TaskSource : public PromptSource {
     return Detokenize(ids);
   }
 
-  int max_prompt_tokens() const override {
-    int longest = 0;
-    for (TaskKind k : task_.kinds) {
-      longest = std::max(longest, k == TaskKind::kAdd ? 2 * task_.max_digits + 4
-                                                      : task_.max_digits + 3);
-    }
-    return longest;
-  }
+  int max_prompt_tokens() const override { return MaxPromptTokens(task_); }
 
  private:
-  hy::trainer::Sample Sample(uint64_t position) const {
+  Sample At(uint64_t position) const {
     return Generate(task_, seed_, position / batch_, position % batch_);
   }
 

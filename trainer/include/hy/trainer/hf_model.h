@@ -56,9 +56,11 @@ Result<ModelConfig> ParseHfConfig(const std::string& json_text,
 std::vector<int> HfEosTokenIds(const std::string& config_json);
 
 // When config->path names a directory, replaces every architecture field
-// of *config by its config.json (path stays); else does nothing. Returns
+// of *config by its config.json (path stays) and, if config_json is not
+// null, sets *config_json to the file's text; else does nothing. Returns
 // ReadHfConfig's errors.
-Status ResolveModelPath(ModelConfig* config);
+Status ResolveModelPath(ModelConfig* config,
+                        std::string* config_json = nullptr);
 
 class HfWeights {
  public:

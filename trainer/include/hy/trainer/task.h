@@ -74,6 +74,10 @@ struct TaskConfig {
 // unless 1 <= min_digits <= max_digits <= kMaxTaskDigits.
 Status ValidateTaskConfig(const TaskConfig& config);
 
+// The most tokens a prompt of `config` has: an ADD prompt (BOS ADD a PLUS
+// b SEP) or a REV / SORT one (BOS marker d SEP) at max_digits.
+int MaxPromptTokens(const TaskConfig& config);
+
 struct Sample {
   TaskKind kind = TaskKind::kReverse;
   std::vector<int> prompt;  // BOS, marker, ..., SEP.

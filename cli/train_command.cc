@@ -51,6 +51,7 @@ struct TrainFlags {
   int metrics_port = 0;
   std::string store, store_root, resume;
   std::string model;  // A Hugging Face model directory (model.path).
+  std::vector<std::string> data, val_data;  // JSONL prompt files.
   std::string format;
   bool print_config = false;
   int64_t max_iterations = -1;
@@ -142,6 +143,8 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
         Prefixed("--set " + set + ": ", trainer::ApplyOverride(&c, set)));
   }
   if (!f.model.empty()) c.model.path = f.model;
+  if (!f.data.empty()) c.data.train_files = f.data;
+  if (!f.val_data.empty()) c.data.val_files = f.val_data;
   if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;
   if (f.iterations_opt->count()) c.trainer.total_iterations = f.iterations;
   if (f.seed_opt->count()) c.trainer.seed = f.seed;
@@ -343,6 +346,11 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     }
     endpoints.Push();
   };
+  o.on_validation = [&](const trainer::ValidationReport& r) {
+    if (rank != 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    std::cout << (json ? ValidationJson(r) : ValidationText(r)) << std::endl;
+  };
   o.log = [&mu](const std::string& line) {
     std::lock_guard<std::mutex> lock(mu);
     std::cerr << line << std::endl;
@@ -409,6 +417,12 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
                   "Start from a Hugging Face model directory: config.json "
                   "and safetensors of a LlamaForCausalLM, Qwen2ForCausalLM "
                   "or Qwen3ForCausalLM (model.path)");
+  cmd->add_option("--data", f->data,
+                  "Training prompts, JSON Lines with \"prompt\" and "
+                  "\"answer\" (data.train_files; repeatable)");
+  cmd->add_option("--val-data", f->val_data,
+                  "Held-out prompts decoded greedily before the first and "
+                  "after the last iteration (data.val_files; repeatable)");
   f->metrics_port_opt = cmd->add_option(
       "--metrics-port", f->metrics_port,
       "Serve metrics on 127.0.0.1:P from rank 0; 0: a free port, -1: off "

@@ -1,5 +1,6 @@
 #include "train_output.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -53,12 +54,51 @@ std::string IterationJson(const trainer::IterationReport& r) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string SummaryText(const trainer::RunSummary& s) {
-  char buf[256];
+std::string ValidationText(const trainer::ValidationReport& r) {
+  char buf[160];
   std::snprintf(buf, sizeof(buf),
-                "done: %" PRId64 " iterations in %.1f s, reward %.3f -> %.3f",
-                s.iterations, s.seconds, s.first_reward, s.last_reward);
+                "val after %" PRId64
+                " iterations: exact match %.3f, reward %.3f (%" PRId64
+                " prompts, greedy)",
+                r.iteration, r.exact_match, r.reward_mean, r.prompts);
+  return buf;
+}
+
+std::string ValidationJson(const trainer::ValidationReport& r) {
+  nlohmann::ordered_json v;
+  v["iteration"] = r.iteration;
+  v["prompts"] = r.prompts;
+  v["reward_mean"] = r.reward_mean;
+  v["exact_match"] = r.exact_match;
+  nlohmann::ordered_json j;
+  j["validation"] = v;
+  return j.dump();
+}
+
+std::string SummaryText(const trainer::RunSummary& s) {
+  char buf[384];
+  int n = std::snprintf(buf, sizeof(buf),
+                        "done: %" PRId64
+                        " iterations in %.1f s, reward %.3f -> %.3f",
+                        s.iterations, s.seconds, s.first_reward, s.last_reward);
+  if (s.iterations > 1) {
+    const int64_t k = std::min<int64_t>(10, s.iterations);
+    n += std::snprintf(buf + n, sizeof(buf) - n,
+                       " (mean of the first %" PRId64
+                       " iterations -> the last %" PRId64 ": %.3f -> %.3f",
+                       k, k, s.first10_reward, s.last10_reward);
+    if (s.first10_reward > 0) {
+      n += std::snprintf(buf + n, sizeof(buf) - n, ", %.2fx",
+                         s.last10_reward / s.first10_reward);
+    }
+    n += std::snprintf(buf + n, sizeof(buf) - n, ")");
+  }
   std::string out = buf;
+  if (s.val_start.prompts > 0 && s.val_end.prompts > 0) {
+    std::snprintf(buf, sizeof(buf), ", val exact match %.3f -> %.3f",
+                  s.val_start.exact_match, s.val_end.exact_match);
+    out += buf;
+  }
   if (s.start_iteration > 0) {
     out += " (resumed at iteration " + std::to_string(s.start_iteration) + ")";
   }

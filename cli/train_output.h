@@ -27,8 +27,18 @@ std::string IterationText(const trainer::IterationReport& report,
 // report's (0-based); NaN and infinities are written as null.
 std::string IterationJson(const trainer::IterationReport& report);
 
-// "done: 40 iterations in 61.2 s, reward 0.213 -> 0.871, checkpoint step
-// 40, store runs/run-20250101-120000"; no newline.
+// "val after 0 iterations: exact match 0.210, reward 0.210 (200 prompts,
+// greedy)"; no newline.
+std::string ValidationText(const trainer::ValidationReport& report);
+
+// {"validation": {"iteration": 0, "prompts": 200, "reward_mean": 0.21,
+// "exact_match": 0.21}} on one line; no newline.
+std::string ValidationJson(const trainer::ValidationReport& report);
+
+// "done: 40 iterations in 61.2 s, reward 0.213 -> 0.871 (mean of the
+// first 10 iterations -> the last 10: 0.250 -> 0.800, 3.20x), val exact
+// match 0.21 -> 0.80, checkpoint step 40, store runs/run-..."; the val part
+// only with validations; no newline.
 std::string SummaryText(const trainer::RunSummary& summary);
 
 }  // namespace hy::cli

@@ -374,6 +374,11 @@ Status ValidateConfig(const TrainConfig& c) {
   }
   HY_RETURN_IF_ERROR(ValidateTaskConfig(task));
   const bool from_task = c.data.train_files.empty();
+  if (from_task && !c.data.val_files.empty()) {
+    return Bad("data.val_files",
+               "needs data.train_files (their tokenizer and reward)",
+               Num(static_cast<int64_t>(c.data.val_files.size())) + " files");
+  }
   if (from_task && c.model.vocab_size < kVocabSize) {
     return Bad("model.vocab_size",
                "must hold the task's " + Num(kVocabSize) + " token ids",

@@ -66,6 +66,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("task.max_digits", &c->task.max_digits, kDigits);
   DataConfig& d = c->data;
   add("data.train_files", &d.train_files);
+  add("data.val_files", &d.val_files);
   add("data.tokenizer", &d.tokenizer);
   add("data.reward", &d.reward,
       OneOf("must be exact_match, format or exact_match+format",
@@ -117,6 +118,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("trainer.sft_steps", &t.sft_steps, kNonNegative);
   add("trainer.sft_batch_size", &t.sft_batch_size, kAtLeast1);
   add("trainer.sft_lr", &t.sft_lr, kPositive);
+  add("trainer.test_freq", &t.test_freq, kNonNegative);
   CheckpointConfig& k = c->checkpoint;
   add("checkpoint.store_root", &k.store_root);
   add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.

@@ -44,6 +44,8 @@ class DatasetSource : public PromptSource {
 
   const TokenSpec& token_spec() const override { return spec_; }
 
+  uint64_t num_prompts() const override { return dataset_->size(); }
+
   Result<Prompt> Get(uint64_t position) const override {
     Prompt p;
     p.position = position;

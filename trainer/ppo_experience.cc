@@ -122,35 +122,26 @@ Status PpoWorker::ReshardToRollout(IterationReport* report) {
   return Status::OK();
 }
 
-Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
-                          IterationReport* report) {
-  const auto start = Clock::now();
-  const RolloutConfig& rc = config_.rollout;
-  const int64_t total = int64_t{rc.batch_size} * rc.n;
-  const uint64_t seed = config_.trainer.seed;
-  const TokenSpec& spec = source_->token_spec();
-  exp->items.clear();
-  int64_t prompt_len = 0;
-  for (int64_t j = 0; j < total; ++j) {
-    HY_ASSIGN_OR_RETURN(
-        Prompt p, source_->Get(data_position_ + static_cast<uint64_t>(j / rc.n)));
-    prompt_len = std::max<int64_t>(prompt_len, p.tokens.size());
-    exp->items.push_back(std::move(p));
-  }
+Result<at::Tensor> PpoWorker::GenerateAll(const std::vector<Prompt>& items,
+                                           int64_t prompt_len,
+                                           uint64_t iteration,
+                                           const RolloutConfig& rc) {
+  const int64_t total = static_cast<int64_t>(items.size());
   // This dp group's share.
   const int64_t g = comm_->dp_rank();
   const int64_t groups = comm_->dp_size();
   const int64_t lo = total * g / groups;
   const int64_t hi = total * (g + 1) / groups;
-  std::vector<Prompt> mine(exp->items.begin() + lo, exp->items.begin() + hi);
+  std::vector<Prompt> mine(items.begin() + lo, items.begin() + hi);
   std::vector<int64_t> ids;
   for (int64_t j = lo; j < hi; ++j) ids.push_back(j);
   TpContext tp{comm_->tp_size(), comm_->tp_rank(), comm_.get()};
+  const TokenSpec& spec = source_->token_spec();
   HY_ASSIGN_OR_RETURN(
       at::Tensor responses,
       GenerateResponses(config_.model, rollout_weights_, tp,
-                        BuildPrompts(mine, prompt_len, spec), ids, seed,
-                        static_cast<uint64_t>(iteration), rc, spec));
+                        BuildPrompts(mine, prompt_len, spec), ids,
+                        config_.trainer.seed, iteration, rc, spec));
   // Every rank gets every group's responses (the TP leader's copy).
   std::vector<uint8_t> bytes;
   if (comm_->tp_rank() == 0) bytes = TensorBytes(responses);
@@ -163,12 +154,32 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
         at::from_blob(all[p].data(), {rows, rc.response_length}, at::kLong)
             .clone());
   }
-  exp->responses = at::cat(parts, 0);
-  if (exp->responses.size(0) != total) {
+  at::Tensor out = at::cat(parts, 0);
+  if (out.size(0) != total) {
     return Status::Internal("rollout: gathered " +
-                            std::to_string(exp->responses.size(0)) +
+                            std::to_string(out.size(0)) +
                             " responses, expected " + std::to_string(total));
   }
+  return out;
+}
+
+Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
+                          IterationReport* report) {
+  const auto start = Clock::now();
+  const RolloutConfig& rc = config_.rollout;
+  const int64_t total = int64_t{rc.batch_size} * rc.n;
+  const TokenSpec& spec = source_->token_spec();
+  exp->items.clear();
+  int64_t prompt_len = 0;
+  for (int64_t j = 0; j < total; ++j) {
+    HY_ASSIGN_OR_RETURN(
+        Prompt p, source_->Get(data_position_ + static_cast<uint64_t>(j / rc.n)));
+    prompt_len = std::max<int64_t>(prompt_len, p.tokens.size());
+    exp->items.push_back(std::move(p));
+  }
+  HY_ASSIGN_OR_RETURN(exp->responses,
+                      GenerateAll(exp->items, prompt_len,
+                                  static_cast<uint64_t>(iteration), rc));
   exp->prompts = BuildPrompts(exp->items, prompt_len, spec);
   exp->mask = ResponseMask(exp->responses, spec);
   report->rollout_ms = MsSince(start);

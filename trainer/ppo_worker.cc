@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
@@ -108,9 +109,21 @@ Status PpoWorker::Setup() {
                                    HfEosTokenIds(hf_config_text_),
                                    config_.trainer.seed,
                                    config_.model.vocab_size));
+    if (!config_.data.val_files.empty()) {
+      DataConfig val = config_.data;
+      val.train_files = config_.data.val_files;
+      val.shuffle = false;
+      HY_ASSIGN_OR_RETURN(
+          val_source_, MakeDatasetSource(val, config_.model.path,
+                                         HfEosTokenIds(hf_config_text_),
+                                         config_.trainer.seed,
+                                         config_.model.vocab_size));
+    }
   }
   const int longest =
-      source_->max_prompt_tokens() + config_.rollout.response_length;
+      std::max(source_->max_prompt_tokens(),
+               val_source_ ? val_source_->max_prompt_tokens() : 0) +
+      config_.rollout.response_length;
   if (longest > config_.model.max_position_embeddings) {
     return Status::InvalidArgument(
         "model.max_position_embeddings " +
@@ -299,7 +312,12 @@ Result<RunSummary> PpoWorker::Run() {
   if (options_.max_iterations >= 0) {
     end = std::min(end, start_iteration_ + options_.max_iterations);
   }
+  if (val_source_ != nullptr && start_iteration_ < end) {
+    HY_ASSIGN_OR_RETURN(summary.val_start, Validate(start_iteration_));
+  }
   const int save_every = config_.checkpoint.save_every;
+  const int test_freq = config_.trainer.test_freq;
+  std::vector<double> rewards;  // Per iteration run here.
   int64_t reported_commit = -1;
   int64_t last_saved = start_iteration_;
   for (int64_t it = start_iteration_; it < end; ++it) {
@@ -347,8 +365,26 @@ Result<RunSummary> PpoWorker::Run() {
                                std::max(report.iteration_ms / 1000.0, 1e-9);
     if (summary.iterations == 0) summary.first_reward = report.reward_mean;
     summary.last_reward = report.reward_mean;
+    rewards.push_back(report.reward_mean);
     ++summary.iterations;
     if (options_.on_iteration) options_.on_iteration(report);
+    if (val_source_ != nullptr && it + 1 < end && test_freq > 0 &&
+        (it + 1) % test_freq == 0) {
+      HY_RETURN_IF_ERROR(Validate(it + 1).status());
+    }
+  }
+  if (!rewards.empty()) {
+    const size_t k = std::min<size_t>(10, rewards.size());
+    double first = 0, last = 0;
+    for (size_t i = 0; i < k; ++i) {
+      first += rewards[i];
+      last += rewards[rewards.size() - 1 - i];
+    }
+    summary.first10_reward = first / static_cast<double>(k);
+    summary.last10_reward = last / static_cast<double>(k);
+    if (val_source_ != nullptr) {
+      HY_ASSIGN_OR_RETURN(summary.val_end, Validate(end));
+    }
   }
   (void)last_saved;
   HY_RETURN_IF_ERROR(checkpointer_->Wait());

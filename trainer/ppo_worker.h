@@ -2,8 +2,8 @@
 // (hy/trainer/worker.h) drives: the three FSDP models, the rollout shards
 // of the actor and the reshard executor that fills them, the checkpointer.
 // Split over ppo_worker.cc (setup, resume, checkpoint, the loop),
-// ppo_experience.cc (rollout and experience) and ppo_update.cc (the
-// minibatch updates and SFT).
+// ppo_experience.cc (rollout and experience), ppo_validate.cc (greedy
+// validation) and ppo_update.cc (the minibatch updates and SFT).
 //
 // Internal to hy_trainer. Thread-safety: one thread.
 
@@ -72,6 +72,12 @@ class PpoWorker {
   // ppo_experience.cc
   Status ReshardToRollout(IterationReport* report);
   Status Rollout(int64_t iteration, Experience* exp, IterationReport* report);
+  // Responses [items, R] to `items` (prompts of at most prompt_len tokens)
+  // from the rollout weights, each dp group generating its share; the
+  // same on every rank.
+  Result<at::Tensor> GenerateAll(const std::vector<Prompt>& items,
+                                 int64_t prompt_len, uint64_t iteration,
+                                 const RolloutConfig& rc);
   Status ComputeExperience(int64_t iteration, Experience* exp,
                            IterationReport* report);
   // Forward of `model` (gathered in `full`) on rows [lo, hi) of exp:
@@ -79,6 +85,11 @@ class PpoWorker {
   Result<at::Tensor> ScoreRows(const FsdpModel& model, const at::Tensor& full,
                                const Experience& exp, int64_t lo, int64_t hi,
                                at::Tensor* entropy);
+
+  // ppo_validate.cc
+  // Reshards the actor to the rollout layout and decodes every
+  // val_source_ prompt greedily; reports through options_.on_validation.
+  Result<ValidationReport> Validate(int64_t iteration);
 
   // ppo_update.cc
   Status Update(int64_t iteration, const Experience& exp,
@@ -98,6 +109,7 @@ class PpoWorker {
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;
+  std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.
   int64_t start_iteration_ = 0;
   uint64_t data_position_ = 0;  // Stream position of the next unseen prompt.
   std::vector<int> nodes_;  // Node id of each rank.

@@ -31,6 +31,9 @@ PromptBatch BuildPrompts(const std::vector<Prompt>& prompts,
 
 int SampleToken(const float* logits, int64_t vocab, double temperature,
                 int top_k, uint64_t draw_seed) {
+  if (temperature <= 0) {
+    return static_cast<int>(std::max_element(logits, logits + vocab) - logits);
+  }
   thread_local std::vector<double> p;
   p.resize(static_cast<size_t>(vocab));
   double top = -INFINITY;

@@ -44,7 +44,8 @@ PromptBatch BuildPrompts(const std::vector<Prompt>& prompts,
 // Draws one token id in [0, vocab) from `logits` (vocab values, the
 // model's whole vocabulary): the inverse CDF of softmax(logits /
 // temperature) at the uniform of draw_seed, in double; with top_k > 0 only
-// the top_k largest logits (ties: lowest ids) keep their mass.
+// the top_k largest logits (ties: lowest ids) keep their mass. With
+// temperature <= 0 it is greedy: the largest logit (ties: the lowest id).
 int SampleToken(const float* logits, int64_t vocab, double temperature,
                 int top_k, uint64_t draw_seed);
 

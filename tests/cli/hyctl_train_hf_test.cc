@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -173,6 +175,61 @@ TEST_F(HyctlTrainHfTest, TrainExportResumeOnThreeRanks) {
   EXPECT_EQ(lines[0]["iteration"], 2);
   EXPECT_EQ(lines[0]["world_size"], 3);
   EXPECT_EQ(DataPosition(store), 32u);  // The stream went on, not over.
+}
+
+// data.val_files: greedy validation before the first iteration, every
+// trainer.test_freq and after the last, over every held-out prompt, in
+// the summary too; and it does not disturb training (the same seed gives
+// the same rewards without it).
+TEST_F(HyctlTrainHfTest, ValidatesHeldOutPromptsGreedily) {
+  CmdResult gen = Hyctl("data gen-arith " + dir_ +
+                        "/val.jsonl --count 21 --seed 9 --ops + "
+                        "--max-digits 1");
+  ASSERT_EQ(gen.code, 0) << gen.out;
+  const std::string common =
+      " -o json --nproc 2 --iterations 3 --model " + dir_ + "/model --data " +
+      dir_ + "/arith.jsonl --set trainer.sft_steps=1 --set "
+      "rollout.batch_size=8 --set actor.ppo_mini_batch_size=4 --set "
+      "rollout.response_length=3 --set checkpoint.save_every=0";
+  CmdResult with = Hyctl("train --store " + dir_ + "/v1" + common +
+                         " --val-data " + dir_ +
+                         "/val.jsonl --set trainer.test_freq=2");
+  ASSERT_EQ(with.code, 0) << Said(with);
+  CmdResult without = Hyctl("train --store " + dir_ + "/v2" + common);
+  ASSERT_EQ(without.code, 0) << Said(without);
+  std::vector<Json> iterations, vals;
+  for (Json& j : JsonLines(with.out)) {
+    (j.contains("validation") ? vals : iterations).push_back(j);
+  }
+  auto plain = JsonLines(without.out);
+  ASSERT_EQ(iterations.size(), 3u) << with.out;
+  ASSERT_EQ(plain.size(), 3u) << without.out;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(iterations[i]["reward_mean"], plain[i]["reward_mean"]) << i;
+  }
+  // Before iteration 1, after 2 (test_freq), after 3 (the end).
+  ASSERT_EQ(vals.size(), 3u) << with.out;
+  const int64_t at[] = {0, 2, 3};
+  for (size_t i = 0; i < 3; ++i) {
+    const Json& v = vals[i]["validation"];
+    EXPECT_EQ(v["iteration"], at[i]);
+    EXPECT_EQ(v["prompts"], 21);
+    const double exact = v["exact_match"];
+    EXPECT_GE(exact, 0.0);
+    EXPECT_LE(exact, 1.0);
+    // A fraction of 21 prompts.
+    EXPECT_NEAR(exact * 21, std::round(exact * 21), 1e-9);
+  }
+  char want[64];
+  std::snprintf(want, sizeof(want), "val exact match %.3f -> %.3f",
+                vals[0]["validation"]["exact_match"].get<double>(),
+                vals[2]["validation"]["exact_match"].get<double>());
+  EXPECT_NE(with.err.find(want), std::string::npos) << with.err;
+  // Held-out prompts without training prompts are refused.
+  CmdResult bad = Hyctl("train --iterations 1 --store " + dir_ +
+                        "/v3 --val-data " + dir_ + "/val.jsonl");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(Said(bad).find("data.val_files"), std::string::npos) << Said(bad);
 }
 
 TEST_F(HyctlTrainHfTest, BadInputIsRefusedBeforeTraining) {

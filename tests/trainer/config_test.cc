@@ -59,6 +59,11 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
          for (const auto& x : c.data.train_files) f += x + ",";
          return f;
        }()},
+      {"data.val_files", [&] {
+         std::string f;
+         for (const auto& x : c.data.val_files) f += x + ",";
+         return f;
+       }()},
       {"data.tokenizer", c.data.tokenizer},
       {"data.reward", c.data.reward},
       {"data.require_eos", c.data.require_eos ? "true" : "false"},
@@ -100,6 +105,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"trainer.sft_steps", S(c.trainer.sft_steps)},
       {"trainer.sft_batch_size", S(c.trainer.sft_batch_size)},
       {"trainer.sft_lr", D(c.trainer.sft_lr)},
+      {"trainer.test_freq", S(c.trainer.test_freq)},
       {"checkpoint.store_root", c.checkpoint.store_root},
       {"checkpoint.save_every", S(c.checkpoint.save_every)},
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
@@ -157,6 +163,7 @@ TrainConfig Modified() {
   c.model.torch_dtype = "bfloat16";
   c.model.path = "models/a b";
   c.data.train_files = {"a.jsonl", "dir/b c.jsonl"};
+  c.data.val_files = {"held out.jsonl"};
   c.data.tokenizer = "tok/";
   c.data.reward = "exact_match+format";
   c.data.require_eos = false;
@@ -184,7 +191,8 @@ TrainConfig Modified() {
                8,
                0,
                7,
-               1e-4};
+               1e-4,
+               3};
   c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777};
   c.metrics = {0, "localhost:9091"};
   return c;
@@ -437,6 +445,8 @@ TEST(ConfigTest, EachValidationFailureNamesItsField) {
       {{"trainer.sft_steps=-1"}, "trainer.sft_steps"},
       {{"trainer.sft_batch_size=0"}, "trainer.sft_batch_size"},
       {{"trainer.sft_lr=0"}, "trainer.sft_lr"},
+      {{"trainer.test_freq=-1"}, "trainer.test_freq"},
+      {{"data.val_files=[v.jsonl]"}, "data.val_files needs data.train_files"},
       {{"checkpoint.save_every=-1"}, "checkpoint.save_every"},
       {{"checkpoint.keep_last=0"}, "checkpoint.keep_last"},
       {{"checkpoint.commit_timeout_ms=0"}, "checkpoint.commit_timeout_ms"},

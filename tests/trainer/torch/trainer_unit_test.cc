@@ -100,6 +100,22 @@ TEST(LogProbTest, NormalisedOverTheWholeVocabWithEntropy) {
               1e-5);
 }
 
+// Temperature 0 (validation) is greedy: the largest logit whatever the
+// draw, the lowest id among equal ones.
+TEST(SampleTest, TemperatureZeroIsArgmax) {
+  std::vector<float> logits(kVocabSize, 0.0f);
+  logits[5] = 0.5f;
+  logits[11] = 0.5f;
+  logits[2] = -1.0f;
+  for (uint64_t s = 0; s < 20; ++s) {
+    EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 0.0, 0,
+                          s * 0x9E3779B97F4A7C15ull),
+              5);
+  }
+  logits[11] = 0.6f;
+  EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 0.0, 3, 7), 11);
+}
+
 TEST(SampleTest, DeterministicTopKAndFrequencies) {
   std::vector<float> logits(kVocabSize, 0.0f);
   logits[3] = 2.0f;

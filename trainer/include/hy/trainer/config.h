@@ -26,6 +26,10 @@ namespace hy::trainer {
 // task: tokenized with a Hugging Face tokenizer.json, scored by a rule.
 struct DataConfig {
   std::vector<std::string> train_files;  // Empty: the task section's task.
+  // Held-out prompts scored with greedy decoding before the first and
+  // after the last iteration (and every trainer.test_freq); needs
+  // train_files (the same tokenizer and reward).
+  std::vector<std::string> val_files;
   std::string tokenizer;  // tokenizer.json or its directory; "": model.path.
   std::string reward = "exact_match";  // exact_match | format | ...+format
   bool require_eos = true;      // A response must end to be exact.
@@ -94,6 +98,7 @@ struct TrainerSection {
   int sft_steps = 15;
   int sft_batch_size = 64;
   double sft_lr = 3e-3;
+  int test_freq = 0;  // Validate every N iterations too; 0: start and end.
 };
 
 struct CheckpointConfig {

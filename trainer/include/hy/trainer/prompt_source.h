@@ -71,6 +71,9 @@ class PromptSource {
 
   // The most tokens a prompt may have (sizes sequence buffers).
   virtual int max_prompt_tokens() const = 0;
+
+  // Distinct prompts in one pass of the stream (an epoch); 0: unbounded.
+  virtual uint64_t num_prompts() const { return 0; }
 };
 
 // The built-in digit tasks of task.h over their 18-symbol vocabulary.

@@ -66,11 +66,27 @@ struct IterationReport {
   double checkpoint_ms = 0;  // Time the training loop spent on it (copy).
 };
 
+// Greedy decoding (temperature 0) of every data.val_files prompt by the
+// current actor, scored by data.reward.
+struct ValidationReport {
+  int64_t iteration = 0;  // PPO iterations done before it.
+  int64_t prompts = 0;
+  double reward_mean = 0;
+  double exact_match = 0;  // Fraction of prompts answered exactly.
+};
+
 struct RunSummary {
   int64_t start_iteration = 0;  // > 0 when resumed.
   int64_t iterations = 0;       // Run by this process.
   double first_reward = 0;      // Reward mean of the first iteration run.
   double last_reward = 0;
+  // Reward means over the first and the last min(10, iterations)
+  // iterations this process ran.
+  double first10_reward = 0;
+  double last10_reward = 0;
+  // The validations before the first and after the last iteration run
+  // (prompts == 0: no data.val_files).
+  ValidationReport val_start, val_end;
   double seconds = 0;
   int64_t checkpoint_step = -1;  // Newest committed at the end.
   std::string store_root;
@@ -94,6 +110,8 @@ struct WorkerOptions {
   const metrics::HyMetrics* metrics = nullptr;
   // Called on every rank after each iteration (the cli prints rank 0's).
   std::function<void(const IterationReport&)> on_iteration;
+  // Called on every rank after each validation (data.val_files).
+  std::function<void(const ValidationReport&)> on_validation;
   // Log lines (setup, SFT progress, checkpoint events); may be null.
   std::function<void(const std::string&)> log;
 };

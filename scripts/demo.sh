@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The README's main job: generates addition prompts (training and
+# held-out), trains configs/demo.yaml on them (SFT warm-up, then PPO on 2
+# ranks, checkpointed and replicated every 10 iterations), and shows the
+# committed versions. Extra arguments go to `hyctl train` (e.g.
+# --iterations 20, -o json). Run from anywhere after the build.
+# HYCTL (default build/bin/hyctl) and HY_DEMO_DIR (default
+# runs/demo-<time>, relative to the repository) override where hyctl and
+# the run's files are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+H=${HYCTL:-build/bin/hyctl}
+R=${HY_DEMO_DIR:-runs/demo-$(date +%s)}
+mkdir -p "$R"
+"$H" data gen-arith "$R/train.jsonl" --count 20000 --seed 1 \
+  --ops + --max-digits 1
+"$H" data gen-arith "$R/val.jsonl" --count 200 --seed 2 \
+  --ops + --max-digits 1
+"$H" train --config configs/demo.yaml --data "$R/train.jsonl" \
+  --val-data "$R/val.jsonl" --store "$R/store" "$@"
+"$H" inspect "$R/store/node-0/store"

@@ -1,0 +1,57 @@
+// PpoWorker: validation on held-out prompts (data.val_files), decoded
+// greedily by the rollout copy of the actor and scored by data.reward.
+
+#include <algorithm>
+
+#include "ppo_worker.h"
+
+namespace hy::trainer {
+namespace {
+
+// Prompts decoded per GenerateAll call: bounds the rollout batch.
+constexpr uint64_t kValChunk = 256;
+
+}  // namespace
+
+Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
+  ValidationReport out;
+  out.iteration = iteration;
+  if (val_source_ == nullptr) return out;
+  IterationReport ignored;
+  HY_RETURN_IF_ERROR(ReshardToRollout(&ignored));
+  RolloutConfig rc = config_.rollout;
+  rc.temperature = 0;  // Greedy: SampleToken takes the largest logit.
+  rc.top_k = 0;
+  const uint64_t count = val_source_->num_prompts();
+  double reward = 0, exact = 0;
+  for (uint64_t begin = 0; begin < count; begin += kValChunk) {
+    const uint64_t end = std::min(count, begin + kValChunk);
+    std::vector<Prompt> items;
+    int64_t prompt_len = 0;
+    for (uint64_t p = begin; p < end; ++p) {
+      HY_ASSIGN_OR_RETURN(Prompt prompt, val_source_->Get(p));
+      prompt_len = std::max<int64_t>(prompt_len, prompt.tokens.size());
+      items.push_back(std::move(prompt));
+    }
+    HY_ASSIGN_OR_RETURN(
+        at::Tensor responses,
+        GenerateAll(items, prompt_len, static_cast<uint64_t>(iteration), rc));
+    auto resp = responses.accessor<int64_t, 2>();
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::vector<int> r(static_cast<size_t>(rc.response_length));
+      for (int t = 0; t < rc.response_length; ++t) {
+        r[t] = static_cast<int>(resp[static_cast<int64_t>(i)][t]);
+      }
+      const double s = val_source_->Score(items[i], r);
+      reward += s;
+      exact += val_source_->IsExact(s) ? 1 : 0;
+    }
+  }
+  out.prompts = static_cast<int64_t>(count);
+  out.reward_mean = count > 0 ? reward / static_cast<double>(count) : 0;
+  out.exact_match = count > 0 ? exact / static_cast<double>(count) : 0;
+  if (options_.on_validation) options_.on_validation(out);
+  return out;
+}
+
+}  // namespace hy::trainer

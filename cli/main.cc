@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   hy::cli::AddMetricsCommand(&app, &exit_code);
   hy::cli::AddStoreCommands(&app, &exit_code);
   hy::cli::AddTransferCommands(&app, &exit_code);
+  hy::cli::AddDiffCommand(&app, &exit_code);
   hy::cli::AddReshardCommands(&app, &exit_code);
   hy::cli::AddExportHfCommand(&app, &exit_code);
   hy::cli::AddRestoreCommand(&app, &exit_code);

@@ -28,6 +28,17 @@ namespace {
 using nlohmann::ordered_json;
 using statestore::Store;
 
+// Every store under a run root: each node's primary, then its replicas.
+Result<std::vector<std::string>> RunRootStores(const std::string& root) {
+  std::vector<std::string> out;
+  HY_ASSIGN_OR_RETURN(std::vector<int> nodes, recovery::ListNodes(root));
+  for (int node : nodes) {
+    HY_ASSIGN_OR_RETURN(auto stores, recovery::ListNodeStores(root, node));
+    for (const auto& where : stores) out.push_back(where.path);
+  }
+  return out;
+}
+
 Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                          bool read_only) {
   statestore::StoreOptions o;
@@ -167,50 +178,92 @@ int InspectVersion(Store* store, uint64_t version, const std::string& format) {
   return kExitOk;
 }
 
-int Verify(Store* store, std::optional<uint64_t> only,
-           const std::string& format) {
+// What Verify found in one store.
+struct VerifyResult {
+  ordered_json versions = ordered_json::array();
+  std::vector<std::vector<std::string>> bad_rows;  // VERSION TENSOR ...
+  size_t version_count = 0;
+  uint64_t chunks = 0, bad = 0;
+};
+
+Status VerifyStore(Store* store, std::optional<uint64_t> only,
+                   VerifyResult* out) {
   std::vector<uint64_t> versions;
   if (only) {
     versions.push_back(*only);
   } else {
-    Result<std::vector<statestore::VersionInfo>> all = store->ListVersions();
-    if (!all.ok()) return Report("verify", all.status());
-    for (const auto& v : *all) {
+    HY_ASSIGN_OR_RETURN(std::vector<statestore::VersionInfo> all,
+                        store->ListVersions());
+    for (const auto& v : all) {
       if (v.committed) versions.push_back(v.version);
     }
   }
-  ordered_json out = ordered_json::array();
-  std::vector<std::vector<std::string>> bad_rows;
-  uint64_t chunks = 0, bad = 0;
+  out->version_count = versions.size();
   for (uint64_t v : versions) {
-    Result<statestore::VerifyReport> r = store->Verify(v);
-    if (!r.ok()) return Report("verify", r.status());
-    chunks += r->chunks_checked;
+    HY_ASSIGN_OR_RETURN(statestore::VerifyReport r, store->Verify(v));
+    out->chunks += r.chunks_checked;
     ordered_json list = ordered_json::array();
-    for (const auto& b : r->bad) {
-      ++bad;
-      bad_rows.push_back({std::to_string(v), b.tensor, std::to_string(b.rank),
-                          std::to_string(b.index), b.address.ToHex(),
-                          b.status.ToString()});
+    for (const auto& b : r.bad) {
+      ++out->bad;
+      out->bad_rows.push_back({std::to_string(v), b.tensor,
+                               std::to_string(b.rank), std::to_string(b.index),
+                               b.address.ToHex(), b.status.ToString()});
       list.push_back({{"tensor", b.tensor},
                       {"rank", b.rank},
                       {"chunk", b.index},
                       {"address", b.address.ToHex()},
                       {"error", b.status.ToString()}});
     }
-    out.push_back({{"version", v},
-                   {"chunks", r->chunks_checked},
-                   {"bytes", r->bytes_checked},
-                   {"bad", std::move(list)}});
+    out->versions.push_back({{"version", v},
+                             {"chunks", r.chunks_checked},
+                             {"bytes", r.bytes_checked},
+                             {"bad", std::move(list)}});
+  }
+  return Status::OK();
+}
+
+// Verifies the store at `path`, or every store (primaries and replicas)
+// under a run root.
+int Verify(const std::string& path, std::optional<uint64_t> only,
+           const std::string& format) {
+  std::vector<std::string> paths;
+  const bool root = IsRunRoot(path);
+  if (root) {
+    Result<std::vector<std::string>> all = RunRootStores(path);
+    if (!all.ok()) return Report("verify", all.status());
+    paths = *all;
+  } else {
+    paths.push_back(path);
+  }
+  ordered_json stores = ordered_json::array();
+  std::vector<std::vector<std::string>> bad_rows;
+  uint64_t bad = 0;
+  for (const std::string& p : paths) {
+    auto store = OpenStore(p, /*read_only=*/true);
+    if (!store.ok()) return Report("verify", store.status());
+    VerifyResult r;
+    Status s = VerifyStore(store->get(), only, &r);
+    if (!s.ok()) return Report("verify", s.WithContext(p));
+    bad += r.bad;
+    for (auto& row : r.bad_rows) {
+      if (root) row.insert(row.begin(), p);
+      bad_rows.push_back(std::move(row));
+    }
+    if (format == "json") {
+      stores.push_back({{"store", p}, {"versions", std::move(r.versions)}});
+      if (!root) stores = stores[0]["versions"];
+    } else if (r.bad == 0) {
+      std::cout << "ok: " << (root ? p + ": " : "") << r.version_count
+                << " versions, " << r.chunks << " chunks verified\n";
+    }
   }
   if (format == "json") {
-    std::cout << out.dump(2) << "\n";
-  } else if (bad_rows.empty()) {
-    std::cout << "ok: " << versions.size() << " versions, " << chunks
-              << " chunks verified\n";
-  } else {
-    std::cout << FormatTable(
-        {"VERSION", "TENSOR", "RANK", "CHUNK", "ADDRESS", "ERROR"}, bad_rows);
+    std::cout << stores.dump(2) << "\n";
+  } else if (!bad_rows.empty()) {
+    std::vector<std::string> header = {"VERSION", "TENSOR", "RANK",
+                                       "CHUNK",   "ADDRESS", "ERROR"};
+    if (root) header.insert(header.begin(), "STORE");
+    std::cout << FormatTable(header, bad_rows);
   }
   if (bad > 0) {
     std::cerr << "hyctl verify: " << bad << " bad chunks\n";
@@ -259,42 +312,57 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
 
   CLI::App* verify = app->add_subcommand(
       "verify", "Decode and check every chunk; exit 3 on any corruption");
-  verify->add_option("STORE", args->store, "Store directory")->required();
+  verify->add_option("STORE", args->store,
+                     "Store directory, or a run root (every store in it)")
+      ->required();
   verify->add_option("--version", args->version,
                      "Only this version (default: every committed one)");
   AddOutputOption(verify, &args->format, {"table", "json"});
   verify->callback([args, exit_code] {
-    auto store = OpenStore(args->store, /*read_only=*/true);
-    *exit_code = store.ok() ? Verify(store->get(), args->version, args->format)
-                            : Report("verify", store.status());
+    *exit_code = Verify(args->store, args->version, args->format);
   });
 
   CLI::App* gc = app->add_subcommand(
       "gc", "Drop old versions, leftovers and unreferenced chunks");
-  gc->add_option("STORE", args->store, "Store directory")->required();
+  gc->add_option("STORE", args->store,
+                 "Store directory, or a run root (every store in it)")
+      ->required();
   gc->add_option("--keep", args->keep, "Newest committed versions to keep")
       ->required()
       ->check(CLI::PositiveNumber);
   gc->add_option("--pin", args->pinned, "Also keep these versions");
   gc->callback([args, exit_code] {
-    auto store = OpenStore(args->store, /*read_only=*/false);
-    if (!store.ok()) {
-      *exit_code = Report("gc", store.status());
-      return;
+    std::vector<std::string> paths = {args->store};
+    const bool root = IsRunRoot(args->store);
+    if (root) {
+      Result<std::vector<std::string>> all = RunRootStores(args->store);
+      if (!all.ok()) {
+        *exit_code = Report("gc", all.status());
+        return;
+      }
+      paths = *all;
     }
-    statestore::GcOptions o;
-    o.keep_last = args->keep;
-    o.pinned.insert(args->pinned.begin(), args->pinned.end());
-    Result<statestore::GcReport> r = (*store)->Gc(o);
-    if (!r.ok()) {
-      *exit_code = Report("gc", r.status());
-      return;
+    for (const std::string& p : paths) {
+      auto store = OpenStore(p, /*read_only=*/false);
+      if (!store.ok()) {
+        *exit_code = Report("gc", store.status());
+        return;
+      }
+      statestore::GcOptions o;
+      o.keep_last = args->keep;
+      o.pinned.insert(args->pinned.begin(), args->pinned.end());
+      Result<statestore::GcReport> r = (*store)->Gc(o);
+      if (!r.ok()) {
+        *exit_code = Report("gc", r.status().WithContext(p));
+        return;
+      }
+      std::cout << (root ? p + ": " : "") << "dropped "
+                << r->dropped_versions.size() << " versions, "
+                << r->dropped_uncommitted.size() << " uncommitted leftovers, "
+                << r->dropped_chunks << " chunks; reclaimed "
+                << Mb(r->reclaimed_bytes) << " MB, repacked "
+                << Mb(r->repacked_bytes) << " MB\n";
     }
-    std::cout << "dropped " << r->dropped_versions.size() << " versions, "
-              << r->dropped_uncommitted.size() << " uncommitted leftovers, "
-              << r->dropped_chunks << " chunks; reclaimed "
-              << Mb(r->reclaimed_bytes) << " MB, repacked "
-              << Mb(r->repacked_bytes) << " MB\n";
     *exit_code = kExitOk;
   });
 }

@@ -27,6 +27,7 @@ namespace hy::cli {
 // `*exit_code`, which must outlive app.parse().
 void AddStoreCommands(CLI::App* app, int* exit_code);     // inspect/verify/gc
 void AddTransferCommands(CLI::App* app, int* exit_code);  // import/export
+void AddDiffCommand(CLI::App* app, int* exit_code);       // diff_command.cc
 
 // inspect on a run root (inspect_run.cc): one row per old rank of every
 // version, its copies, whether the version is recoverable; `only_step`

@@ -25,6 +25,7 @@
 #include "hy/metrics/hy_metrics.h"
 #include "hy/metrics/registry.h"
 #include "hy/recovery/node_layout.h"
+#include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/config.h"
 #include "hy/trainer/hf_model.h"
@@ -52,6 +53,7 @@ struct TrainFlags {
   std::string store, store_root, resume;
   std::string model;  // A Hugging Face model directory (model.path).
   std::vector<std::string> data, val_data;  // JSONL prompt files.
+  bool allow_other_run = false;
   std::string format;
   bool print_config = false;
   int64_t max_iterations = -1;
@@ -76,18 +78,20 @@ bool Exists(const std::string& path) {
 }
 
 // `base`/run-YYYYmmdd-HHMMSS (local time), with -2, -3, ... appended if
-// that exists already; under torchrun `base`/torchrun-$MASTER_PORT, which
-// every rank computes alike. Returns InvalidArgument under torchrun
-// without MASTER_PORT.
+// that exists already; under torchrun `base`/torchrun-<run id>
+// (TORCHELASTIC_RUN_ID or HY_RUN_ID), which every rank of the job, and no
+// other job, computes alike. Returns InvalidArgument under torchrun without
+// a run id.
 Result<std::string> DefaultStoreRoot(const std::string& base, bool torchrun) {
   if (torchrun) {
-    const char* port = Env("MASTER_PORT");
-    if (port == nullptr) {
+    const std::string run_id = recovery::RunIdFromEnv();
+    if (run_id.empty()) {
       return Status::InvalidArgument(
-          "RANK is set but MASTER_PORT is not: name the store with --store "
-          "so that every rank uses the same one");
+          "RANK is set but no run id is: give torchrun --rdzv-id (or "
+          "--standalone), set HY_RUN_ID, or name the store with --store");
     }
-    return base + "/torchrun-" + port;
+    HY_RETURN_IF_ERROR(recovery::ValidateRunId(run_id));
+    return base + "/torchrun-" + run_id;
   }
   const std::time_t now = std::time(nullptr);
   std::tm tm;
@@ -202,6 +206,16 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
   if (!existing.ok()) return Fail(existing.status());
   std::vector<int> nodes =
       recovery::AssignNodes(std::vector<int>(nproc, -1), *existing);
+  // The run's identity, kept across restarts: the environment's, else the
+  // one the stores record when resuming, else a new one.
+  std::string run_id = recovery::RunIdFromEnv();
+  if (run_id.empty() && !f.resume.empty()) {
+    Result<std::string> recorded = recovery::RecordedRunId(root);
+    if (!recorded.ok()) return Fail(recorded.status());
+    run_id = *recorded;
+  }
+  if (run_id.empty()) run_id = recovery::NewRunId();
+  if (Status v = recovery::ValidateRunId(run_id); !v.ok()) return Fail(v);
   double detect_seconds = 0;
   for (int attempt = 0;; ++attempt) {
     Result<int> port = PickFreePort();
@@ -211,7 +225,8 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
     o.argv = *argv;
     o.argv.push_back("--worker");
     o.env = {{kConfigEnv, trainer::ToYaml(c)},
-             {"HY_RESTART_COUNT", std::to_string(attempt)}};
+             {"HY_RESTART_COUNT", std::to_string(attempt)},
+             {"HY_RUN_ID", run_id}};
     if (attempt > 0) {
       o.env.push_back({"HY_DETECT_SECONDS", std::to_string(detect_seconds)});
     }
@@ -220,7 +235,7 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
     o.peer_exit_seconds = c.checkpoint.heartbeat_timeout_ms / 1000.0 + 5;
     std::cerr << "hyctl train: starting " << o.nproc << " workers on nodes "
               << NodeList(nodes) << ", store " << root
-              << ", rendezvous 127.0.0.1:" << *port
+              << ", rendezvous 127.0.0.1:" << *port << ", run " << run_id
               << (attempt > 0 ? ", restart " + std::to_string(attempt) : "")
               << std::endl;
     int code = kExitOk;
@@ -329,6 +344,7 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
   std::mutex mu;  // Serializes output (logs may come from other threads).
   trainer::WorkerOptions o;
   o.resume = !f.resume.empty();
+  o.allow_other_run = f.allow_other_run;
   o.max_iterations = f.max_iterations;
   o.metrics = &*m;
   o.on_iteration = [&](const trainer::IterationReport& r) {
@@ -450,6 +466,9 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("--min-nodes", f->min_nodes,
                   "Fewest nodes a restart may run on")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--allow-other-run", f->allow_other_run,
+                "Take over stores that belong to another run (another run "
+                "id): resume or garbage-collect them on purpose");
   cmd->add_flag("--worker", f->worker, "Run as one worker (internal)")
       ->group("");
   cmd->callback([f, exit_code] { *exit_code = RunTrain(*f); });

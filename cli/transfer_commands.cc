@@ -11,6 +11,7 @@
 #include "cli_util.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
+#include "state_source.h"
 #include "store_commands.h"
 
 namespace hy::cli {
@@ -108,16 +109,11 @@ int Import(const Args& a) {
 }
 
 int Export(const Args& a) {
-  statestore::StoreOptions o;
-  o.read_only = true;
-  o.create_if_missing = false;
-  auto opened = Store::Open(a.store, o);
+  auto opened = OpenStateSource(a.store, a.version);
   if (!opened.ok()) return Report("export", opened.status());
-  Store* store = opened->get();
-  Result<statestore::Manifest> m = store->ReadManifest(*a.version);
-  if (!m.ok()) return Report("export", m.status());
+  StateSource* state = opened->get();
   std::map<std::string, std::string> metadata;
-  Result<std::string> blob = store->ReadBlob(*a.version, kMetadataBlob);
+  Result<std::string> blob = state->ReadBlob(kMetadataBlob);
   if (blob.ok()) {
     try {
       metadata = nlohmann::json::parse(*blob)
@@ -130,8 +126,7 @@ int Export(const Args& a) {
   } else if (!blob.status().IsNotFound()) {
     return Report("export", blob.status());
   }
-  std::vector<TensorMeta> metas;
-  for (const auto& [name, t] : m->tensors) metas.push_back(t.meta);
+  std::vector<TensorMeta> metas = state->Tensors();
   auto writer = SafetensorsWriter::Create(a.file, metas, metadata);
   if (!writer.ok()) return Report("export", writer.status());
   std::vector<uint8_t> buf;
@@ -144,8 +139,7 @@ int Export(const Args& a) {
     for (int64_t off = 0; off < n; off += step) {
       const int64_t len = std::min(step, n - off);
       buf.resize(len * es);
-      Status s = store->ReadRegion(*a.version, t.meta.name, {off, len},
-                                   MutableBytes(buf));
+      Status s = state->ReadRegion(t.meta.name, {off, len}, MutableBytes(buf));
       if (s.ok()) s = (*writer)->Append(t.meta.name, ConstBytes(buf));
       if (!s.ok()) return Report("export", s);
       bytes += buf.size();
@@ -154,7 +148,7 @@ int Export(const Args& a) {
   Status s = (*writer)->Finish();
   if (!s.ok()) return Report("export", s);
   std::cout << "exported " << metas.size() << " tensors (" << bytes
-            << " bytes) of version " << *a.version << " to " << a.file << "\n";
+            << " bytes) of " << state->Describe() << " to " << a.file << "\n";
   return kExitOk;
 }
 
@@ -177,8 +171,12 @@ void AddTransferCommands(CLI::App* app, int* exit_code) {
 
   CLI::App* exp = app->add_subcommand(
       "export", "Write every tensor of a version as one safetensors file");
-  exp->add_option("STORE", args->store, "Store directory")->required();
-  exp->add_option("--version", args->version, "Version to export")->required();
+  exp->add_option("STORE", args->store,
+                  "Store directory, or a run root hyctl train wrote")
+      ->required();
+  exp->add_option("--version", args->version,
+                  "Version of a store, step of a run root (default: the "
+                  "newest)");
   exp->add_option("--safetensors", args->file, "File to write")->required();
   exp->callback([args, exit_code] { *exit_code = Export(*args); });
 }

@@ -68,6 +68,7 @@ Result<Store*> Replicator::ReplicaStore(int source_node) {
   if (it != stores_.end()) return it->second.get();
   statestore::StoreOptions o;
   o.threads = 2;
+  o.run_id = options_.run_id;
   const int me = options_.nodes[transport_->rank()];
   HY_ASSIGN_OR_RETURN(
       std::unique_ptr<Store> s,

@@ -41,6 +41,8 @@ inline Hash128 GetHash(std::string_view s, size_t at) {
 inline const std::string kFormat = "format";  // -> decimal format version.
 // -> u64: the highest epoch number ever handed out.
 inline const std::string kEpochHighWater = "hwm";  // Not under "e".
+// -> the run id the store belongs to (StoreOptions::run_id).
+inline const std::string kRunId = "run_id";  // Not under "r": none exist.
 // Single-letter prefixes (a, c, e, p, x) are reserved for the records below.
 // "a" + address -> ChunkLocation (where the encoded chunk lives).
 inline std::string ChunkIndex(const Hash128& a) {

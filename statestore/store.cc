@@ -168,6 +168,8 @@ Status RocksStore::Init() {
                                       std::to_string(kStoreFormatVersion));
   }
 
+  HY_RETURN_IF_ERROR(ClaimRun());
+
   // A writer killed while writing an SST for ingestion leaves the file
   // behind (ingested ones are moved into the DB): remove them.
   if (!read_only()) {
@@ -188,6 +190,32 @@ Status RocksStore::Init() {
   } else if (!s.IsNotFound()) {
     return s;
   }
+  return Status::OK();
+}
+
+Status RocksStore::ClaimRun() {
+  Status s = Get(meta_, keys::kRunId, &run_id_);
+  if (s.IsNotFound()) {
+    run_id_.clear();
+  } else if (!s.ok()) {
+    return s;
+  }
+  const std::string& want = options_.run_id;
+  if (want.empty() || want == run_id_) return Status::OK();
+  if (!run_id_.empty() && !options_.allow_other_run) {
+    return Status::FailedPrecondition(
+        "store '" + path_ + "' belongs to run '" + run_id_ +
+        "', not to this run '" + want +
+        "': it is neither resumed nor garbage-collected (another job's "
+        "state?); choose another store, or allow taking it over "
+        "(--allow-other-run)");
+  }
+  if (read_only()) return Status::OK();
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  HY_RETURN_IF_ERROR(FromRocks(db_->Put(wo, meta_, keys::kRunId, want),
+                               "recording the run id in " + path_));
+  run_id_ = want;
   return Status::OK();
 }
 

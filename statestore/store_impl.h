@@ -54,6 +54,7 @@ class RocksStore : public Store {
   Result<VerifyReport> Verify(uint64_t version) override;
   Result<GcReport> Gc(const GcOptions& options) override;
   const std::string& path() const override { return path_; }
+  const std::string& run_id() const override { return run_id_; }
   Status Refresh() override;
 
  private:
@@ -70,6 +71,8 @@ class RocksStore : public Store {
     return options_.read_only || !options_.secondary_path.empty();
   }
   Status CreateAtomically();
+  // Reads the store's run id and applies options_.run_id (see StoreOptions).
+  Status ClaimRun();
   // Adds to `b` the deletion of every record of `version` but its commit
   // and abort records.
   void DeleteVersionParts(rocksdb::WriteBatch* b, uint64_t version);
@@ -104,6 +107,7 @@ class RocksStore : public Store {
   Status WriteSynced(rocksdb::WriteBatch* batch, const std::string& what);
 
   const std::string path_;
+  std::string run_id_;  // As recorded in the meta CF.
   const StoreOptions options_;
   rocksdb::DB* db_ = nullptr;
   rocksdb::ColumnFamilyHandle* chunks_ = nullptr;

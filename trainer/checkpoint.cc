@@ -112,6 +112,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
   so.chunk_bytes = options.chunk_bytes;
   so.threads = kWriterThreads;
   so.metrics = options.metrics;
+  so.run_id = options.run_id;
   const std::string path =
       RankStorePath(options.root, impl->Node(options.rank));
   Result<std::unique_ptr<Store>> store = Store::Open(path, so);
@@ -131,6 +132,7 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
     }
     ro.replicas = options.replicas;
     ro.keep_last = options.keep_last;
+    ro.run_id = options.run_id;
     impl->replicator = std::make_unique<recovery::Replicator>(
         options.replication, std::move(ro));
   }

@@ -12,6 +12,7 @@
 
 #include "hy/metrics/hy_metrics.h"
 #include "hy/recovery/node_layout.h"
+#include "hy/recovery/run_identity.h"
 #include "ppo_worker.h"
 
 namespace hy::trainer {
@@ -60,6 +61,34 @@ Status PpoWorker::JoinNodes() {
   std::string list;
   for (int n : nodes_) list += (list.empty() ? "" : ",") + std::to_string(n);
   Log("nodes by rank: " + list);
+  return Status::OK();
+}
+
+Status PpoWorker::ClaimRun() {
+  run_id_ = recovery::RunIdFromEnv();
+  std::string error;
+  if (run_id_.empty()) {
+    Log("no run id (HY_RUN_ID, or torchrun --rdzv-id): the stores under " +
+        config_.checkpoint.store_root +
+        " are not protected from another job using the same root");
+  } else {
+    Status s = recovery::ValidateRunId(run_id_);
+    if (s.ok()) {
+      s = recovery::ClaimNodeStores(config_.checkpoint.store_root,
+                                    nodes_[comm_->rank()], run_id_,
+                                    options_.allow_other_run);
+    }
+    if (!s.ok()) error = std::string(s.message());
+  }
+  // Every rank stops if any rank's node holds another run's stores.
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(std::vector<uint8_t>(
+                                    error.begin(), error.end())));
+  for (const auto& e : all) {
+    if (!e.empty()) {
+      return Status::FailedPrecondition(std::string(e.begin(), e.end()));
+    }
+  }
+  if (!run_id_.empty()) Log("run " + run_id_);
   return Status::OK();
 }
 

@@ -256,6 +256,7 @@ Result<RunSummary> PpoWorker::Run() {
   const auto run_start = Clock::now();
   HY_RETURN_IF_ERROR(Setup());
   HY_RETURN_IF_ERROR(JoinNodes());
+  HY_RETURN_IF_ERROR(ClaimRun());
   StartHeartbeat();
   const std::string& root = config_.checkpoint.store_root;
   recovery::RecoveryOptions ro;
@@ -289,6 +290,7 @@ Result<RunSummary> PpoWorker::Run() {
   co.keep_last = config_.checkpoint.keep_last;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
   co.metrics = options_.metrics;
+  co.run_id = run_id_;
   rec.reset();  // Closes the copies it read.
   HY_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Open(co));
   if (recovered_step_ >= 0 && config_.checkpoint.save_every > 0) {

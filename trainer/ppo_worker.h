@@ -63,6 +63,10 @@ class PpoWorker {
   // ppo_recovery.cc
   // Agrees on every rank's node id (nodes_) and writes the pid file.
   Status JoinNodes();
+  // Claims this rank's node stores for the run id of the environment
+  // (hy/recovery/run_identity.h); every rank fails if any node holds
+  // another run's stores (FailedPrecondition).
+  Status ClaimRun();
   void StartHeartbeat();
   // Rebuilds this rank's shards of the chosen version.
   Status ResumeFrom(recovery::Recovery* rec);
@@ -113,6 +117,7 @@ class PpoWorker {
   int64_t start_iteration_ = 0;
   uint64_t data_position_ = 0;  // Stream position of the next unseen prompt.
   std::vector<int> nodes_;  // Node id of each rank.
+  std::string run_id_;      // "" when the environment names none.
   std::unique_ptr<recovery::Heartbeat> heartbeat_;
   int64_t recovered_step_ = -1;
   bool awaiting_replicas_ = false;  // The resume point's save in flight.

@@ -1,4 +1,5 @@
-// hyctl restore and the run-root form of hyctl inspect, run as a subprocess
+// hyctl restore and the run-root forms of hyctl inspect, verify, gc, export
+// and diff, run as a subprocess
 // on a run root that trainer::Checkpointer wrote (two ranks, one thread
 // each, each with its own node directory and store; no LibTorch).
 
@@ -68,9 +69,9 @@ FlatRun Piece(int64_t n, int world, int r) {
   return {n * r / world, n * (r + 1) / world - n * r / world};
 }
 
-// Ranks 0 and 1 each save their flat half of both tensors at kStep from a
+// Ranks 0 and 1 each save their flat half of both tensors at `step` from a
 // thread of their own, as the processes of a run would.
-void SaveRun(const std::string& root, const State& s) {
+void SaveRun(const std::string& root, const State& s, uint64_t step = kStep) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kOldWorld; ++r) {
     threads.emplace_back([&, r] {
@@ -92,7 +93,7 @@ void SaveRun(const std::string& root, const State& s) {
                         ShardGeometry::FromRuns({b}),
                         ConstBytes(s.b.data() + b.offset, b.length * 2)});
       ASSERT_TRUE(
-          (*ckpt)->Save(kStep, std::move(shards), {}, "fsdp=2", "rules").ok());
+          (*ckpt)->Save(step, std::move(shards), {}, "fsdp=2", "rules").ok());
       Status st = (*ckpt)->Wait();
       EXPECT_TRUE(st.ok()) << "rank " << r << ": " << st;
     });
@@ -274,6 +275,65 @@ TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
   EXPECT_EQ(r.code, 3) << r.out;  // DataLoss.
   EXPECT_NE(r.err.find("old rank(s) 1"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out + "/rank-1.safetensors"));
+}
+
+// verify, export, diff and gc take the run root hyctl train writes, not
+// only a single store.
+TEST_F(HyctlRestoreTest, VerifyExportDiffGcTakeARunRoot) {
+  CmdResult r = Hyctl(dir_, "verify " + root_);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("node-0/store: 1 versions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node-1/store: 1 versions"), std::string::npos) << r.out;
+
+  // Export assembles whole tensors from both ranks' stores.
+  const std::string file = dir_.Sub("all.safetensors");
+  r = Hyctl(dir_, "export " + root_ + " --safetensors " + file);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("step 4"), std::string::npos) << r.out;
+  auto f = SafetensorsReader::Open(file);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(Data(**f, "w"), Slice(state_.w, {0, 35}));
+  EXPECT_EQ(Data(**f, "b"), Slice(state_.b, {0, 11}));
+
+  // Step 5: two elements of w changed, one on each rank.
+  State next = state_;
+  next.w[3] += 1.0f;
+  next.w[20] -= 0.25f;
+  SaveRun(root_, next, 5);
+  r = Hyctl(dir_, "diff -o json " + root_ + "@4 " + root_ + "@5");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  nlohmann::json d = nlohmann::json::parse(r.out);
+  EXPECT_EQ(d["tensors_compared"], 2);
+  EXPECT_EQ(d["tensors_differing"], 1);
+  EXPECT_EQ(d["elements_differing"], 2);
+  ASSERT_EQ(d["tensors"].size(), 1u);
+  EXPECT_EQ(d["tensors"][0]["name"], "w");
+  EXPECT_DOUBLE_EQ(d["tensors"][0]["max_abs_diff"].get<double>(), 1.0);
+  // Without @N the newest step: the same state.
+  r = Hyctl(dir_, "diff " + root_ + " " + root_ + "@5");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 of 2 tensors differ"), std::string::npos) << r.out;
+  // A store against a run root: a tensor only on one side.
+  const std::string one = dir_.Sub("one");
+  r = Hyctl(dir_, "import " + one + " --safetensors " + file);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  r = Hyctl(dir_, "diff -o json " + one + " " + root_ + "@4");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tensors_differing"], 0) << r.out;
+  r = Hyctl(dir_, "diff " + one + "@9 " + root_);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find(one), std::string::npos) << r.err;
+
+  // gc of the run root: every store keeps the newest version only.
+  r = Hyctl(dir_, "gc " + root_ + " --keep 1");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("node-1/store: dropped 1 versions"), std::string::npos)
+      << r.out;
+  r = Hyctl(dir_, "verify -o json " + root_);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  nlohmann::json v = nlohmann::json::parse(r.out);
+  ASSERT_EQ(v.size(), 2u) << r.out;
+  for (const auto& store : v) EXPECT_EQ(store["versions"].size(), 1u) << r.out;
 }
 
 }  // namespace

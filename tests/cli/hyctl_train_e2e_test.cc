@@ -20,7 +20,7 @@ namespace {
 
 constexpr const char* kCleanEnv =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-    "-u HY_TRAIN_CONFIG_YAML ";
+    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
 
 using hy::testing::CmdResult;
 
@@ -98,6 +98,54 @@ TEST(HyctlTrainE2eTest, TrainInspectExportResume) {
   ASSERT_EQ(lines.size(), 2u) << resumed.out;
   EXPECT_EQ(lines[0]["iteration"], 3);
   EXPECT_EQ(lines[1]["checkpoint_step"].get<int64_t>() >= 4, true);
+  std::filesystem::remove_all(dir);
+}
+
+// Run identity: a job of another run (another HY_RUN_ID, as two torchrun
+// jobs with different --rdzv-id) pointed at a run root is refused before it
+// touches it; the root's own run resumes; --allow-other-run takes it over.
+TEST(HyctlTrainE2eTest, AnotherRunsStoreIsRefusedUnlessTakenOver) {
+  const std::string dir =
+      ::testing::TempDir() + "hyctl-train-runid-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string store = dir + "/run";
+  const std::string small =
+      " -o json --set model.hidden_size=32 --set model.intermediate_size=48"
+      " --set trainer.sft_steps=1 --set rollout.batch_size=8"
+      " --set actor.ppo_mini_batch_size=8 --set checkpoint.save_every=1"
+      " --nproc 2";
+  auto as = [&](const std::string& run, const std::string& args) {
+    return hy::testing::RunCommand(std::string(kCleanEnv) +
+                                   (run.empty() ? "" : "HY_RUN_ID=" + run) +
+                                   " timeout 300 " + HYCTL_PATH + " " + args);
+  };
+  CmdResult a = as("job-a", "train --iterations 2 --store " + store + small);
+  ASSERT_EQ(a.code, 0) << a.out << a.err;
+  EXPECT_NE(a.err.find("run job-a"), std::string::npos) << a.err;
+
+  CmdResult b = as("job-b", "train --iterations 3 --resume " + store + small);
+  EXPECT_NE(b.code, 0);
+  EXPECT_TRUE(JsonLines(b.out).empty()) << b.out;  // Not one iteration.
+  EXPECT_NE(b.err.find("belongs to run 'job-a'"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("'job-b'"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("--allow-other-run"), std::string::npos) << b.err;
+
+  // No run id given: the recorded one is this run's, so it resumes.
+  CmdResult same = as("", "train --iterations 3 --resume " + store + small);
+  ASSERT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_NE(same.err.find("run job-a"), std::string::npos) << same.err;
+  ASSERT_EQ(JsonLines(same.out).size(), 1u) << same.out;
+
+  CmdResult taken = as("job-b", "train --iterations 4 --allow-other-run "
+                                "--resume " + store + small);
+  ASSERT_EQ(taken.code, 0) << taken.out << taken.err;
+  ASSERT_EQ(JsonLines(taken.out).size(), 1u) << taken.out;
+  EXPECT_EQ(JsonLines(taken.out)[0]["iteration"], 3);
+  // Now job-b's: job-a is the stranger.
+  CmdResult back = as("job-a", "train --iterations 5 --resume " + store + small);
+  EXPECT_NE(back.code, 0);
+  EXPECT_NE(back.err.find("belongs to run 'job-b'"), std::string::npos)
+      << back.err;
   std::filesystem::remove_all(dir);
 }
 

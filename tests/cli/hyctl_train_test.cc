@@ -26,7 +26,7 @@ using trainer::TrainConfig;
 // No torchrun or launcher variables leak in from the test's environment.
 constexpr const char* kCleanEnv =
     "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-    "-u HY_TRAIN_CONFIG_YAML ";
+    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
 
 class TempDir {
  public:
@@ -137,18 +137,31 @@ TEST(HyctlTrainTest, DefaultStoreRoots) {
   EXPECT_TRUE(std::regex_match(Parse(r).checkpoint.store_root,
                                std::regex("runs/run-[0-9]{8}-[0-9]{6}")))
       << r.out;
-  // Under torchrun (RANK set, no config from a launcher), every rank must
-  // compute the same root.
-  r = Hyctl("train --print-config", "RANK=1 MASTER_PORT=29555");
+  // Under torchrun (RANK set, no config from a launcher), every rank of a
+  // job must compute the same root, and another job another one: the run
+  // id names it, not the port two jobs may share.
+  r = Hyctl("train --print-config",
+            "RANK=1 MASTER_PORT=29555 TORCHELASTIC_RUN_ID=job7");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(Parse(r).checkpoint.store_root, "runs/torchrun-29555");
+  EXPECT_EQ(Parse(r).checkpoint.store_root, "runs/torchrun-job7");
   r = Hyctl("train --print-config --store-root /data",
-            "RANK=0 MASTER_PORT=29555");
+            "RANK=0 MASTER_PORT=29555 TORCHELASTIC_RUN_ID=job8");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(Parse(r).checkpoint.store_root, "/data/torchrun-29555");
-  r = Hyctl("train --print-config", "RANK=0");
+  EXPECT_EQ(Parse(r).checkpoint.store_root, "/data/torchrun-job8");
+  r = Hyctl("train --print-config",
+            "RANK=0 MASTER_PORT=29555 TORCHELASTIC_RUN_ID=job8 HY_RUN_ID=mine");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Parse(r).checkpoint.store_root, "runs/torchrun-mine");
+  // torchrun's "none" (no --rdzv-id) names no run: refused, not shared.
+  for (const char* env : {"RANK=0 MASTER_PORT=29555",
+                          "RANK=0 MASTER_PORT=29555 TORCHELASTIC_RUN_ID=none"}) {
+    r = Hyctl("train --print-config", env);
+    EXPECT_EQ(r.code, 64) << env << r.out;
+    EXPECT_NE(r.err.find("--rdzv-id"), std::string::npos) << r.err;
+  }
+  r = Hyctl("train --print-config", "RANK=0 HY_RUN_ID=a/b");
   EXPECT_EQ(r.code, 64) << r.out;
-  EXPECT_NE(r.err.find("--store"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[A-Za-z0-9._-]"), std::string::npos) << r.err;
 }
 
 TEST(HyctlTrainTest, WorkerTakesTheLaunchersConfig) {

@@ -42,6 +42,7 @@ struct ReplicatorOptions {
   std::vector<int> nodes;  // Node id of each rank.
   int replicas = 1;        // Copies besides the primary.
   int keep_last = 2;       // Gc of the replica stores after each commit.
+  std::string run_id;      // Recorded in the replica stores (run_identity.h).
 };
 
 struct ReplicateStats {

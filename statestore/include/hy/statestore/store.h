@@ -85,6 +85,15 @@ struct StoreOptions {
   // _commit_duration_seconds, _written_bytes_total, _logical_bytes_total
   // and _last_committed_step. Null records nothing. Must outlive the store.
   const metrics::HyMetrics* metrics = nullptr;
+  // The training run this store belongs to (a run id such as torchrun's
+  // TORCHELASTIC_RUN_ID; empty: no claim). A new store records it; a
+  // writable store that records none adopts it; a store that records
+  // another run is refused (FailedPrecondition naming both), unless
+  // allow_other_run, which opens it and, when writable, records this run
+  // instead. So two jobs never resume or garbage-collect each other's
+  // state unless a user asks for it.
+  std::string run_id;
+  bool allow_other_run = false;
 };
 
 // One shard of one tensor, as a rank hands it to Save.
@@ -247,6 +256,9 @@ class Store {
 
   // The path the store was opened at.
   virtual const std::string& path() const = 0;
+
+  // The run id the store records ("" when none; see StoreOptions::run_id).
+  virtual const std::string& run_id() const = 0;
 
   // For a store opened with secondary_path: catches up with what the
   // writing process has written since. A no-op for other stores.

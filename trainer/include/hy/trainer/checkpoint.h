@@ -73,6 +73,9 @@ struct CheckpointOptions {
   int64_t commit_timeout_ms = 60000;
   uint64_t chunk_bytes = 4 << 20;               // StoreOptions::chunk_bytes.
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
+  // Recorded in every store it writes (primary and replicas); a store of
+  // another run is refused (hy/recovery/run_identity.h). "": none.
+  std::string run_id;
 };
 
 // The primary store of node `node` under `root`: "<root>/node-<k>/store".

@@ -102,6 +102,11 @@ struct WorkerOptions {
   // environment): a restarted worker resumes whatever is committed and
   // starts fresh when nothing is.
   bool resume = false;
+  // Take over stores under the root that record another run id
+  // (hy/recovery/run_identity.h): resume or garbage-collect another job's
+  // state on purpose. Not part of the config, so never carried into a
+  // later resume.
+  bool allow_other_run = false;
   // Stop after this many iterations (counting from the start or resume
   // point), regardless of total_iterations; -1: no limit. For tests that
   // interrupt a run.

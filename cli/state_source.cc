@@ -1,0 +1,112 @@
+#include "state_source.h"
+
+#include <charconv>
+
+#include "hy/statestore/store.h"
+#include "hy/trainer/checkpoint.h"
+#include "restore_command.h"
+
+namespace hy::cli {
+namespace {
+
+class StoreSource : public StateSource {
+ public:
+  StoreSource(std::unique_ptr<statestore::Store> store, uint64_t version,
+              statestore::Manifest manifest)
+      : store_(std::move(store)),
+        version_(version),
+        manifest_(std::move(manifest)) {}
+
+  std::string Describe() const override {
+    return "store " + store_->path() + " version " + std::to_string(version_);
+  }
+  std::vector<TensorMeta> Tensors() const override {
+    std::vector<TensorMeta> out;
+    for (const auto& [name, t] : manifest_.tensors) out.push_back(t.meta);
+    return out;
+  }
+  Status ReadRegion(const std::string& tensor, FlatRun region,
+                    MutableBytes out) override {
+    return store_->ReadRegion(version_, tensor, region, out);
+  }
+  Result<std::string> ReadBlob(const std::string& name) override {
+    return store_->ReadBlob(version_, name);
+  }
+
+ private:
+  std::unique_ptr<statestore::Store> store_;
+  uint64_t version_;
+  statestore::Manifest manifest_;
+};
+
+class RunSource : public StateSource {
+ public:
+  RunSource(std::string root, std::unique_ptr<trainer::CheckpointReader> r)
+      : root_(std::move(root)), reader_(std::move(r)) {}
+
+  std::string Describe() const override {
+    return "run root " + root_ + " step " + std::to_string(reader_->step());
+  }
+  std::vector<TensorMeta> Tensors() const override {
+    std::vector<TensorMeta> out;
+    for (const std::string& name : reader_->TensorNames()) {
+      Result<TensorMeta> m = reader_->FindTensor(name);
+      if (m.ok()) out.push_back(*m);
+    }
+    return out;
+  }
+  Status ReadRegion(const std::string& tensor, FlatRun region,
+                    MutableBytes out) override {
+    return reader_->ReadRegion(tensor, region, out);
+  }
+  Result<std::string> ReadBlob(const std::string& name) override {
+    return reader_->ReadBlob(name);
+  }
+
+ private:
+  std::string root_;
+  std::unique_ptr<trainer::CheckpointReader> reader_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<StateSource>> OpenStateSource(
+    const std::string& path, std::optional<uint64_t> n) {
+  if (IsRunRoot(path)) {
+    HY_ASSIGN_OR_RETURN(auto reader,
+                        trainer::CheckpointReader::Open(
+                            path, n ? static_cast<int64_t>(*n) : -1));
+    return std::unique_ptr<StateSource>(
+        std::make_unique<RunSource>(path, std::move(reader)));
+  }
+  statestore::StoreOptions o;
+  o.read_only = true;
+  o.create_if_missing = false;
+  HY_ASSIGN_OR_RETURN(auto store, statestore::Store::Open(path, o));
+  uint64_t version = 0;
+  if (n) {
+    version = *n;
+  } else {
+    HY_ASSIGN_OR_RETURN(version, store->LatestCommitted());
+  }
+  HY_ASSIGN_OR_RETURN(statestore::Manifest m, store->ReadManifest(version));
+  return std::unique_ptr<StateSource>(
+      std::make_unique<StoreSource>(std::move(store), version, std::move(m)));
+}
+
+std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
+    const std::string& spec) {
+  using Spec = std::pair<std::string, std::optional<uint64_t>>;
+  const size_t at = spec.rfind('@');
+  if (at == std::string::npos) return Spec(spec, std::nullopt);
+  uint64_t n = 0;
+  const char* begin = spec.data() + at + 1;
+  const char* end = spec.data() + spec.size();
+  auto [ptr, ec] = std::from_chars(begin, end, n);
+  if (ec != std::errc() || ptr != end || begin == end) {
+    return Spec(spec, std::nullopt);  // An '@' in the path itself.
+  }
+  return Spec(spec.substr(0, at), n);
+}
+
+}  // namespace hy::cli

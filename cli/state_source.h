@@ -1,0 +1,54 @@
+// StateSource: one committed state that hyctl reads tensors from, whether
+// it lives in a single store (a version) or in a run root that
+// `hyctl train` wrote (a step, assembled from every old rank's store or
+// replica by trainer::CheckpointReader). `hyctl export` and `hyctl diff`
+// take either.
+//
+// Thread-safety: one thread.
+
+#ifndef HY_CLI_STATE_SOURCE_H_
+#define HY_CLI_STATE_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hy/common/bytes.h"
+#include "hy/common/result.h"
+#include "hy/common/shard.h"
+#include "hy/common/tensor_meta.h"
+
+namespace hy::cli {
+
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+
+  // "store S version V" or "run root R step S".
+  virtual std::string Describe() const = 0;
+  virtual std::vector<TensorMeta> Tensors() const = 0;  // By name.
+  // Elements [region.offset, region.end()) of the flattened tensor.
+  // Returns NotFound for an unknown tensor, DataLoss for damaged data.
+  virtual Status ReadRegion(const std::string& tensor, FlatRun region,
+                            MutableBytes out) = 0;
+  // A blob of the state (replicated), or NotFound.
+  virtual Result<std::string> ReadBlob(const std::string& name) = 0;
+};
+
+// Opens `path`: a run root (node-<k>/ directories) at step `n` (default:
+// the newest step every old rank's part survives), or a store at version
+// `n` (default: its newest committed version). Returns NotFound when there
+// is no such store, root, step or version, or the opening error.
+Result<std::unique_ptr<StateSource>> OpenStateSource(const std::string& path,
+                                                     std::optional<uint64_t> n);
+
+// "PATH@N" (N: version of a store, step of a run root: digits only) as
+// (PATH, N); anything else is a PATH alone.
+std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
+    const std::string& spec);
+
+}  // namespace hy::cli
+
+#endif  // HY_CLI_STATE_SOURCE_H_

@@ -22,8 +22,8 @@ double Since(Clock::time_point t) {
 // A one-byte bucket from a rank that has failed this run.
 constexpr uint8_t kPeerFailed = 0xFF;
 
+// What Pack did; the buckets themselves are Impl::buckets[step].
 struct Packed {
-  std::vector<std::vector<uint8_t>> buckets;  // Per peer.
   double seconds = 0;
   int64_t changed = 0;
   int64_t unchanged_buckets = 0;
@@ -47,29 +47,44 @@ struct Executor::Impl {
   std::vector<std::vector<uint8_t>> last_sent;
   std::vector<bool> sends_tensor;
 
+  // Buffers kept across runs (allocating and faulting in fresh pages for
+  // every bucket cost more than the copies themselves): the buckets of
+  // each step to each peer, and scratch space for Pack (one Pack runs at a
+  // time) and for Unpack (the calling thread's).
+  std::vector<std::vector<internal::WireBuffer>> buckets;  // [step][peer]
+  internal::WireBuffer pack_old, pack_scratch;
+  internal::WireBuffer unpack_before, unpack_now;
+
   Packed Pack(size_t step, const std::vector<ConstBytes>& src, bool delta) {
     Packed p;
     auto start = Clock::now();
-    p.buckets.resize(world);
+    std::vector<internal::WireBuffer>& out = buckets[step];
+    out.resize(world);
     std::vector<ConstBytes> before;
     if (delta) {
       for (const auto& v : last_sent) before.emplace_back(v.data(), v.size());
     }
+    internal::DeltaCost cost;
+    cost.link_bytes_per_second = options.link_bytes_per_second;
     for (int peer = 0; peer < world; ++peer) {
       const PeerList& list = send[step][peer];
-      if (list.transfers.empty()) continue;
-      std::vector<uint8_t>& b = p.buckets[peer];
+      internal::WireBuffer& b = out[peer];
+      if (list.transfers.empty()) {
+        b.clear();
+        continue;
+      }
       b.resize(1 + list.wire_bytes);
       b[0] = static_cast<uint8_t>(internal::BucketKind::kFull);
       internal::GatherSource(plan->spec, options.wire, list, src, b.data() + 1);
       if (!delta) continue;
-      std::vector<uint8_t> old(list.wire_bytes);
+      pack_old.resize(list.wire_bytes);
       internal::GatherWire(plan->spec, options.wire, list, before, false,
-                           old.data());
+                           pack_old.data());
       int64_t changed = 0;
-      p.status = internal::EncodeDelta(list.dtype, list.element_size,
-                                       ConstBytes(old.data(), old.size()), &b,
-                                       &changed);
+      p.status = internal::EncodeDelta(
+          list.dtype, list.element_size,
+          ConstBytes(pack_old.data(), pack_old.size()), &b, &changed, cost,
+          &pack_scratch);
       if (!p.status.ok()) break;
       p.changed += changed;
       if (changed == 0) ++p.unchanged_buckets;
@@ -126,21 +141,29 @@ struct Executor::Impl {
         for (const MutableBytes& m : dst)
           dst_view.emplace_back(m.data(), m.size());
       }
-      std::vector<uint8_t> before(list.wire_bytes), now(list.wire_bytes);
+      internal::WireBuffer& before = unpack_before;
+      before.resize(list.wire_bytes);
       internal::GatherWire(plan->spec, options.wire, list, dst_view, true,
                            before.data());
+      // Pairs apply in place over the previous copy; a codec chunk needs
+      // both.
+      const bool in_place =
+          !wire.empty() &&
+          wire.data()[0] == static_cast<uint8_t>(internal::BucketKind::kPairs);
+      if (!in_place) unpack_now.resize(list.wire_bytes);
+      internal::WireBuffer& out = in_place ? before : unpack_now;
       bool unchanged = false;
       Status s = internal::DecodeBucket(
           wire, list.dtype, list.element_size,
           ConstBytes(before.data(), before.size()),
-          MutableBytes(now.data(), now.size()), &unchanged);
+          MutableBytes(out.data(), out.size()), &unchanged);
       if (!s.ok()) {
         return Status::DataLoss("reshard step " + std::to_string(step) +
                                 " from rank " + std::to_string(peer) + ": " +
                                 std::string(s.message()));
       }
       if (!unchanged) {
-        internal::Scatter(plan->spec, options.wire, list, now.data(), dst);
+        internal::Scatter(plan->spec, options.wire, list, out.data(), dst);
       }
     }
     return Status::OK();
@@ -250,6 +273,7 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     ResetDelta();
     return s;
   };
+  m.buckets.resize(plan.steps.size());
   std::future<Packed> next;
   if (!plan.steps.empty()) {
     next =
@@ -268,19 +292,20 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     if (!packed.status.ok() && local_error.ok()) {
       local_error = packed.status;
     }
+    std::vector<internal::WireBuffer>& buckets = m.buckets[k];
     if (!local_error.ok()) {
       // Tell the receivers this rank has failed: they skip its buckets and
       // the agreement below reports the cause.
-      packed.buckets.assign(m.world, {});
+      buckets.assign(m.world, {});
       for (int p = 0; p < m.world; ++p) {
-        if (!m.send[k][p].transfers.empty()) packed.buckets[p] = {kPeerFailed};
+        if (!m.send[k][p].transfers.empty()) buckets[p] = {kPeerFailed};
       }
     }
     st.pack_seconds += packed.seconds;
     st.changed_elements_sent += packed.changed;
     st.buckets_unchanged += packed.unchanged_buckets;
     std::vector<ConstBytes> out;
-    for (const auto& b : packed.buckets) {
+    for (const auto& b : buckets) {
       out.emplace_back(b.data(), b.size());
       st.wire_bytes_sent += static_cast<int64_t>(b.size());
     }

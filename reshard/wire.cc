@@ -1,5 +1,7 @@
 #include "wire.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "hy/common/hash.h"
@@ -8,7 +10,7 @@
 namespace hy::reshard::internal {
 namespace {
 
-void PutU64(std::vector<uint8_t>* out, size_t at, uint64_t v) {
+void PutU64(WireBuffer* out, size_t at, uint64_t v) {
   std::memcpy(out->data() + at, &v, sizeof(v));
 }
 
@@ -37,58 +39,156 @@ bool Differs(const uint8_t* a, const uint8_t* b, size_t es) {
   }
 }
 
+// The top bit of each es-byte lane of the 64-bit word d that is nonzero:
+// a lane is nonzero iff its low bits carry into its top bit or that bit
+// is set. REQUIRES: es is 1, 2, 4 or 8.
+uint64_t NonzeroLaneBits(uint64_t d, size_t es) {
+  static constexpr uint64_t kHigh[] = {0,
+                                       0x8080808080808080ull,
+                                       0x8000800080008000ull,
+                                       0,
+                                       0x8000000080000000ull,
+                                       0,
+                                       0,
+                                       0,
+                                       0x8000000000000000ull};
+  const uint64_t high = kHigh[es];
+  const uint64_t low = ~high;
+  return (((d & low) + low) | d) & high;
+}
+
+// Calls fn(word index, XOR of the words) for every 64-bit word that
+// differs between a and b (`words` words), four words at a time.
+template <typename Fn>
+void ForEachChangedWord(const uint8_t* a, const uint8_t* b, size_t words,
+                        Fn fn) {
+  size_t w = 0;
+  for (; w + 4 <= words; w += 4) {
+    uint64_t x[4], y[4];
+    std::memcpy(x, a + w * 8, 32);
+    std::memcpy(y, b + w * 8, 32);
+    const uint64_t d0 = x[0] ^ y[0], d1 = x[1] ^ y[1], d2 = x[2] ^ y[2],
+                   d3 = x[3] ^ y[3];
+    if ((d0 | d1 | d2 | d3) == 0) continue;
+    if (d0) fn(w, d0);
+    if (d1) fn(w + 1, d1);
+    if (d2) fn(w + 2, d2);
+    if (d3) fn(w + 3, d3);
+  }
+  for (; w < words; ++w) {
+    uint64_t x, y;
+    std::memcpy(&x, a + w * 8, 8);
+    std::memcpy(&y, b + w * 8, 8);
+    if (x != y) fn(w, x ^ y);
+  }
+}
+
+// The number of elements of `es` bytes that differ between a and b
+// (count elements), at memory speed; with `index`, also their positions.
+int64_t FindChanges(const uint8_t* a, const uint8_t* b, size_t count,
+                    size_t es, std::vector<uint32_t>* index) {
+  int64_t changed = 0;
+  size_t i = 0;
+  if (es == 1 || es == 2 || es == 4 || es == 8) {
+    const size_t per_word = 8 / es;
+    const size_t words = count / per_word;
+    if (index == nullptr) {
+      ForEachChangedWord(a, b, words, [&](size_t, uint64_t d) {
+        changed += __builtin_popcountll(NonzeroLaneBits(d, es));
+      });
+    } else {
+      // Branch-free: every lane's position is written, and the write
+      // position advances only past changed ones (changes are scattered,
+      // so branches on them would mostly mispredict).
+      uint32_t buf[1024 + 8];
+      size_t n = 0;
+      const int lane_bits = static_cast<int>(8 * es);
+      for (size_t w = 0; w < words; ++w) {
+        uint64_t x, y;
+        std::memcpy(&x, a + w * 8, 8);
+        std::memcpy(&y, b + w * 8, 8);
+        const uint64_t m = NonzeroLaneBits(x ^ y, es);
+        const uint32_t base = static_cast<uint32_t>(w * per_word);
+        for (size_t k = 0; k < per_word; ++k) {
+          buf[n] = base + static_cast<uint32_t>(k);
+          n += (m >> (lane_bits * k + lane_bits - 1)) & 1;
+        }
+        if (n >= 1024) {
+          index->insert(index->end(), buf, buf + n);
+          changed += static_cast<int64_t>(n);
+          n = 0;
+        }
+      }
+      index->insert(index->end(), buf, buf + n);
+      changed += static_cast<int64_t>(n);
+    }
+    i = words * per_word;
+  }
+  for (; i < count; ++i) {
+    if (Differs(a + i * es, b + i * es, es)) {
+      ++changed;
+      if (index != nullptr) index->push_back(static_cast<uint32_t>(i));
+    }
+  }
+  return changed;
+}
+
 }  // namespace
 
 Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
-                   std::vector<uint8_t>* bucket, int64_t* changed) {
+                   WireBuffer* bucket, int64_t* changed,
+                   const DeltaCost& cost, WireBuffer* scratch) {
+  WireBuffer local;
+  WireBuffer& out = scratch != nullptr ? *scratch : local;
   const size_t n_bytes = bucket->size() - 1;
   if (before.size() != n_bytes || es == 0 || n_bytes % es != 0) {
     return Status::Internal("EncodeDelta: bucket and previous copy differ");
   }
   const uint8_t* now = bucket->data() + 1;
   const size_t count = n_bytes / es;
-  // Changed indices; a 64-bit word at a time skips unchanged stretches.
+  // A counting pass first; the positions are worth a second pass only
+  // when pairs can beat the full form (fewer changes than break_even).
+  const size_t break_even = n_bytes > 16 ? (n_bytes - 16) / (4 + es) : 0;
+  const int64_t found = FindChanges(now, before.data(), count, es, nullptr);
+  *changed += found;
   std::vector<uint32_t> index;
-  const bool small_index = count < (uint64_t{1} << 32);
-  const size_t per_word = (es <= 8 && 8 % es == 0) ? 8 / es : 0;
-  size_t i = 0;
-  while (i < count) {
-    const size_t byte = i * es;
-    if (per_word != 0 && i % per_word == 0 && byte + 8 <= n_bytes) {
-      uint64_t x, y;
-      std::memcpy(&x, now + byte, 8);
-      std::memcpy(&y, before.data() + byte, 8);
-      if (x == y) {
-        i += per_word;
-        continue;
-      }
-    }
-    if (Differs(now + byte, before.data() + byte, es)) {
-      if (small_index) index.push_back(static_cast<uint32_t>(i));
-      ++*changed;
-    }
-    ++i;
+  const bool pairs_ok = count < (uint64_t{1} << 32) &&  // u32 indices.
+                        static_cast<size_t>(found) < break_even;
+  if (pairs_ok && found > 0) {
+    index.reserve(static_cast<size_t>(found));
+    FindChanges(now, before.data(), count, es, &index);
   }
-  const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
-  if (*changed == 0) {
+  if (found == 0) {
+    const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
     bucket->resize(1 + 8);
     (*bucket)[0] = static_cast<uint8_t>(BucketKind::kUnchanged);
     PutU64(bucket, 1, checksum);
     return Status::OK();
   }
   const size_t pairs_size =
-      small_index ? 1 + 16 + index.size() * (4 + es) : SIZE_MAX;
+      pairs_ok ? 1 + 16 + index.size() * (4 + es) : SIZE_MAX;
+  // Seconds each form takes; the full form is what is in *bucket now.
+  const double link = cost.link_bytes_per_second;
+  const double full_s = static_cast<double>(1 + n_bytes) / link;
+  const double pairs_s = static_cast<double>(pairs_size) / link;
+  const double codec_s =
+      static_cast<double>(n_bytes) / cost.codec_encode_bytes_per_second +
+      static_cast<double>(n_bytes) / cost.codec_decode_bytes_per_second;
+  const double best_s = std::min(full_s, pairs_s);
   std::string chunk;
-  if (pairs_size > n_bytes / 8) {
-    // Dense changes: try the codec's XOR delta (byte grouping + zstd).
+  if (codec_s < best_s) {
     statestore::EncodeOptions options;
     options.transform = static_cast<int>(statestore::ByteTransform::kByteGroup);
     HY_RETURN_IF_ERROR(statestore::EncodeChunk(
         options, dtype, ConstBytes(now, n_bytes), before, &chunk));
   }
   const size_t chunk_size = chunk.empty() ? SIZE_MAX : 1 + 8 + chunk.size();
-  if (pairs_size <= chunk_size && pairs_size < 1 + n_bytes) {
-    std::vector<uint8_t> out(pairs_size);
+  const double chunk_s =
+      chunk.empty() ? INFINITY
+                    : codec_s + static_cast<double>(chunk_size) / link;
+  if (pairs_s <= chunk_s && pairs_s < full_s) {
+    const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
+    out.resize(pairs_size);
     out[0] = static_cast<uint8_t>(BucketKind::kPairs);
     PutU64(&out, 1, checksum);
     PutU64(&out, 9, index.size());
@@ -98,15 +198,16 @@ Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
     for (size_t k = 0; k < index.size(); ++k) {
       std::memcpy(val + k * es, now + size_t{index[k]} * es, es);
     }
-    *bucket = std::move(out);
-  } else if (chunk_size < 1 + n_bytes) {
-    std::vector<uint8_t> out(chunk_size);
+    bucket->assign(out.begin(), out.end());  // Keeps its capacity.
+  } else if (chunk_s < full_s) {
+    const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
+    out.resize(chunk_size);
     out[0] = static_cast<uint8_t>(BucketKind::kXorChunk);
     PutU64(&out, 1, checksum);
     std::memcpy(out.data() + 9, chunk.data(), chunk.size());
-    *bucket = std::move(out);
+    bucket->assign(out.begin(), out.end());  // Keeps its capacity.
   }
-  // else: the full form already in *bucket is the smallest.
+  // else: the full form already in *bucket is the cheapest.
   return Status::OK();
 }
 

@@ -16,7 +16,9 @@
 #define HY_RESHARD_WIRE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hy/common/bytes.h"
@@ -25,6 +27,31 @@
 
 namespace hy::reshard::internal {
 
+// An allocator whose resize leaves new bytes uninitialised: buckets and
+// scratch copies are overwritten whole, so zeroing them first (and
+// faulting fresh pages in to do it) would be wasted work.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+// The bytes of a bucket (kept across runs by the executor).
+using WireBuffer = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
+
 enum class BucketKind : uint8_t {
   kFull = 0,
   kUnchanged = 1,
@@ -32,14 +59,30 @@ enum class BucketKind : uint8_t {
   kXorChunk = 3,
 };
 
-// Replaces (*bucket)[1..] = `now` XOR-encoded against `before` and sets
-// (*bucket)[0]; on entry *bucket holds the kind byte then `now` (the full
-// form), which is kept when no delta form is smaller. `dtype` is the
-// elements' dtype when uniform (kU8 otherwise), `element_size` the unit
+// What sending a bucket in each form costs in time: its bytes on the link,
+// plus, for kXorChunk, the codec's work on both ends (XOR, byte grouping
+// and zstd; the defaults are the speeds measured on this project's 2-core
+// machines). kPairs costs only its bytes (finding the changes is paid
+// whatever form wins; scattering them is memory speed).
+struct DeltaCost {
+  double link_bytes_per_second = 1.25e9;  // 10 Gb/s.
+  double codec_encode_bytes_per_second = 450e6;
+  double codec_decode_bytes_per_second = 1.0e9;
+};
+
+// Replaces (*bucket)[1..] = `now` by its cheapest form against `before`
+// under `cost` and sets (*bucket)[0]; on entry *bucket holds the kind byte
+// then `now` (the full form), which is kept when no delta form is cheaper.
+// A delta form is built in *scratch (may be null) and copied in: both
+// keep their capacity for the next call.
+// The codec runs only when even a chunk of no bytes could win. `dtype` is
+// the elements' dtype when uniform (kU8 otherwise), `element_size` the unit
 // compared for changes. *changed gets the number of changed elements.
 // REQUIRES: before.size() == bucket->size() - 1.
 Status EncodeDelta(DType dtype, size_t element_size, ConstBytes before,
-                   std::vector<uint8_t>* bucket, int64_t* changed);
+                   WireBuffer* bucket, int64_t* changed,
+                   const DeltaCost& cost = DeltaCost(),
+                   WireBuffer* scratch = nullptr);
 
 // Decodes a received bucket into `now`. `before` is the receiver's previous
 // copy (needed for delta kinds; may be empty for kFull). Returns DataLoss

@@ -10,32 +10,44 @@
 namespace hy::reshard::internal {
 namespace {
 
-std::vector<uint8_t> Full(const std::vector<uint8_t>& now) {
-  std::vector<uint8_t> b(1 + now.size());
+WireBuffer Full(const std::vector<uint8_t>& now) {
+  WireBuffer b(1 + now.size());
   b[0] = static_cast<uint8_t>(BucketKind::kFull);
   std::copy(now.begin(), now.end(), b.begin() + 1);
   return b;
 }
 
 struct Encoded {
-  std::vector<uint8_t> wire;
+  WireBuffer wire;
   int64_t changed = 0;
 };
 
+// A link slow enough (10 MB/s) that the bytes decide, as before a cost
+// model: the smallest form wins.
+DeltaCost SlowLink() {
+  DeltaCost c;
+  c.link_bytes_per_second = 10e6;
+  return c;
+}
+
 Encoded Encode(const std::vector<uint8_t>& before,
-               const std::vector<uint8_t>& now) {
+               const std::vector<uint8_t>& now,
+               const DeltaCost& cost = SlowLink()) {
   Encoded e;
   e.wire = Full(now);
-  Status s = EncodeDelta(DType::kBF16, 2, ConstBytes(before), &e.wire, &e.changed);
+  Status s = EncodeDelta(DType::kBF16, 2, ConstBytes(before), &e.wire,
+                         &e.changed, cost);
   EXPECT_TRUE(s.ok()) << s;
   return e;
 }
 
-std::vector<uint8_t> Decode(const std::vector<uint8_t>& wire,
+template <typename Wire>
+std::vector<uint8_t> Decode(const Wire& wire,
                             const std::vector<uint8_t>& before, Status* status) {
   std::vector<uint8_t> now(before.size(), 0xCC);
   bool unchanged = false;
-  *status = DecodeBucket(ConstBytes(wire), DType::kBF16, 2, ConstBytes(before),
+  *status = DecodeBucket(ConstBytes(wire.data(), wire.size()), DType::kBF16, 2,
+                         ConstBytes(before),
                          MutableBytes(now), &unchanged);
   return unchanged ? before : now;
 }
@@ -69,6 +81,62 @@ TEST(WireTest, EachFormRoundTripsAndIsChosenBySize) {
   }
 }
 
+// On a fast link (the default, 10 Gb/s) the codec's encode and decode
+// take longer than sending: a bucket with many changes goes whole, few
+// changes as pairs, and the codec is never run.
+TEST(WireTest, FastLinkChoosesByTime) {
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> before(1 << 16);
+  for (auto& b : before) b = static_cast<uint8_t>(rng() & 0x3F);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (auto [fraction, kind] : {std::pair{0.05, BucketKind::kPairs},
+                                std::pair{0.5, BucketKind::kFull}}) {
+    std::vector<uint8_t> now = before;
+    int64_t want = 0;
+    for (size_t i = 0; i < now.size() / 2; ++i) {
+      if (u(rng) < fraction) {
+        now[2 * i] ^= 1;
+        ++want;
+      }
+    }
+    Encoded e = Encode(before, now, DeltaCost());
+    EXPECT_EQ(static_cast<BucketKind>(e.wire[0]), kind) << fraction;
+    EXPECT_EQ(e.changed, want);
+    Status s;
+    EXPECT_EQ(Decode(e.wire, before, &s), now) << fraction;
+    EXPECT_TRUE(s.ok()) << s;
+    // The same bucket on a slow link: XOR chunk when it is the smallest.
+    Encoded slow = Encode(before, now);
+    EXPECT_LE(slow.wire.size(), e.wire.size());
+  }
+}
+
+// Changes are found in every lane of a word, in the words a 4-word stride
+// leaves over, and in a tail shorter than a word, for 1-, 2-, 4- and
+// 8-byte elements; decoding in place over the previous copy works.
+TEST(WireTest, FindsEveryChangedElementAndDecodesInPlace) {
+  for (size_t es : {1, 2, 4, 8}) {
+    std::vector<uint8_t> before(8 * 37 + 3 * es);  // Odd words, a tail.
+    for (size_t i = 0; i < before.size(); ++i) before[i] = uint8_t(i * 7);
+    std::vector<uint8_t> now = before;
+    const size_t count = now.size() / es;
+    std::vector<size_t> changed = {0, 1, count / 2, count - 2, count - 1};
+    for (size_t i : changed) now[i * es + es - 1] ^= 0x80;  // Top byte.
+    WireBuffer wire = Full(now);
+    int64_t n = 0;
+    ASSERT_TRUE(EncodeDelta(DType::kU8, es, ConstBytes(before), &wire, &n).ok());
+    EXPECT_EQ(n, 5) << es;
+    ASSERT_EQ(static_cast<BucketKind>(wire[0]), BucketKind::kPairs) << es;
+    std::vector<uint8_t> in_place = before;
+    bool unchanged = false;
+    ASSERT_TRUE(DecodeBucket(ConstBytes(wire.data(), wire.size()), DType::kU8, es,
+                             ConstBytes(in_place), MutableBytes(in_place),
+                             &unchanged)
+                    .ok());
+    EXPECT_EQ(in_place, now) << es;
+  }
+}
+
 TEST(WireTest, DamageAndWrongBaseAreDataLoss) {
   std::mt19937_64 rng(4);
   std::vector<uint8_t> before(4096);
@@ -82,7 +150,7 @@ TEST(WireTest, DamageAndWrongBaseAreDataLoss) {
     ASSERT_NE(static_cast<BucketKind>(e.wire[0]), BucketKind::kFull);
     // Every single-byte flip is caught.
     for (size_t at = 0; at < e.wire.size(); at += 1 + e.wire.size() / 97) {
-      std::vector<uint8_t> bad = e.wire;
+      WireBuffer bad = e.wire;
       bad[at] ^= 0x40;
       Status s;
       std::vector<uint8_t> out = Decode(bad, before, &s);

@@ -56,6 +56,10 @@ DType WireDType(DType src, WireFormat wire);
 struct ExecutorOptions {
   WireFormat wire = WireFormat::kRaw;
   bool sparse_delta = false;
+  // The link's bandwidth per rank, by which sparse delta picks each
+  // bucket's form: pairs of changes, the codec's XOR delta (worth its
+  // encode and decode time only on a slow link) or the plain wire dtype.
+  double link_bytes_per_second = 1.25e9;
   // Metrics to record each Run into (not owned; may be null). Direction is
   // a label: 0 train->rollout, 1 rollout->train.
   const metrics::HyMetrics* metrics = nullptr;

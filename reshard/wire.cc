@@ -85,8 +85,8 @@ void ForEachChangedWord(const uint8_t* a, const uint8_t* b, size_t words,
 
 // The number of elements of `es` bytes that differ between a and b
 // (count elements), at memory speed; with `index`, also their positions.
-int64_t FindChanges(const uint8_t* a, const uint8_t* b, size_t count,
-                    size_t es, std::vector<uint32_t>* index) {
+int64_t FindChanges(const uint8_t* a, const uint8_t* b, size_t count, size_t es,
+                    std::vector<uint32_t>* index) {
   int64_t changed = 0;
   size_t i = 0;
   if (es == 1 || es == 2 || es == 4 || es == 8) {
@@ -136,8 +136,8 @@ int64_t FindChanges(const uint8_t* a, const uint8_t* b, size_t count,
 }  // namespace
 
 Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
-                   WireBuffer* bucket, int64_t* changed,
-                   const DeltaCost& cost, WireBuffer* scratch) {
+                   WireBuffer* bucket, int64_t* changed, const DeltaCost& cost,
+                   WireBuffer* scratch) {
   WireBuffer local;
   WireBuffer& out = scratch != nullptr ? *scratch : local;
   const size_t n_bytes = bucket->size() - 1;
@@ -183,9 +183,9 @@ Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
         options, dtype, ConstBytes(now, n_bytes), before, &chunk));
   }
   const size_t chunk_size = chunk.empty() ? SIZE_MAX : 1 + 8 + chunk.size();
-  const double chunk_s =
-      chunk.empty() ? INFINITY
-                    : codec_s + static_cast<double>(chunk_size) / link;
+  const double chunk_s = chunk.empty()
+                             ? INFINITY
+                             : codec_s + static_cast<double>(chunk_size) / link;
   if (pairs_s <= chunk_s && pairs_s < full_s) {
     const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
     out.resize(pairs_size);
@@ -260,7 +260,8 @@ Status DecodeBucket(ConstBytes wire, DType dtype, size_t es, ConstBytes before,
       for (uint64_t k = 0; k < count; ++k) {
         uint32_t i;
         std::memcpy(&i, idx + k * 4, 4);
-        if (size_t{i} >= now.size() / es) return loss("pair index out of range");
+        if (size_t{i} >= now.size() / es)
+          return loss("pair index out of range");
         std::memcpy(now.data() + size_t{i} * es, val + k * es, es);
       }
       break;

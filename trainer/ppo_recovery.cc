@@ -72,7 +72,8 @@ void PpoWorker::StartHeartbeat() {
     // hy_peer_heartbeat_age_seconds{peer}: the gauges are made here, once.
     auto ages = std::make_shared<std::vector<metrics::Gauge*>>();
     for (int r = 0; r < comm_->world_size(); ++r) {
-      Result<metrics::Gauge*> g = m->PeerHeartbeatAge(r);
+      Result<metrics::Gauge*> g =
+          r == rank ? Result<metrics::Gauge*>(nullptr) : m->PeerHeartbeatAge(r);
       ages->push_back(g.ok() ? *g : nullptr);
     }
     o.on_peer_age = [ages](int peer, double seconds) {

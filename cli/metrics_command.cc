@@ -3,21 +3,19 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <prometheus/text_serializer.h>
 #include <string>
 
 #include "cli_util.h"
-#include "hy/metrics/exposer.h"
 #include "hy/metrics/hy_metrics.h"
-#include "hy/metrics/registry.h"
-#include "hy/metrics/text_format.h"
 
 namespace hy::cli {
 namespace {
 
-using metrics::FamilySpec;
-using metrics::MetricFamilySnapshot;
+using metrics::FamilyDef;
 using metrics::MetricType;
 
 std::string Join(const std::vector<std::string>& parts) {
@@ -26,13 +24,12 @@ std::string Join(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string TableOutput(const std::vector<FamilySpec>& specs) {
+std::string TableOutput() {
   std::vector<std::vector<std::string>> rows;
-  for (const FamilySpec& s : specs) {
-    std::vector<std::string> labels = s.label_names;
-    for (const auto& [k, v] : s.const_labels) labels.push_back(k + "=" + v);
-    rows.push_back({s.name, std::string(metrics::MetricTypeName(s.type)),
-                    labels.empty() ? "-" : Join(labels), s.help});
+  for (const FamilyDef& d : metrics::Catalogue()) {
+    rows.push_back({d.name, std::string(metrics::MetricTypeName(d.type)),
+                    d.label_names.empty() ? "-" : Join(d.label_names),
+                    d.help});
   }
   return FormatTable({"NAME", "TYPE", "LABELS", "HELP"}, rows);
 }
@@ -40,30 +37,40 @@ std::string TableOutput(const std::vector<FamilySpec>& specs) {
 nlohmann::ordered_json Number(double v) {
   // JSON has no NaN or infinities: write them as Prometheus spells them.
   if (std::isfinite(v)) return v;
-  return metrics::FormatDouble(v);
+  return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
 }
 
-std::string JsonOutput(const std::vector<FamilySpec>& specs,
-                       const std::vector<MetricFamilySnapshot>& families) {
+std::string JsonOutput(const std::vector<prometheus::MetricFamily>& families) {
+  std::map<std::string, const prometheus::MetricFamily*> by_name;
+  for (const auto& f : families) by_name[f.name] = &f;
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < specs.size() && i < families.size(); ++i) {
-    const FamilySpec& s = specs[i];
+  for (const FamilyDef& d : metrics::Catalogue()) {
     nlohmann::ordered_json f;
-    f["name"] = s.name;
-    f["type"] = std::string(metrics::MetricTypeName(s.type));
-    f["help"] = s.help;
-    f["labels"] = s.label_names;
-    f["const_labels"] = s.const_labels;
-    if (s.type == MetricType::kHistogram) f["buckets"] = s.buckets;
+    f["name"] = d.name;
+    f["type"] = std::string(metrics::MetricTypeName(d.type));
+    f["help"] = d.help;
+    f["labels"] = d.label_names;
+    if (d.type == MetricType::kHistogram) f["buckets"] = d.buckets;
     nlohmann::ordered_json series = nlohmann::ordered_json::array();
-    for (const auto& m : families[i].metrics) {
+    auto it = by_name.find(d.name);
+    for (const auto& m : it == by_name.end()
+                             ? std::vector<prometheus::ClientMetric>{}
+                             : it->second->metric) {
       nlohmann::ordered_json one;
-      one["labels"] = m.labels;
-      if (s.type == MetricType::kHistogram) {
-        one["count"] = m.count;
-        one["sum"] = Number(m.sum);
-      } else {
-        one["value"] = Number(m.value);
+      std::map<std::string, std::string> labels;
+      for (const auto& l : m.label) labels[l.name] = l.value;
+      one["labels"] = labels;
+      switch (d.type) {
+        case MetricType::kHistogram:
+          one["count"] = m.histogram.sample_count;
+          one["sum"] = Number(m.histogram.sample_sum);
+          break;
+        case MetricType::kCounter:
+          one["value"] = Number(m.counter.value);
+          break;
+        case MetricType::kGauge:
+          one["value"] = Number(m.gauge.value);
+          break;
       }
       series.push_back(std::move(one));
     }
@@ -75,15 +82,14 @@ std::string JsonOutput(const std::vector<FamilySpec>& specs,
 
 int RunMetrics(const std::string& format) {
   metrics::Registry registry;
-  Status s = metrics::HyMetrics::Register(registry).status();
-  if (s.ok()) s = metrics::RegisterExporterMetrics(registry).status();
+  const Status s = metrics::HyMetrics::Register(registry).status();
   if (!s.ok()) return Report("metrics", s);
   if (format == "table") {
-    std::cout << TableOutput(registry.Describe());
+    std::cout << TableOutput();
   } else if (format == "json") {
-    std::cout << JsonOutput(registry.Describe(), registry.Collect());
+    std::cout << JsonOutput(registry.Collect());
   } else {
-    std::cout << metrics::SerializeText(registry.Collect());
+    std::cout << prometheus::TextSerializer().Serialize(registry.Collect());
   }
   std::cout.flush();
   if (!std::cout) {

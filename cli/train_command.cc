@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,10 +21,10 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "hy/metrics/exposer.h"
-#include "hy/metrics/gateway.h"
+#include "hy/metrics/exporter.h"
+#include "hy/metrics/file_sd.h"
 #include "hy/metrics/hy_metrics.h"
-#include "hy/metrics/registry.h"
+#include "hy/metrics/pusher.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
@@ -42,6 +43,9 @@ using trainer::TrainConfig;
 
 // The launcher hands the effective config to its workers in this variable.
 constexpr const char* kConfigEnv = "HY_TRAIN_CONFIG_YAML";
+// Prometheus file-based service discovery of the ranks' exporters, in the
+// store root (see hy/metrics/file_sd.h).
+constexpr const char* kTargetsFile = "prometheus-targets.json";
 
 struct TrainFlags {
   std::string config_file;
@@ -217,6 +221,7 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
   if (run_id.empty()) run_id = recovery::NewRunId();
   if (Status v = recovery::ValidateRunId(run_id); !v.ok()) return Fail(v);
   double detect_seconds = 0;
+  std::string restart_cause;  // A metrics::RestartCause label value.
   for (int attempt = 0;; ++attempt) {
     Result<int> port = PickFreePort();
     if (!port.ok()) return Fail(port.status());
@@ -229,6 +234,7 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
              {"HY_RUN_ID", run_id}};
     if (attempt > 0) {
       o.env.push_back({"HY_DETECT_SECONDS", std::to_string(detect_seconds)});
+      o.env.push_back({"HY_RESTART_CAUSE", restart_cause});
     }
     o.node_ids = nodes;
     o.master_port = *port;
@@ -280,6 +286,9 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
       return recovery::kExitUnrecoverable;
     }
     detect_seconds = res.stop_seconds;
+    restart_cause = std::string(metrics::LabelValue(
+        lost.empty() ? metrics::RestartCause::kProcessExit
+                     : metrics::RestartCause::kNodeLost));
     std::cerr << "hyctl train: lost " << (lost.empty() ? "no node" : lost)
               << "; the others stopped " << res.stop_seconds
               << " s after the failure; restarting on " << survivors.size()
@@ -288,15 +297,16 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
   }
 }
 
-// Rank 0's metrics endpoints: the Exposer and the Pushgateway client.
+// One rank's metrics endpoints: its exporter (entered in the run's file_sd
+// targets) and its Pushgateway client.
 struct Endpoints {
-  std::unique_ptr<metrics::Exposer> exposer;
-  std::unique_ptr<metrics::Gateway> gateway;
+  std::unique_ptr<metrics::Exporter> exporter;
+  std::unique_ptr<metrics::Pusher> pusher;
   bool push_failed = false;  // Warned once.
 
   void Push() {
-    if (gateway == nullptr) return;
-    const Status s = gateway->Push();
+    if (pusher == nullptr) return;
+    const Status s = pusher->Push();
     if (!s.ok() && !push_failed) {
       std::cerr << "hyctl train: pushing metrics: " << s.ToString()
                 << std::endl;
@@ -305,27 +315,54 @@ struct Endpoints {
   }
 };
 
-Status StartEndpoints(const TrainConfig& c,
+// The run's name: the store root's last path component.
+std::string RunName(const std::string& root) {
+  fs::path p = fs::path(root).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  return name.empty() || name == "." || name == ".." ? "run" : name;
+}
+
+// Starts rank `rank`'s exporter (metrics.port < 0: none; 0: a free port;
+// P: port P + rank) and enters it in <root>/prometheus-targets.json, and
+// its Pushgateway client (grouping key {job, run, rank}).
+Status StartEndpoints(const TrainConfig& c, int rank, int world_size,
                       const std::shared_ptr<metrics::Registry>& registry,
                       Endpoints* e) {
+  const std::string& root = c.checkpoint.store_root;
+  const std::string run = RunName(root);
+  const char* node_env = Env("HY_NODE_ID");
+  const std::string node = node_env != nullptr ? node_env : std::to_string(rank);
   if (c.metrics.port >= 0) {
-    metrics::ExposerOptions o;
-    o.port = c.metrics.port;
-    HY_ASSIGN_OR_RETURN(e->exposer, metrics::Exposer::Start(o));
-    e->exposer->RegisterCollectable(registry);
-    std::cerr << "metrics: " << e->exposer->url() << std::endl;
+    const int port = c.metrics.port == 0 ? 0 : c.metrics.port + rank;
+    HY_ASSIGN_OR_RETURN(e->exporter, metrics::Exporter::Start(
+                                         c.metrics.bind, port, registry));
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    HY_RETURN_IF_ERROR(metrics::SetFileSdTarget(
+        (fs::path(root) / kTargetsFile).string(), rank, world_size,
+        e->exporter->target(), {{"run", run}, {"node", node}}));
+    std::cerr << "metrics: " << e->exporter->url() << std::endl;
   }
-  const std::string& gw = c.metrics.pushgateway;
-  if (!gw.empty()) {
-    metrics::GatewayOptions o;
-    const size_t colon = gw.rfind(':');  // ValidateConfig checked the form.
-    o.host = gw.substr(0, colon);
-    o.port = std::atoi(gw.c_str() + colon + 1);
-    o.job = "hyctl_train";
-    HY_ASSIGN_OR_RETURN(e->gateway, metrics::Gateway::Create(o));
-    e->gateway->RegisterCollectable(registry);
+  if (!c.metrics.pushgateway.empty()) {
+    HY_ASSIGN_OR_RETURN(
+        e->pusher,
+        metrics::Pusher::Create(c.metrics.pushgateway, "hyctl_train",
+                                {{"run", run}, {"rank", std::to_string(rank)}},
+                                registry));
   }
   return Status::OK();
+}
+
+// A restarted worker counts its restart, under the cause the launcher
+// gave (HY_RESTART_CAUSE).
+void CountRestart(const metrics::HyMetrics& m) {
+  const char* count = Env("HY_RESTART_COUNT");
+  if (count == nullptr || std::atoi(count) <= 0) return;
+  const char* cause = Env("HY_RESTART_CAUSE");
+  Result<metrics::RestartCause> c =
+      metrics::ParseRestartCause(cause != nullptr ? cause : "process_exit");
+  m.restarts(c.ok() ? *c : metrics::RestartCause::kProcessExit)->Increment();
 }
 
 int Work(const TrainConfig& c, const TrainFlags& f) {
@@ -335,10 +372,15 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
   auto registry = std::make_shared<metrics::Registry>();
   Result<metrics::HyMetrics> m = metrics::HyMetrics::Register(*registry);
   if (!m.ok()) return Fail(m.status());
+  CountRestart(*m);
+  const char* world_env = Env("WORLD_SIZE");
+  const int world_size = world_env != nullptr ? std::atoi(world_env) : 1;
   Endpoints endpoints;
-  if (rank == 0) {
-    const Status s = StartEndpoints(c, registry, &endpoints);
-    if (!s.ok()) return Report("train", s);
+  if (const Status s =
+          StartEndpoints(c, rank, std::max(world_size, rank + 1), registry,
+                         &endpoints);
+      !s.ok()) {
+    return Report("train", s);
   }
 
   std::mutex mu;  // Serializes output (logs may come from other threads).
@@ -353,8 +395,7 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     m->ppo_policy_loss->Set(r.policy_loss);
     m->ppo_value_loss->Set(r.value_loss);
     m->ppo_tokens_per_second->Set(r.tokens_per_second);
-    if (rank != 0) return;
-    {
+    if (rank == 0) {
       std::lock_guard<std::mutex> lock(mu);
       std::cout << (json ? IterationJson(r)
                          : IterationText(r, c.trainer.total_iterations))
@@ -372,7 +413,7 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     std::cerr << line << std::endl;
   };
   Result<trainer::RunSummary> summary = trainer::RunWorker(c, o);
-  if (rank == 0) endpoints.Push();
+  endpoints.Push();
   if (!summary.ok()) {
     const Status& e = summary.status();
     Report("train", e);
@@ -441,8 +482,9 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
                   "after the last iteration (data.val_files; repeatable)");
   f->metrics_port_opt = cmd->add_option(
       "--metrics-port", f->metrics_port,
-      "Serve metrics on 127.0.0.1:P from rank 0; 0: a free port, -1: off "
-      "(metrics.port)");
+      "Serve each rank's metrics on metrics.bind (127.0.0.1) port P + rank; "
+      "0: a free port per rank, -1: off (metrics.port). The endpoints are "
+      "listed in <store>/prometheus-targets.json for Prometheus file_sd");
   CLI::Option* store = cmd->add_option(
       "--store", f->store, "Store root, exactly (checkpoint.store_root)");
   CLI::Option* store_root = cmd->add_option(

@@ -63,14 +63,14 @@ void Heartbeat::Loop() {
         return fail("heartbeat of rank " + std::to_string(r) + ": " +
                     v.status().ToString());
       }
-      if (*v != seen[r].value) {
-        seen[r] = {*v, now};
-      } else if (now - seen[r].since >
-                 std::chrono::milliseconds(options_.timeout_ms)) {
+      if (*v != seen[r].value) seen[r] = {*v, now};
+      const double age =
+          std::chrono::duration<double>(now - seen[r].since).count();
+      if (options_.on_peer_age) options_.on_peer_age(r, age);
+      if (now - seen[r].since >
+          std::chrono::milliseconds(options_.timeout_ms)) {
         char secs[32];
-        std::snprintf(
-            secs, sizeof(secs), "%.1f",
-            std::chrono::duration<double>(now - seen[r].since).count());
+        std::snprintf(secs, sizeof(secs), "%.1f", age);
         return fail("rank " + std::to_string(r) + ": no heartbeat for " +
                     secs + " s");
       }

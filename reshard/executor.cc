@@ -42,6 +42,7 @@ struct Executor::Impl {
   std::vector<std::vector<PeerList>> send, recv;
   std::vector<Transfer> local;  // plan.local with dst_rank == rank.
   int64_t local_bytes = 0, same_node_bytes = 0, cross_node_bytes = 0;
+  int64_t logical_bytes_sent = 0;
   // Sparse delta: the wire-dtype copy of the source shards as last sent.
   bool delta_ready = false;
   std::vector<std::vector<uint8_t>> last_sent;
@@ -202,6 +203,9 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
         (topo.NodeOf(t.src_rank) == topo.NodeOf(t.dst_rank)
              ? m.same_node_bytes
              : m.cross_node_bytes) += t.length * wire_es(t);
+        m.logical_bytes_sent +=
+            t.length * static_cast<int64_t>(DTypeSize(
+                           plan_->spec.tensors[t.tensor].meta.dtype));
       }
       if (t.dst_rank == m.rank)
         m.recv.back()[t.src_rank].transfers.push_back(t);
@@ -260,6 +264,7 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   st.local_bytes = m.local_bytes;
   st.same_node_bytes = m.same_node_bytes;
   st.cross_node_bytes = m.cross_node_bytes;
+  st.logical_bytes_sent = m.logical_bytes_sent;
   st.steps = static_cast<int>(plan.steps.size());
 
   auto t0 = Clock::now();
@@ -377,10 +382,14 @@ void RecordReshardMetrics(const metrics::HyMetrics& hm, const ReshardStats& st,
       transport == "gloo"   ? metrics::ReshardTransport::kGloo
       : transport == "nccl" ? metrics::ReshardTransport::kNccl
                             : metrics::ReshardTransport::kLocal;
-  const auto wire_label = sparse_delta ? metrics::ReshardWire::kSparseDelta
+  const auto wire_label = sparse_delta ? metrics::ReshardWire::kDelta
                           : wire == WireFormat::kBf16
                               ? metrics::ReshardWire::kBf16
                               : metrics::ReshardWire::kRaw;
+  hm.reshard_logical_bytes->Increment(
+      static_cast<double>(st.logical_bytes_sent));
+  hm.reshard_wire_bytes(wire_label)
+      ->Increment(static_cast<double>(st.wire_bytes_sent));
   const auto direction_label = direction == 0
                                    ? metrics::ReshardDirection::kTrainToRollout
                                    : metrics::ReshardDirection::kRolloutToTrain;
@@ -397,6 +406,7 @@ void ReshardStats::Merge(const ReshardStats& o) {
   local_bytes += o.local_bytes;
   same_node_bytes += o.same_node_bytes;
   cross_node_bytes += o.cross_node_bytes;
+  logical_bytes_sent += o.logical_bytes_sent;
   wire_bytes_sent += o.wire_bytes_sent;
   wire_bytes_received += o.wire_bytes_received;
   changed_elements_sent += o.changed_elements_sent;

@@ -51,9 +51,10 @@ packages=(
   librocksdb-dev libzstd-dev libxxhash-dev zstd
   # Tests, benchmarks, CLI, config.
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  # Metrics: HTTP exporter and Pushgateway client (civetweb), gzip (zlib);
-  # the real Prometheus server, promtool and Pushgateway for the tests.
-  libcivetweb-dev zlib1g-dev prometheus prometheus-pushgateway
+  # Metrics: prometheus-cpp (core, pull = HTTP exporter, push = Pushgateway
+  # client; brings civetweb and libcurl); the real Prometheus server,
+  # promtool and Pushgateway for the tests.
+  prometheus-cpp-dev prometheus prometheus-pushgateway
   # Model rules (YAML).
   libyaml-cpp-dev
   # LibTorch (CPU) with c10d: TCPStore, ProcessGroupGloo (needs gloo headers).

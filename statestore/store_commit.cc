@@ -7,7 +7,7 @@
 #include <chrono>
 #include <map>
 
-#include "hy/metrics/histogram.h"
+#include "hy/metrics/scoped_timer.h"
 #include "hy/metrics/hy_metrics.h"
 #include "store_impl.h"
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "hy/metrics/histogram.h"
+#include "hy/metrics/scoped_timer.h"
 #include "hy/metrics/hy_metrics.h"
 #include "store_impl.h"
 

@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "hy/metrics/hy_metrics.h"
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/replicator.h"
@@ -78,6 +79,23 @@ struct Checkpointer::Impl {
   uint64_t Version(uint64_t step) const {
     return recovery::MakeVersion(step, options.generation);
   }
+  // Sets this rank's hy_checkpoint_last_committed_step,
+  // hy_checkpoint_last_replicated_step and hy_replication_lag_steps for a
+  // finished checkpoint (-1: not committed / not replicated).
+  void RecordReplication(int64_t committed, int64_t replicated) {
+    const metrics::HyMetrics* m = options.metrics;
+    if (m == nullptr) return;
+    if (committed >= 0) last_committed = committed;
+    if (replicated >= 0) last_replicated = replicated;
+    if (last_committed < 0) return;
+    m->checkpoint_last_committed_step->Set(static_cast<double>(last_committed));
+    m->checkpoint_last_replicated_step->Set(
+        static_cast<double>(std::max<int64_t>(last_replicated, 0)));
+    m->replication_lag_steps->Set(static_cast<double>(
+        last_committed - std::max<int64_t>(last_replicated, 0)));
+  }
+  int64_t last_committed = -1;   // Only the checkpoint thread uses these.
+  int64_t last_replicated = -1;
 };
 
 Checkpointer::Checkpointer(std::unique_ptr<Impl> impl)
@@ -224,11 +242,16 @@ void Checkpointer::Impl::Finish(uint64_t step,
   } else {
     s = Follow(version, 2 * options.commit_timeout_ms);
   }
+  const bool committed = s.ok();
+  bool replicated = committed;  // Nothing to replicate without replicas.
   if (replicator != nullptr) {
     // Every rank takes part, committed or not, so that none waits.
     Status r = replicator->Replicate(store.get(), version, s.ok(), nullptr);
     if (s.ok() && !r.ok()) s = r.WithContext("replicating " + StepName(step));
+    replicated = committed && r.ok();
   }
+  RecordReplication(committed ? static_cast<int64_t>(step) : -1,
+                    replicated ? static_cast<int64_t>(step) : -1);
   if (s.ok()) {
     statestore::GcOptions gc;
     gc.keep_last = static_cast<size_t>(options.keep_last);

@@ -414,6 +414,9 @@ Status ValidateConfig(const TrainConfig& c) {
                "responses to a prompt form its group)",
                Num(r.n));
   }
+  if (c.metrics.bind.empty()) {
+    return Bad("metrics.bind", "must be an address to listen on", "\"\"");
+  }
   const std::string& gw = c.metrics.pushgateway;
   if (!gw.empty()) {
     const size_t colon = gw.rfind(':');

@@ -127,6 +127,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("checkpoint.replicas", &k.replicas, kNonNegative);
   add("checkpoint.heartbeat_timeout_ms", &k.heartbeat_timeout_ms, kAtLeast1);
   add("metrics.port", &c->metrics.port, kPort);
+  add("metrics.bind", &c->metrics.bind);
   add("metrics.pushgateway", &c->metrics.pushgateway);
   return f;
 }

@@ -97,6 +97,21 @@ void PpoWorker::StartHeartbeat() {
   o.timeout_ms = config_.checkpoint.heartbeat_timeout_ms;
   o.period_ms = std::min<int64_t>(1000, std::max<int64_t>(50, o.timeout_ms / 5));
   const int rank = comm_->rank();
+  if (const metrics::HyMetrics* m = options_.metrics) {
+    // hy_peer_heartbeat_age_seconds{peer}: the gauges are made here, once.
+    auto ages = std::make_shared<std::vector<metrics::Gauge*>>();
+    for (int r = 0; r < comm_->world_size(); ++r) {
+      Result<metrics::Gauge*> g =
+          r == rank ? Result<metrics::Gauge*>(nullptr) : m->PeerHeartbeatAge(r);
+      ages->push_back(g.ok() ? *g : nullptr);
+    }
+    o.on_peer_age = [ages](int peer, double seconds) {
+      if (peer >= 0 && peer < static_cast<int>(ages->size()) &&
+          (*ages)[peer] != nullptr) {
+        (*ages)[peer]->Set(seconds);
+      }
+    };
+  }
   heartbeat_ = std::make_unique<recovery::Heartbeat>(
       comm_->aux()->kv(), rank, comm_->world_size(), o,
       [rank](const std::string& why) {
@@ -169,7 +184,15 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
     if (detect != nullptr) {
       m->recovery_duration(RecoveryPhase::kDetect)->Observe(std::atof(detect));
     }
-    if (IsRestart()) m->recoveries->Increment();
+    if (IsRestart()) {
+      // hyctl train names the cause of the restart; a launcher that does
+      // not (torchrun) restarts after a process exit.
+      const char* cause = std::getenv("HY_RESTART_CAUSE");
+      Result<metrics::RestartCause> c = metrics::ParseRestartCause(
+          cause != nullptr ? cause : "process_exit");
+      m->recoveries(c.ok() ? *c : metrics::RestartCause::kProcessExit)
+          ->Increment();
+    }
   }
   recovered_step_ = static_cast<int64_t>(rec->choice().commit.step);
   return Status::OK();

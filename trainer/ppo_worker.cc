@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hy/metrics/hy_metrics.h"
+#include "hy/metrics/scoped_timer.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/reshard/model_spec.h"
 
@@ -335,6 +336,11 @@ Result<RunSummary> PpoWorker::Run() {
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
     const bool last = it + 1 == end;
     if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
+      // What the step waits for: the previous checkpoint, and copying
+      // this one's data (the rest runs in the background).
+      metrics::ScopedTimer blocking(options_.metrics != nullptr
+                                        ? options_.metrics->checkpoint_blocking
+                                        : nullptr);
       HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, &report));
       last_saved = it + 1;
     }
@@ -362,6 +368,10 @@ Result<RunSummary> PpoWorker::Run() {
     }
     reported_commit = cs.committed_step;
     report.iteration_ms = Seconds(start) * 1000.0;
+    if (options_.metrics != nullptr) {
+      options_.metrics->iteration_duration->Observe(report.iteration_ms /
+                                                    1000.0);
+    }
     const double generated = exp.mask.sum().item<double>();
     report.tokens_per_second = generated * (1 + config_.actor.ppo_epochs) /
                                std::max(report.iteration_ms / 1000.0, 1e-9);

@@ -314,6 +314,8 @@ void NcclExecutor::Impl::FillStats(const TransferPlan& plan,
   s.same_node_bytes = schedule.same_node_bytes;
   s.cross_node_bytes = schedule.cross_node_bytes;
   s.wire_bytes_sent = schedule.wire_bytes_sent;
+  // The schedule counts wire-dtype bytes; NCCL runs send them densely.
+  s.logical_bytes_sent = schedule.same_node_bytes + schedule.cross_node_bytes;
   s.wire_bytes_received = schedule.wire_bytes_received;
   s.steps = static_cast<int>(plan.steps.size());
   *stats = s;

@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "hy/metrics/exposer.h"
 #include "hy/metrics/hy_metrics.h"
 #include "promql.h"
 #include "subprocess.h"
@@ -46,26 +45,31 @@ struct Exported {
 };
 
 Exported ExportedNames() {
-  Registry r;
-  EXPECT_TRUE(HyMetrics::Register(r).ok());
-  EXPECT_TRUE(RegisterExporterMetrics(r).ok());
   Exported e;
-  for (const FamilySpec& s : r.Describe()) {
-    e.families.insert(s.name);
-    switch (s.type) {
+  for (const FamilyDef& d : Catalogue()) {
+    e.families.insert(d.name);
+    switch (d.type) {
       case MetricType::kCounter:
-        e.counters.insert(s.name);
+        e.counters.insert(d.name);
         break;
       case MetricType::kGauge:
-        e.gauges.insert(s.name);
+        e.gauges.insert(d.name);
         break;
       case MetricType::kHistogram:
-        e.buckets.insert(s.name + "_bucket");
-        e.counters.insert(s.name + "_sum");
-        e.counters.insert(s.name + "_count");
+        e.buckets.insert(d.name + "_bucket");
+        e.counters.insert(d.name + "_sum");
+        e.counters.insert(d.name + "_count");
         break;
     }
   }
+  // prometheus-cpp's Exposer adds its own families to every scrape; the
+  // latency summary's quantile series read like gauges.
+  e.families.insert({"exposer_scrapes_total", "exposer_transferred_bytes_total",
+                     "exposer_request_latencies"});
+  e.counters.insert({"exposer_scrapes_total", "exposer_transferred_bytes_total",
+                     "exposer_request_latencies_count",
+                     "exposer_request_latencies_sum"});
+  e.gauges.insert("exposer_request_latencies");
   return e;
 }
 

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <thread>
 
-#include "http_util.h"
 
 namespace hy::metrics::testing {
 namespace {
@@ -55,13 +54,9 @@ Result<nlohmann::json> GetJson(int port, const std::string& target) {
 
 }  // namespace
 
-Result<internal::HttpResponse> HttpGet(int port, const std::string& target,
-                                       int timeout_ms) {
-  internal::HttpRequest request;
-  request.port = port;
-  request.target = target;
-  request.timeout_ms = timeout_ms;
-  return internal::SendHttpRequest(request);
+Result<HttpResponse> HttpGet(int port, const std::string& target,
+                             int timeout_ms) {
+  return HttpGet("127.0.0.1", port, target, timeout_ms);
 }
 
 bool WaitUntil(const std::function<bool()>& probe, int timeout_ms) {
@@ -84,8 +79,13 @@ std::string PrometheusServer::Config(const std::vector<ScrapeTarget>& targets) {
     yaml += "  - job_name: " + t.job + "\n";
     yaml += std::string("    honor_labels: ") +
             (t.honor_labels ? "true" : "false") + "\n";
-    yaml += "    static_configs:\n      - targets: ['127.0.0.1:" +
-            std::to_string(t.port) + "']\n";
+    if (!t.file_sd.empty()) {
+      yaml += "    file_sd_configs:\n      - files: ['" + t.file_sd +
+              "']\n        refresh_interval: 1s\n";
+    } else {
+      yaml += "    static_configs:\n      - targets: ['127.0.0.1:" +
+              std::to_string(t.port) + "']\n";
+    }
   }
   return yaml;
 }
@@ -113,7 +113,7 @@ Result<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
 }
 
 Result<nlohmann::json> PrometheusServer::Query(const std::string& expr) {
-  return GetJson(port_, "/api/v1/query?query=" + internal::PercentEncode(expr));
+  return GetJson(port_, "/api/v1/query?query=" + PercentEncode(expr));
 }
 
 Result<nlohmann::json> PrometheusServer::QueryRange(const std::string& expr,
@@ -122,7 +122,7 @@ Result<nlohmann::json> PrometheusServer::QueryRange(const std::string& expr,
                    std::chrono::system_clock::now().time_since_epoch())
                    .count();
   return GetJson(port_,
-                 "/api/v1/query_range?query=" + internal::PercentEncode(expr) +
+                 "/api/v1/query_range?query=" + PercentEncode(expr) +
                      "&start=" + std::to_string(now - seconds) +
                      "&end=" + std::to_string(now) + "&step=1");
 }
@@ -130,7 +130,7 @@ Result<nlohmann::json> PrometheusServer::QueryRange(const std::string& expr,
 Result<nlohmann::json> PrometheusServer::LabelValues(
     const std::string& label, const std::string& selector) {
   return GetJson(port_, "/api/v1/label/" + label + "/values?match%5B%5D=" +
-                            internal::PercentEncode(selector));
+                            PercentEncode(selector));
 }
 
 Result<nlohmann::json> PrometheusServer::WaitForResult(const std::string& expr,

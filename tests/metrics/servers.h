@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "http_client.h"
+#include "http_get.h"
 #include "hy/common/result.h"
 #include "subprocess.h"
 
@@ -28,8 +28,8 @@ namespace hy::metrics::testing {
 inline constexpr int kHttpTimeoutMs = 30000;
 
 // GET http://127.0.0.1:<port><target>.
-Result<internal::HttpResponse> HttpGet(int port, const std::string& target,
-                                       int timeout_ms = kHttpTimeoutMs);
+Result<HttpResponse> HttpGet(int port, const std::string& target,
+                             int timeout_ms = kHttpTimeoutMs);
 
 // Calls `probe` every 100 ms until it returns true or `timeout_ms` passes.
 // Returns whether it succeeded.
@@ -37,8 +37,11 @@ bool WaitUntil(const std::function<bool()>& probe, int timeout_ms);
 
 struct ScrapeTarget {
   std::string job;
-  int port = 0;               // On 127.0.0.1.
+  int port = 0;               // On 127.0.0.1 (unless file_sd is set).
   bool honor_labels = false;  // true for a Pushgateway.
+  // If set, the targets come from this file_sd JSON file (re-read every
+  // second) instead of port.
+  std::string file_sd;
 };
 
 class PrometheusServer {

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "hy/metrics/hy_metrics.h"
-#include "hy/metrics/registry.h"
 #include "hy/reshard/plan.h"
 #include "reshard_test_util.h"
 
@@ -245,7 +244,7 @@ TEST(ExecutorTest, RecordsTimingAndBytesIntoMetrics) {
   ASSERT_TRUE(group.Run(CutShards(plan->src, spec, globals), &st).ok());
   using metrics::ReshardBytesKind;
   using metrics::ReshardPhase;
-  EXPECT_EQ(hm->reshard_phase(ReshardPhase::kTransfer)->Count(), 4u);
+  EXPECT_EQ(metrics::Count(*hm->reshard_phase(ReshardPhase::kTransfer)), 4u);
   EXPECT_EQ(hm->reshard_bytes(ReshardBytesKind::kLocal)->Value(),
             static_cast<double>(st.local_bytes));
   EXPECT_EQ(hm->reshard_bytes(ReshardBytesKind::kNode)->Value() +
@@ -255,7 +254,17 @@ TEST(ExecutorTest, RecordsTimingAndBytesIntoMetrics) {
                                       metrics::ReshardTransport::kLocal,
                                       metrics::ReshardWire::kBf16);
   ASSERT_TRUE(duration.ok());
-  EXPECT_EQ((*duration)->Count(), 4u);
+  EXPECT_EQ(metrics::Count(**duration), 4u);
+  // The bytes actually sent, under the run's wire, beside the logical ones
+  // (fp32 tensors sent as bf16: half the logical bytes, plus framing).
+  EXPECT_EQ(hm->reshard_wire_bytes(metrics::ReshardWire::kBf16)->Value(),
+            static_cast<double>(st.wire_bytes_sent));
+  EXPECT_EQ(hm->reshard_wire_bytes(metrics::ReshardWire::kRaw)->Value(), 0);
+  EXPECT_EQ(hm->reshard_wire_bytes(metrics::ReshardWire::kDelta)->Value(), 0);
+  EXPECT_EQ(hm->reshard_logical_bytes->Value(),
+            static_cast<double>(st.logical_bytes_sent));
+  EXPECT_GT(st.wire_bytes_sent, 0);
+  EXPECT_LT(st.wire_bytes_sent, st.logical_bytes_sent);
 }
 
 }  // namespace

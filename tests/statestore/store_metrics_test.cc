@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include "hy/metrics/hy_metrics.h"
-#include "hy/metrics/registry.h"
 #include "hy/statestore/store.h"
 #include "store_test_util.h"
 
@@ -35,9 +34,9 @@ TEST(StoreMetricsTest, SavesAndCommitsAreRecorded) {
           .ok());
   ASSERT_TRUE(store->Commit(Commit(2)).ok());  // Step 20; no new chunk.
 
-  EXPECT_EQ(m->checkpoint_save_duration->Count(), 2u);
-  EXPECT_EQ(m->checkpoint_commit_duration->Count(), 2u);
-  EXPECT_GT(m->checkpoint_save_duration->Sum(), 0.0);
+  EXPECT_EQ(metrics::Count(*m->checkpoint_save_duration), 2u);
+  EXPECT_EQ(metrics::Count(*m->checkpoint_commit_duration), 2u);
+  EXPECT_GT(metrics::Sum(*m->checkpoint_save_duration), 0.0);
   EXPECT_EQ(m->checkpoint_logical_bytes->Value(), 80000.0);
   EXPECT_EQ(m->checkpoint_written_bytes->Value(),
             static_cast<double>(s1.new_bytes + s2.new_bytes));

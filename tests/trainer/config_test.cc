@@ -114,6 +114,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"checkpoint.heartbeat_timeout_ms",
        S(c.checkpoint.heartbeat_timeout_ms)},
       {"metrics.port", S(c.metrics.port)},
+      {"metrics.bind", c.metrics.bind},
       {"metrics.pushgateway", c.metrics.pushgateway},
   };
   for (const auto& [name, o] :
@@ -194,7 +195,7 @@ TrainConfig Modified() {
                1e-4,
                3};
   c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777};
-  c.metrics = {0, "localhost:9091"};
+  c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;
 }
 
@@ -223,7 +224,7 @@ TEST(ConfigTest, ToYamlWritesEveryKeyInSectionsWithShortDoubles) {
         "    target_kl: 0.1\n    horizon: 10000.0\n",
         "trainer:\n  total_iterations: 80\n  seed: 1\n  device: cpu\n",
         "checkpoint:\n  store_root: \"\"\n",
-        "metrics:\n  port: -1\n  pushgateway: \"\"\n"}) {
+        "metrics:\n  port: -1\n  bind: \"127.0.0.1\"\n  pushgateway: \"\"\n"}) {
     EXPECT_NE(y.find(part), std::string::npos) << part << "\nin\n" << y;
   }
   EXPECT_EQ(y.find("#"), std::string::npos);

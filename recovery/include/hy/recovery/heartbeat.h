@@ -30,6 +30,9 @@ namespace hy::recovery {
 struct HeartbeatOptions {
   int64_t period_ms = 1000;
   int64_t timeout_ms = 5000;
+  // If set, called from the heartbeat thread every period with each other
+  // rank and the seconds since its counter last moved (for metrics).
+  std::function<void(int peer, double age_seconds)> on_peer_age;
 };
 
 class Heartbeat {

@@ -76,6 +76,9 @@ struct ReshardStats {
   int64_t local_bytes = 0;
   int64_t same_node_bytes = 0;  // Sent by this rank.
   int64_t cross_node_bytes = 0;
+  // Source-dtype bytes of the elements this rank sent to other ranks: what
+  // a dense send without bf16 cast or sparse delta would carry.
+  int64_t logical_bytes_sent = 0;
   int64_t wire_bytes_sent = 0;  // Bytes this rank actually handed over.
   int64_t wire_bytes_received = 0;
   int64_t changed_elements_sent = 0;  // Sparse delta only.
@@ -87,7 +90,9 @@ struct ReshardStats {
 };
 
 // Records one run's figures into `metrics`: the phase histograms, the
-// bytes-by-kind counters and hy_reshard_duration_seconds with labels from
+// bytes-by-kind counters, the logical bytes sent, the bytes actually sent
+// (wire_bytes_sent, under the run's wire: raw, bf16 or delta) and
+// hy_reshard_duration_seconds with labels from
 // `direction` (0 train->rollout, 1 rollout->train), `transport` ("gloo",
 // "nccl", anything else counts as "local") and the wire (sparse delta when
 // `sparse_delta`). Both the host and the NCCL executor report through it.

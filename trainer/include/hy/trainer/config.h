@@ -115,8 +115,13 @@ struct CheckpointConfig {
 };
 
 struct MetricsConfig {
-  int port = -1;            // -1: no exporter; 0: a free port (printed).
-  std::string pushgateway;  // host:port; empty: no push.
+  // Every rank serves its own exporter: -1: none; 0: a free port per rank;
+  // P: port P + rank. Each is printed and entered in the store root's
+  // prometheus-targets.json (file_sd).
+  int port = -1;
+  std::string bind = "127.0.0.1";  // Address the exporters listen on.
+  std::string pushgateway;  // host:port; empty: no push. Grouping key
+                            // {job="hyctl_train", run, rank}.
 };
 
 struct TrainConfig {

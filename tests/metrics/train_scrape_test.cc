@@ -1,0 +1,150 @@
+// A real Prometheus scrapes a real 4-rank `hyctl train` run through the
+// file_sd JSON the ranks write into the store root: every rank is a target
+// labelled run, rank and node; every Grafana dashboard expression returns
+// data, for every rank where the panel is per rank; and `promtool check
+// metrics` is clean on every rank's endpoint.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <set>
+
+#include "promql.h"
+#include "servers.h"
+
+namespace hy::metrics {
+namespace {
+
+using nlohmann::json;
+using testing::PrometheusServer;
+
+constexpr int kRanks = 4;
+constexpr int kDeadlineMs = 240000;  // A loaded 2-core machine, 4 trainers.
+
+std::vector<std::string> Exprs(const json& dashboard) {
+  std::vector<std::string> out;
+  for (const json& top : dashboard["panels"]) {
+    std::vector<json> panels = {top};
+    for (const json& n : top.value("panels", json::array())) {
+      panels.push_back(n);
+    }
+    for (const json& p : panels) {
+      for (const json& t : p.value("targets", json::array())) {
+        out.push_back(t["expr"].get<std::string>());
+      }
+    }
+  }
+  return out;
+}
+
+bool PerRank(const std::string& expr) {
+  return expr.find("by (rank") != std::string::npos;
+}
+
+TEST(TrainScrapeTest, FourRankRunThroughFileSd) {
+  const std::string prometheus = testing::FindExecutable("prometheus");
+  const std::string promtool = testing::FindExecutable("promtool");
+  ASSERT_FALSE(prometheus.empty())
+      << testing::MissingBinaryMessage("prometheus", "prometheus");
+  ASSERT_FALSE(promtool.empty())
+      << testing::MissingBinaryMessage("promtool", "prometheus");
+  json dashboard =
+      json::parse(testing::ReadFile(HY_DASHBOARD_PATH), nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+
+  testing::TempDir dir;
+  const std::string store = dir.path() + "/run4";
+  const std::string targets = store + "/prometheus-targets.json";
+  // Long enough to be scraped for a while; stopped by the test.
+  auto train = testing::ChildProcess::Spawn(
+      {HY_HYCTL_PATH, "train", "--store", store, "--nproc",
+       std::to_string(kRanks), "--iterations", "1000", "--metrics-port", "0",
+       "--set", "checkpoint.save_every=1"},
+      dir.path() + "/train.log");
+  ASSERT_TRUE(train.ok()) << train.status();
+
+  auto server = PrometheusServer::Start(prometheus, dir.path() + "/",
+                                        {{"hy", 0, false, targets}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  PrometheusServer& p = **server;
+
+  // Every rank is up, and has trained an iteration or two.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        auto r = p.Query(
+            "count(hy_iteration_duration_seconds_count{job=\"hy\"} >= 2)");
+        return !(*train)->Running() ||
+               (r.ok() && !(*r)["data"]["result"].empty() &&
+                (*r)["data"]["result"][0]["value"][1] ==
+                    std::to_string(kRanks));
+      },
+      kDeadlineMs))
+      << "not every rank was scraped with two iterations done:\n"
+      << (*train)->LogTail() << p.LogTail();
+  ASSERT_TRUE((*train)->Running()) << (*train)->LogTail();
+
+  // The file_sd targets carry run, rank and node.
+  json groups = json::parse(testing::ReadFile(targets), nullptr, false);
+  ASSERT_TRUE(groups.is_array());
+  ASSERT_EQ(groups.size(), static_cast<size_t>(kRanks));
+  auto up = p.Query("up{job=\"hy\"}");
+  ASSERT_TRUE(up.ok());
+  std::set<std::string> ranks;
+  for (const json& s : (*up)["data"]["result"]) {
+    EXPECT_EQ(s["metric"].value("run", ""), "run4");
+    EXPECT_FALSE(s["metric"].value("node", "").empty());
+    ranks.insert(s["metric"].value("rank", ""));
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
+
+  // promtool on every rank's endpoint.
+  for (const json& g : groups) {
+    const std::string target = g["targets"][0];
+    const size_t colon = target.rfind(':');
+    auto r = testing::HttpGet(target.substr(0, colon),
+                              std::stoi(target.substr(colon + 1)), "/metrics",
+                              testing::kHttpTimeoutMs);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->status, 200);
+    auto check =
+        testing::RunProcess({promtool, "check", "metrics"}, r->body, 30000);
+    ASSERT_TRUE(check.ok());
+    EXPECT_EQ(check->exit_code, 0) << target << ": " << check->out
+                                   << check->err;
+    EXPECT_EQ(check->out + check->err, "") << target;
+    std::cout << "[ scrape ] rank " << g["labels"]["rank"] << " " << target
+              << ": " << r->body.size() << " bytes\n";
+  }
+
+  const int scrape = PrometheusServer::kScrapeIntervalSeconds;
+  const std::map<std::string, std::string> vars = {
+      {"job", ".*"},
+      {"instance", ".*"},
+      {"run", ".*"},
+      {"rank", ".*"},
+      {"__rate_interval", std::to_string(4 * scrape) + "s"},
+      {"__interval", std::to_string(scrape) + "s"},
+      {"__range", "5m"},
+      {"__range_s", "300"},
+  };
+  for (const std::string& raw : Exprs(dashboard)) {
+    auto expr = testing::SubstituteVariables(raw, vars);
+    ASSERT_TRUE(expr.ok()) << raw;
+    auto r = p.Query(*expr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ((*r)["status"], "success") << *expr << "\n" << r->dump();
+    const json& result = (*r)["data"]["result"];
+    EXPECT_FALSE(result.empty()) << "no data: " << *expr;
+    if (PerRank(*expr)) {
+      std::set<std::string> seen;
+      for (const json& s : result) seen.insert(s["metric"].value("rank", ""));
+      EXPECT_EQ(seen.size(), static_cast<size_t>(kRanks))
+          << "not every rank: " << *expr << "\n"
+          << r->dump();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hy::metrics

@@ -28,14 +28,11 @@ namespace {
 using nlohmann::ordered_json;
 using statestore::Store;
 
-// Every store under a run root: each node's primary, then its replicas.
+// The paths of every store under a run root (recovery::ListRootStores).
 Result<std::vector<std::string>> RunRootStores(const std::string& root) {
+  HY_ASSIGN_OR_RETURN(auto stores, recovery::ListRootStores(root));
   std::vector<std::string> out;
-  HY_ASSIGN_OR_RETURN(std::vector<int> nodes, recovery::ListNodes(root));
-  for (int node : nodes) {
-    HY_ASSIGN_OR_RETURN(auto stores, recovery::ListNodeStores(root, node));
-    for (const auto& where : stores) out.push_back(where.path);
-  }
+  for (const auto& where : stores) out.push_back(where.path);
   return out;
 }
 

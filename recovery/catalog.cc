@@ -67,12 +67,7 @@ Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores) {
 Result<Catalog> Catalog::ScanRoot(const std::string& root,
                                   std::vector<int>* nodes) {
   HY_ASSIGN_OR_RETURN(*nodes, ListNodes(root));
-  std::vector<StoreLocation> stores;
-  for (int n : *nodes) {
-    HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> found,
-                        ListNodeStores(root, n));
-    stores.insert(stores.end(), found.begin(), found.end());
-  }
+  HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> stores, ListRootStores(root));
   return Scan(stores);
 }
 

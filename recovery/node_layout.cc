@@ -82,6 +82,17 @@ Result<std::vector<StoreLocation>> ListNodeStores(const std::string& root,
   return out;
 }
 
+Result<std::vector<StoreLocation>> ListRootStores(const std::string& root) {
+  HY_ASSIGN_OR_RETURN(std::vector<int> nodes, ListNodes(root));
+  std::vector<StoreLocation> out;
+  for (int n : nodes) {
+    HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> found,
+                        ListNodeStores(root, n));
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
 std::vector<int> ReplicaHolderRanks(int rank, const std::vector<int>& nodes,
                                     int replicas) {
   const int world = static_cast<int>(nodes.size());

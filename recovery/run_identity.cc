@@ -59,28 +59,24 @@ Status ClaimNodeStores(const std::string& root, int node,
 }
 
 Result<std::string> RecordedRunId(const std::string& root) {
-  HY_ASSIGN_OR_RETURN(std::vector<int> nodes, ListNodes(root));
+  HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> stores, ListRootStores(root));
   std::string found, found_at;
-  for (int node : nodes) {
-    HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> stores,
-                        ListNodeStores(root, node));
-    for (const StoreLocation& where : stores) {
-      statestore::StoreOptions o;
-      o.read_only = true;
-      o.create_if_missing = false;
-      o.threads = 1;
-      HY_ASSIGN_OR_RETURN(std::unique_ptr<statestore::Store> s,
-                          statestore::Store::Open(where.path, o));
-      const std::string& id = s->run_id();
-      if (id.empty()) continue;
-      if (!found.empty() && id != found) {
-        return Status::FailedPrecondition(
-            "stores of two runs under " + root + ": " + found_at + " is run '" +
-            found + "', " + where.path + " is run '" + id + "'");
-      }
-      found = id;
-      found_at = where.path;
+  for (const StoreLocation& where : stores) {
+    statestore::StoreOptions o;
+    o.read_only = true;
+    o.create_if_missing = false;
+    o.threads = 1;
+    HY_ASSIGN_OR_RETURN(std::unique_ptr<statestore::Store> s,
+                        statestore::Store::Open(where.path, o));
+    const std::string& id = s->run_id();
+    if (id.empty()) continue;
+    if (!found.empty() && id != found) {
+      return Status::FailedPrecondition(
+          "stores of two runs under " + root + ": " + found_at + " is run '" +
+          found + "', " + where.path + " is run '" + id + "'");
     }
+    found = id;
+    found_at = where.path;
   }
   return found;
 }

@@ -63,6 +63,11 @@ struct StoreLocation {
 Result<std::vector<StoreLocation>> ListNodeStores(const std::string& root,
                                                   int node);
 
+// Every store under `root`: each node directory's (ListNodes order), as
+// ListNodeStores gives them. Returns IOError if a directory cannot be
+// listed.
+Result<std::vector<StoreLocation>> ListRootStores(const std::string& root);
+
 // The ranks whose nodes hold replicas of rank `rank`'s parts (ring rule
 // above); fewer than `replicas` when there are not enough distinct nodes.
 // REQUIRES: nodes.size() is the world size, 0 <= rank < nodes.size().

@@ -2,7 +2,6 @@
 
 #include "train_command.h"
 
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +30,7 @@
 #include "hy/trainer/config.h"
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/worker.h"
+#include "train_config.h"
 #include "train_launcher.h"
 #include "train_output.h"
 
@@ -41,136 +41,10 @@ namespace fs = std::filesystem;
 
 using trainer::TrainConfig;
 
-// The launcher hands the effective config to its workers in this variable.
-constexpr const char* kConfigEnv = "HY_TRAIN_CONFIG_YAML";
 // Prometheus file-based service discovery of the ranks' exporters, in the
 // store root (see hy/metrics/file_sd.h).
 constexpr const char* kTargetsFile = "prometheus-targets.json";
 
-struct TrainFlags {
-  std::string config_file;
-  std::vector<std::string> sets;
-  int nproc = 0;
-  int64_t iterations = 0;
-  uint64_t seed = 0;
-  int metrics_port = 0;
-  std::string store, store_root, resume;
-  std::string model;  // A Hugging Face model directory (model.path).
-  std::vector<std::string> data, val_data;  // JSONL prompt files.
-  bool allow_other_run = false;
-  std::string format;
-  bool print_config = false;
-  int64_t max_iterations = -1;
-  bool worker = false;
-  int max_restarts = 3;
-  int min_nodes = 1;
-  // Whether the flags that have no "unset" value were given.
-  CLI::Option* nproc_opt = nullptr;
-  CLI::Option* iterations_opt = nullptr;
-  CLI::Option* seed_opt = nullptr;
-  CLI::Option* metrics_port_opt = nullptr;
-};
-
-const char* Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : nullptr;
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
-// `base`/run-YYYYmmdd-HHMMSS (local time), with -2, -3, ... appended if
-// that exists already; under torchrun `base`/torchrun-<run id>
-// (TORCHELASTIC_RUN_ID or HY_RUN_ID), which every rank of the job, and no
-// other job, computes alike. Returns InvalidArgument under torchrun without
-// a run id.
-Result<std::string> DefaultStoreRoot(const std::string& base, bool torchrun) {
-  if (torchrun) {
-    const std::string run_id = recovery::RunIdFromEnv();
-    if (run_id.empty()) {
-      return Status::InvalidArgument(
-          "RANK is set but no run id is: give torchrun --rdzv-id (or "
-          "--standalone), set HY_RUN_ID, or name the store with --store");
-    }
-    HY_RETURN_IF_ERROR(recovery::ValidateRunId(run_id));
-    return base + "/torchrun-" + run_id;
-  }
-  const std::time_t now = std::time(nullptr);
-  std::tm tm;
-  localtime_r(&now, &tm);
-  char stamp[32];
-  std::strftime(stamp, sizeof(stamp), "run-%Y%m%d-%H%M%S", &tm);
-  std::string root = base + "/" + stamp;
-  for (int i = 2; Exists(root) && i < 1000; ++i) {
-    root = base + "/" + stamp + "-" + std::to_string(i);
-  }
-  return root;
-}
-
-Status Prefixed(const std::string& prefix, const Status& s) {
-  if (s.ok()) return s;
-  return Status(s.code(), prefix + std::string(s.message()));
-}
-
-// The effective config (see train_command.h). Returns InvalidArgument for
-// a bad file, override, flag or value, NotFound for a missing file.
-Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
-  if (const char* yaml = worker ? Env(kConfigEnv) : nullptr) {
-    Result<TrainConfig> c = trainer::ParseConfigYaml(yaml);
-    if (!c.ok()) return Prefixed(std::string(kConfigEnv) + ": ", c.status());
-    return c;
-  }
-  TrainConfig c;
-  if (!f.resume.empty() && f.config_file.empty()) {
-    // Resuming without a config file continues the run as it was
-    // configured (flags and --set still override).
-    auto reader = trainer::CheckpointReader::Open(f.resume);
-    if (reader.ok()) {
-      auto stored = (*reader)->ReadBlob("trainer.config");
-      if (stored.ok()) {
-        HY_RETURN_IF_ERROR(Prefixed(f.resume + " trainer.config: ",
-                                    trainer::MergeConfigYaml(*stored, &c)));
-      }
-    }
-  }
-  if (!f.config_file.empty()) {
-    std::ifstream in(f.config_file);
-    if (!in) {
-      return Status::NotFound("cannot read config file " + f.config_file +
-                              ": " + std::strerror(errno));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    HY_RETURN_IF_ERROR(Prefixed(f.config_file + ": ",
-                                trainer::MergeConfigYaml(text.str(), &c)));
-  }
-  for (const std::string& set : f.sets) {
-    HY_RETURN_IF_ERROR(
-        Prefixed("--set " + set + ": ", trainer::ApplyOverride(&c, set)));
-  }
-  if (!f.model.empty()) c.model.path = f.model;
-  if (!f.data.empty()) c.data.train_files = f.data;
-  if (!f.val_data.empty()) c.data.val_files = f.val_data;
-  if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;
-  if (f.iterations_opt->count()) c.trainer.total_iterations = f.iterations;
-  if (f.seed_opt->count()) c.trainer.seed = f.seed;
-  if (f.metrics_port_opt->count()) c.metrics.port = f.metrics_port;
-  std::string& root = c.checkpoint.store_root;
-  if (!f.store.empty()) {
-    root = f.store;
-  } else if (!f.resume.empty()) {
-    root = f.resume;
-  } else if (!f.store_root.empty() || root.empty()) {
-    HY_ASSIGN_OR_RETURN(
-        root, DefaultStoreRoot(f.store_root.empty() ? "runs" : f.store_root,
-                               worker && Env("RANK") != nullptr));
-  }
-  HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
-  HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
-  return c;
-}
 
 int Fail(const Status& s) {
   std::cerr << "hyctl train: " << s.ToString() << "\n";

@@ -1,0 +1,125 @@
+// hyctl train: the effective config (see train_config.h).
+
+#include "train_config.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "hy/recovery/run_identity.h"
+#include "hy/trainer/checkpoint.h"
+#include "hy/trainer/hf_model.h"
+
+namespace hy::cli {
+
+using trainer::TrainConfig;
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// `base`/run-YYYYmmdd-HHMMSS (local time), with -2, -3, ... appended if
+// that exists already; under torchrun `base`/torchrun-<run id>
+// (TORCHELASTIC_RUN_ID or HY_RUN_ID), which every rank of the job, and no
+// other job, computes alike. Returns InvalidArgument under torchrun without
+// a run id.
+Result<std::string> DefaultStoreRoot(const std::string& base, bool torchrun) {
+  if (torchrun) {
+    const std::string run_id = recovery::RunIdFromEnv();
+    if (run_id.empty()) {
+      return Status::InvalidArgument(
+          "RANK is set but no run id is: give torchrun --rdzv-id (or "
+          "--standalone), set HY_RUN_ID, or name the store with --store");
+    }
+    HY_RETURN_IF_ERROR(recovery::ValidateRunId(run_id));
+    return base + "/torchrun-" + run_id;
+  }
+  const std::time_t now = std::time(nullptr);
+  std::tm tm;
+  localtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "run-%Y%m%d-%H%M%S", &tm);
+  std::string root = base + "/" + stamp;
+  for (int i = 2; Exists(root) && i < 1000; ++i) {
+    root = base + "/" + stamp + "-" + std::to_string(i);
+  }
+  return root;
+}
+
+Status Prefixed(const std::string& prefix, const Status& s) {
+  if (s.ok()) return s;
+  return Status(s.code(), prefix + std::string(s.message()));
+}
+
+}  // namespace
+
+Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
+  if (const char* yaml = worker ? Env(kConfigEnv) : nullptr) {
+    Result<TrainConfig> c = trainer::ParseConfigYaml(yaml);
+    if (!c.ok()) return Prefixed(std::string(kConfigEnv) + ": ", c.status());
+    return c;
+  }
+  TrainConfig c;
+  if (!f.resume.empty() && f.config_file.empty()) {
+    // Resuming without a config file continues the run as it was
+    // configured (flags and --set still override).
+    auto reader = trainer::CheckpointReader::Open(f.resume);
+    if (reader.ok()) {
+      auto stored = (*reader)->ReadBlob("trainer.config");
+      if (stored.ok()) {
+        HY_RETURN_IF_ERROR(Prefixed(f.resume + " trainer.config: ",
+                                    trainer::MergeConfigYaml(*stored, &c)));
+      }
+    }
+  }
+  if (!f.config_file.empty()) {
+    std::ifstream in(f.config_file);
+    if (!in) {
+      return Status::NotFound("cannot read config file " + f.config_file +
+                              ": " + std::strerror(errno));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    HY_RETURN_IF_ERROR(Prefixed(f.config_file + ": ",
+                                trainer::MergeConfigYaml(text.str(), &c)));
+  }
+  for (const std::string& set : f.sets) {
+    HY_RETURN_IF_ERROR(
+        Prefixed("--set " + set + ": ", trainer::ApplyOverride(&c, set)));
+  }
+  if (!f.model.empty()) c.model.path = f.model;
+  if (!f.data.empty()) c.data.train_files = f.data;
+  if (!f.val_data.empty()) c.data.val_files = f.val_data;
+  if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;
+  if (f.iterations_opt->count()) c.trainer.total_iterations = f.iterations;
+  if (f.seed_opt->count()) c.trainer.seed = f.seed;
+  if (f.metrics_port_opt->count()) c.metrics.port = f.metrics_port;
+  std::string& root = c.checkpoint.store_root;
+  if (!f.store.empty()) {
+    root = f.store;
+  } else if (!f.resume.empty()) {
+    root = f.resume;
+  } else if (!f.store_root.empty() || root.empty()) {
+    HY_ASSIGN_OR_RETURN(
+        root, DefaultStoreRoot(f.store_root.empty() ? "runs" : f.store_root,
+                               worker && Env("RANK") != nullptr));
+  }
+  HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
+  HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
+  return c;
+}
+
+}  // namespace hy::cli

@@ -159,7 +159,7 @@ double SaveAll(const std::string& root, const std::vector<int>& nodes,
     o.nodes = nodes;
     o.generation = generation;
     o.replicas = 1;
-    o.replication = transport.get();
+    o.transport = transport.get();
     o.keep_last = 2;
     o.commit_timeout_ms = kLongMs;
     auto ckpt = trainer::Checkpointer::Open(o);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@
 
 #include "cli_util.h"
 #include "hy/recovery/catalog.h"
+#include "hy/recovery/node_identity.h"
 #include "hy/recovery/node_layout.h"
 #include "restore_command.h"
 #include "store_commands.h"
@@ -181,9 +183,21 @@ int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
   Result<recovery::Choice> newest = recovery::ChooseVersion(
       catalog, scan->nodes, {},
       only_step ? static_cast<int64_t>(*only_step) : int64_t{-1});
+  // The host of each node, as its directory records it.
+  std::map<int, std::string> hosts;
+  std::set<std::string> distinct;
+  for (int n : scan->nodes) {
+    hosts[n] = recovery::RecordedHostname(root, n);
+    if (!hosts[n].empty()) distinct.insert(hosts[n]);
+  }
+  const bool single_host = scan->nodes.size() > 1 && distinct.size() == 1;
   if (format == "json") {
+    ordered_json jhosts = ordered_json::object();
+    for (const auto& [n, h] : hosts) jhosts[std::to_string(n)] = h;
     ordered_json out{{"root", root},
                      {"nodes", scan->nodes},
+                     {"hosts", std::move(jhosts)},
+                     {"single_host", single_host},
                      {"versions", std::move(jversions)}};
     if (newest.ok()) {
       out["recoverable"] = true;
@@ -196,8 +210,19 @@ int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
     out["unreadable"] = catalog.unreadable();
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << "run root " << root << ": nodes " << JoinInts(scan->nodes)
-              << "\n";
+    std::cout << "run root " << root << ": nodes " << JoinInts(scan->nodes);
+    std::string on;
+    for (const auto& [n, h] : hosts) {
+      if (!h.empty())
+        on += (on.empty() ? "" : ", ") + std::to_string(n) + " " + h;
+    }
+    if (!on.empty()) std::cout << " (hosts: " << on << ")";
+    std::cout << "\n";
+    if (single_host) {
+      std::cout << "every node is on host " << *distinct.begin()
+                << ": replicas guard against a lost process or disk there, "
+                   "not against losing the host\n";
+    }
     std::cout << FormatTable(
         {"STEP", "VERSION", "GEN", "WORLD", "RANK", "COPIES", "RECOVERABLE"},
         rows);

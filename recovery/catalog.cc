@@ -76,6 +76,7 @@ std::string Catalog::Encode() const {
   for (const CopyEntry& e : entries_) {
     entries.push_back({{"node", e.where.node},
                        {"source_node", e.where.source_node},
+                       {"slot", e.where.slot},
                        {"replica", e.where.replica},
                        {"path", e.where.path},
                        {"version", e.version},
@@ -97,11 +98,12 @@ Result<Catalog> Catalog::Decode(std::string_view text) {
       CopyEntry c;
       c.where.node = e.at("node").get<int>();
       c.where.source_node = e.at("source_node").get<int>();
+      c.where.slot = e.at("slot").get<int>();
       c.where.replica = e.at("replica").get<bool>();
       c.where.path = e.at("path").get<std::string>();
       c.version = e.at("version").get<uint64_t>();
       const std::string state = e.at("state").get<std::string>();
-      c.state = state == "committed"  ? CopyState::kCommitted
+      c.state = state == "committed" ? CopyState::kCommitted
                 : state == "aborted" ? CopyState::kAborted
                                      : CopyState::kPrepared;
       c.ranks = e.at("ranks").get<std::vector<int>>();
@@ -119,8 +121,7 @@ Result<Catalog> Catalog::Decode(std::string_view text) {
 }
 
 void Catalog::Merge(const Catalog& other) {
-  entries_.insert(entries_.end(), other.entries_.begin(),
-                  other.entries_.end());
+  entries_.insert(entries_.end(), other.entries_.begin(), other.entries_.end());
   unreadable_.insert(unreadable_.end(), other.unreadable_.begin(),
                      other.unreadable_.end());
 }
@@ -143,11 +144,13 @@ uint32_t Catalog::NextGeneration() const {
 }
 
 std::string DescribeCopy(const CopyEntry& c) {
-  return std::string(c.where.replica ? "replica of node " +
-                                           std::to_string(c.where.source_node) +
-                                           " on node "
-                                     : "primary on node ") +
-         std::to_string(c.where.node);
+  const std::string slot =
+      c.where.slot == 0 ? "" : " (slot " + std::to_string(c.where.slot) + ")";
+  if (c.where.replica) {
+    return "replica of node " + std::to_string(c.where.source_node) + slot +
+           " on node " + std::to_string(c.where.node);
+  }
+  return "primary on node " + std::to_string(c.where.node) + slot;
 }
 
 std::string CopyKey(const CopyEntry& copy, int rank) {
@@ -174,8 +177,8 @@ Result<Choice> ChooseVersion(const Catalog& catalog,
                                       : "no store holds a committed version");
   }
   auto rank_of = [&](const CopyEntry& c) {
-    const bool live = std::count(live_nodes.begin(), live_nodes.end(),
-                                 c.where.node) > 0;
+    const bool live =
+        std::count(live_nodes.begin(), live_nodes.end(), c.where.node) > 0;
     // Committed copies first (a prepared one needs settling by its owner).
     return (c.state == CopyState::kCommitted ? 0 : 4) + (live ? 0 : 2) +
            (c.where.replica ? 1 : 0);
@@ -226,7 +229,8 @@ Result<Choice> ChooseVersion(const Catalog& catalog,
     if (first_failure.empty()) first_failure = why;
   }
   return Status::DataLoss("no committed version is recoverable: newest " +
-                          first_failure + " (and every older one lacks a "
+                          first_failure +
+                          " (and every older one lacks a "
                           "part as well)");
 }
 

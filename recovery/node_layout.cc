@@ -15,18 +15,38 @@ namespace fs = std::filesystem;
 
 namespace {
 
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() <= 9 &&
+         std::all_of(s.begin(), s.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // The number after `prefix` in `name`, or -1 if `name` is not prefix<k>.
 int IdAfter(const std::string& name, const std::string& prefix) {
   if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix)) {
     return -1;
   }
   const std::string digits = name.substr(prefix.size());
-  if (digits.size() > 9 ||
-      !std::all_of(digits.begin(), digits.end(),
-                   [](char c) { return c >= '0' && c <= '9'; })) {
-    return -1;
-  }
-  return std::atoi(digits.c_str());
+  return AllDigits(digits) ? std::atoi(digits.c_str()) : -1;
+}
+
+// "replica-<j>" -> (j, 0), "replica-<j>-<s>" -> (j, s); false otherwise.
+bool ParseReplica(const std::string& name, int* source, int* slot) {
+  const std::string prefix = "replica-";
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string rest = name.substr(prefix.size());
+  const size_t dash = rest.find('-');
+  const std::string node = rest.substr(0, dash);
+  const std::string s = dash == std::string::npos ? "0" : rest.substr(dash + 1);
+  if (!AllDigits(node) || !AllDigits(s)) return false;
+  *source = std::atoi(node.c_str());
+  *slot = std::atoi(s.c_str());
+  return dash == std::string::npos || *slot > 0;
+}
+
+// "" for slot 0, "-<s>" otherwise.
+std::string SlotSuffix(int slot) {
+  return slot == 0 ? std::string() : "-" + std::to_string(slot);
 }
 
 }  // namespace
@@ -35,12 +55,35 @@ std::string NodeDir(const std::string& root, int node) {
   return root + "/node-" + std::to_string(node);
 }
 
-std::string PrimaryStorePath(const std::string& root, int node) {
-  return NodeDir(root, node) + "/store";
+std::string PrimaryStorePath(const std::string& root, int node, int slot) {
+  return NodeDir(root, node) + "/store" + SlotSuffix(slot);
 }
 
-std::string ReplicaStorePath(const std::string& root, int holder, int source) {
-  return NodeDir(root, holder) + "/replica-" + std::to_string(source);
+std::string ReplicaStorePath(const std::string& root, int holder, int source,
+                             int source_slot) {
+  return NodeDir(root, holder) + "/replica-" + std::to_string(source) +
+         SlotSuffix(source_slot);
+}
+
+std::string WorkerPidPath(const std::string& root, int node, int slot) {
+  return NodeDir(root, node) + "/worker" + SlotSuffix(slot) + ".pid";
+}
+
+int SlotOf(int rank, const std::vector<int>& nodes) {
+  return static_cast<int>(
+      std::count(nodes.begin(), nodes.begin() + rank, nodes[rank]));
+}
+
+std::vector<int> RanksOnNode(int node, const std::vector<int>& nodes) {
+  std::vector<int> out;
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (nodes[r] == node) out.push_back(static_cast<int>(r));
+  }
+  return out;
+}
+
+int CountNodes(const std::vector<int>& nodes) {
+  return static_cast<int>(std::set<int>(nodes.begin(), nodes.end()).size());
 }
 
 Result<std::vector<int>> ListNodes(const std::string& root) {
@@ -63,21 +106,29 @@ Result<std::vector<StoreLocation>> ListNodeStores(const std::string& root,
   const std::string dir = NodeDir(root, node);
   std::error_code ec;
   if (!fs::exists(dir, ec)) return out;
-  std::vector<int> sources;
-  bool primary = false;
+  std::vector<int> slots;
+  std::vector<std::pair<int, int>> sources;  // (node, slot)
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
        it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!it->is_directory(ec)) continue;
-    if (name == "store") primary = true;
-    const int source = IdAfter(name, "replica-");
-    if (source >= 0) sources.push_back(source);
+    if (name == "store") slots.push_back(0);
+    const int slot = IdAfter(name, "store-");
+    if (slot > 0) slots.push_back(slot);
+    int source = 0, source_slot = 0;
+    if (ParseReplica(name, &source, &source_slot)) {
+      sources.push_back({source, source_slot});
+    }
   }
   if (ec) return Status::IOError("listing " + dir + ": " + ec.message());
-  if (primary) out.push_back({node, node, false, PrimaryStorePath(root, node)});
+  std::sort(slots.begin(), slots.end());
+  for (int s : slots) {
+    out.push_back({node, node, s, false, PrimaryStorePath(root, node, s)});
+  }
   std::sort(sources.begin(), sources.end());
-  for (int s : sources) {
-    out.push_back({node, s, true, ReplicaStorePath(root, node, s)});
+  for (const auto& [source, slot] : sources) {
+    out.push_back(
+        {node, source, slot, true, ReplicaStorePath(root, node, source, slot)});
   }
   return out;
 }
@@ -96,12 +147,29 @@ Result<std::vector<StoreLocation>> ListRootStores(const std::string& root) {
 std::vector<int> ReplicaHolderRanks(int rank, const std::vector<int>& nodes,
                                     int replicas) {
   const int world = static_cast<int>(nodes.size());
+  // The nodes in ring order: by their lowest rank.
+  std::vector<int> ring;
+  for (int r = 0; r < world; ++r) {
+    if (SlotOf(r, nodes) == 0) ring.push_back(nodes[r]);
+  }
+  const int me = static_cast<int>(
+      std::find(ring.begin(), ring.end(), nodes[rank]) - ring.begin());
+  const int slot = SlotOf(rank, nodes);
   std::vector<int> holders;
-  std::set<int> used = {nodes[rank]};
+  // The next nodes, each on its rank of the same slot (mod its ranks).
+  for (size_t i = 1;
+       i < ring.size() && static_cast<int>(holders.size()) < replicas; ++i) {
+    const std::vector<int> there =
+        RanksOnNode(ring[(me + i) % ring.size()], nodes);
+    holders.push_back(there[slot % there.size()]);
+  }
+  // Too few other nodes: other ranks, in ring order, on nodes already used.
   for (int i = 1; i < world && static_cast<int>(holders.size()) < replicas;
        ++i) {
     const int r = (rank + i) % world;
-    if (used.insert(nodes[r]).second) holders.push_back(r);
+    if (std::find(holders.begin(), holders.end(), r) == holders.end()) {
+      holders.push_back(r);
+    }
   }
   return holders;
 }

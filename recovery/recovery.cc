@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "hy/statestore/store.h"
@@ -90,10 +90,9 @@ const RecoveryStats& Recovery::stats() const { return impl_->stats; }
 Result<std::unique_ptr<Recovery>> Recovery::Open(
     reshard::Transport* transport, const RecoveryOptions& options) {
   if (static_cast<int>(options.nodes.size()) != transport->world_size()) {
-    return Status::InvalidArgument("recovery: " +
-                                   std::to_string(options.nodes.size()) +
-                                   " node ids for a world of " +
-                                   std::to_string(transport->world_size()));
+    return Status::InvalidArgument(
+        "recovery: " + std::to_string(options.nodes.size()) +
+        " node ids for a world of " + std::to_string(transport->world_size()));
   }
   auto impl = std::make_unique<Impl>();
   impl->transport = transport;
@@ -112,11 +111,14 @@ Status Recovery::Impl::Scan() {
   const int me = options.nodes[rank()];
   Status local_error;
   std::vector<StoreLocation> stores;
-  auto mine = ListNodeStores(options.root, me);
-  if (mine.ok()) {
-    stores = std::move(mine).value();
-  } else {
-    local_error = mine.status();
+  // One rank per node (slot 0) scans and settles the node's stores.
+  if (SlotOf(rank(), options.nodes) == 0) {
+    auto mine = ListNodeStores(options.root, me);
+    if (mine.ok()) {
+      stores = std::move(mine).value();
+    } else {
+      local_error = mine.status();
+    }
   }
   if (rank() == 0 && local_error.ok()) {
     // Directories of nodes no rank runs on: readable here only if the root
@@ -171,8 +173,9 @@ Status Recovery::Impl::Settle() {
       s = (*store)->Commit(mine);
       if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
       ++stats.settled_commits;
-      Log("settled: committed version " + std::to_string(e.version) +
-          " in " + e.where.path + " (its part was prepared; another store "
+      Log("settled: committed version " + std::to_string(e.version) + " in " +
+          e.where.path +
+          " (its part was prepared; another store "
           "holds the commit decision)");
     } else {
       s = (*store)->Abort(e.version);
@@ -189,21 +192,22 @@ Status Recovery::Impl::ChooseAndVerify() {
   std::set<std::string> bad;
   std::set<std::string> verified;  // CopyKeys found good.
   for (;;) {
-    Result<Choice> chosen = ChooseVersion(global, options.nodes, bad,
-                                          options.step);
+    Result<Choice> chosen =
+        ChooseVersion(global, options.nodes, bad, options.step);
     if (!chosen.ok()) {
       if (chosen.status().IsNotFound() && options.step < 0) return Status::OK();
       return chosen.status();
     }
     choice = std::move(chosen).value();
     const int old_world = choice.commit.world_size;
+    // The ranks of the node holding each chosen copy take turns serving
+    // them; copies on no live node are rank 0's (a shared directory).
     server.assign(old_world, 0);
+    std::map<int, int> turn;  // Node -> copies given out so far.
     for (int r = 0; r < old_world; ++r) {
-      const auto it = std::find(options.nodes.begin(), options.nodes.end(),
-                                choice.source[r].where.node);
-      server[r] = it == options.nodes.end()
-                      ? 0
-                      : static_cast<int>(it - options.nodes.begin());
+      const int node = choice.source[r].where.node;
+      const std::vector<int> ranks = RanksOnNode(node, options.nodes);
+      if (!ranks.empty()) server[r] = ranks[turn[node]++ % ranks.size()];
     }
     // Verify the copies this rank serves (each store once).
     std::vector<std::string> found_bad;
@@ -222,8 +226,8 @@ Status Recovery::Impl::ChooseAndVerify() {
       if (!report.ok()) {
         bad_ranks.insert(c.ranks.begin(), c.ranks.end());
         Log("copy " + c.where.path + " of version " +
-            std::to_string(c.version) + " unusable: " +
-            report.status().ToString());
+            std::to_string(c.version) +
+            " unusable: " + report.status().ToString());
       } else {
         for (const statestore::BadChunk& b : report->bad) {
           bad_ranks.insert(b.rank);
@@ -252,8 +256,8 @@ Status Recovery::Impl::ChooseAndVerify() {
       }
     }
     if (added == 0) break;
-    Log("retrying the choice without " + std::to_string(added) +
-        " bad cop" + (added == 1 ? "y" : "ies"));
+    Log("retrying the choice without " + std::to_string(added) + " bad cop" +
+        (added == 1 ? "y" : "ies"));
   }
   has_state = true;
   for (const std::string& n : choice.notes) Log(n);
@@ -278,9 +282,8 @@ Result<std::string> Recovery::FetchBlob(const std::string& name) {
   if (m.rank() == server) {
     const CopyEntry& c = m.choice.source[0];
     auto store = m.StoreAt(c.where.path);
-    Result<std::string> blob =
-        store.ok() ? (*store)->ReadBlob(c.version, name)
-                   : Result<std::string>(store.status());
+    Result<std::string> blob = store.ok() ? (*store)->ReadBlob(c.version, name)
+                                          : Result<std::string>(store.status());
     mine = blob.ok() ? "+" + *blob : "-" + blob.status().ToString();
     if (!blob.ok() && blob.status().IsNotFound()) mine = "?" + name;
   }
@@ -365,7 +368,8 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
     }
     for (size_t i = 0; i < list.size() && error.ok(); ++i) {
       const std::string name = list[i][0].get<std::string>();
-      const FlatRun region{list[i][1].get<int64_t>(), list[i][2].get<int64_t>()};
+      const FlatRun region{list[i][1].get<int64_t>(),
+                           list[i][2].get<int64_t>()};
       auto it = served.find(name);
       if (it == served.end()) continue;
       for (const Served& s : it->second) {
@@ -383,8 +387,8 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
           } else {
             const uint64_t es = s.element_size;
             piece.resize(part.length * es);
-            error = s.store->ReadRegion(s.version, name, part,
-                                        MutableBytes(piece));
+            error =
+                s.store->ReadRegion(s.version, name, part, MutableBytes(piece));
             internal::PutBytes(&send[d], name.data(), name.size());
             internal::PutU64(&send[d], static_cast<uint64_t>(i));
             internal::PutU64(&send[d], static_cast<uint64_t>(part.offset));
@@ -445,8 +449,8 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
     // coverage is at least the region's length.
     if (covered[i] < needs[i].region.length) {
       error = Status::DataLoss(
-          "tensor '" + needs[i].name + "': " +
-          std::to_string(needs[i].region.length - covered[i]) + " of " +
+          "tensor '" + needs[i].name +
+          "': " + std::to_string(needs[i].region.length - covered[i]) + " of " +
           std::to_string(needs[i].region.length) +
           " needed elements are held by no surviving copy");
     }

@@ -41,8 +41,8 @@ Status PackPart(Store* own, uint64_t version, std::vector<uint8_t>* out,
       raw.resize(static_cast<size_t>(n) * DTypeSize(t.meta.dtype));
       HY_RETURN_IF_ERROR(
           own->ReadShard(version, t.meta.name, s.rank, MutableBytes(raw)));
-      HY_RETURN_IF_ERROR(statestore::EncodeChunk(eo, t.meta.dtype,
-                                                 ConstBytes(raw), {}, &encoded));
+      HY_RETURN_IF_ERROR(statestore::EncodeChunk(
+          eo, t.meta.dtype, ConstBytes(raw), {}, &encoded));
       internal::PutBytes(out, encoded.data(), encoded.size());
       *raw_bytes += raw.size();
     }
@@ -57,23 +57,24 @@ Status PackPart(Store* own, uint64_t version, std::vector<uint8_t>* out,
 
 }  // namespace
 
-Replicator::Replicator(reshard::Transport* transport,
-                       ReplicatorOptions options)
+Replicator::Replicator(reshard::Transport* transport, ReplicatorOptions options)
     : transport_(transport), options_(std::move(options)) {}
 
 Replicator::~Replicator() = default;
 
-Result<Store*> Replicator::ReplicaStore(int source_node) {
-  auto it = stores_.find(source_node);
+Result<Store*> Replicator::ReplicaStore(int source_rank) {
+  const int source_node = options_.nodes[source_rank];
+  const int source_slot = SlotOf(source_rank, options_.nodes);
+  const std::string path =
+      ReplicaStorePath(options_.root, options_.nodes[transport_->rank()],
+                       source_node, source_slot);
+  auto it = stores_.find(path);
   if (it != stores_.end()) return it->second.get();
   statestore::StoreOptions o;
   o.threads = 2;
   o.run_id = options_.run_id;
-  const int me = options_.nodes[transport_->rank()];
-  HY_ASSIGN_OR_RETURN(
-      std::unique_ptr<Store> s,
-      Store::Open(ReplicaStorePath(options_.root, me, source_node), o));
-  return stores_.emplace(source_node, std::move(s)).first->second.get();
+  HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(path, o));
+  return stores_.emplace(path, std::move(s)).first->second.get();
 }
 
 Status Replicator::StorePart(int source_rank,
@@ -119,8 +120,7 @@ Status Replicator::StorePart(int source_rank,
     part.blobs.push_back({b.name, b.rank, ConstBytes(blob_data.back())});
   }
   if (!in.done()) return Status::DataLoss("replica message too long");
-  const int source_node = options_.nodes[source_rank];
-  HY_ASSIGN_OR_RETURN(Store * store, ReplicaStore(source_node));
+  HY_ASSIGN_OR_RETURN(Store * store, ReplicaStore(source_rank));
   Status s = store->Save(part, nullptr);
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
   HY_RETURN_IF_ERROR(s);

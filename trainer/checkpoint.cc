@@ -10,11 +10,12 @@
 #include <thread>
 #include <utility>
 
+#include "checkpoint_internal.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/replicator.h"
-#include "checkpoint_internal.h"
+#include "hy/recovery/transport_commit.h"
 #include "hy/statestore/group_commit.h"
 
 namespace hy::trainer {
@@ -47,8 +48,11 @@ constexpr int64_t kLeftoverTimeoutMs = 1000;
 
 }  // namespace
 
-std::string RankStorePath(const std::string& root, int node) {
-  return recovery::PrimaryStorePath(root, node);
+std::string RankStorePath(const std::string& root, int rank,
+                          const std::vector<int>& nodes) {
+  if (nodes.empty()) return recovery::PrimaryStorePath(root, rank);
+  return recovery::PrimaryStorePath(root, nodes[rank],
+                                    recovery::SlotOf(rank, nodes));
 }
 
 struct Checkpointer::Impl {
@@ -68,13 +72,26 @@ struct Checkpointer::Impl {
               const std::string& layout, const std::string& rules);
   Status Commit(uint64_t step, const statestore::SaveStats& stats,
                 const std::string& layout, const std::string& rules);
-  Status Follow(uint64_t version, int64_t timeout_ms) {
-    return statestore::FollowCommit(store.get(), options.rank,
-                                    RankStorePath(options.root, Node(0)),
-                                    version, Millis(timeout_ms));
+  // The commit record of `step` (rank 0's; byte counts left zero).
+  statestore::CommitRecord Record(uint64_t step, const std::string& layout,
+                                  const std::string& rules) const {
+    statestore::CommitRecord c;
+    c.version = Version(step);
+    c.step = step;
+    c.world_size = options.world_size;
+    c.ranks = {0};
+    c.layout = layout;
+    c.model_rules = rules;
+    c.wall_time_ms = std::chrono::duration_cast<Millis>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    return c;
   }
-  int Node(int rank) const {
-    return options.nodes.empty() ? rank : options.nodes[rank];
+  Status Follow(uint64_t version, int64_t timeout_ms) {
+    return statestore::FollowCommit(
+        store.get(), options.rank,
+        RankStorePath(options.root, 0, options.nodes), version,
+        Millis(timeout_ms));
   }
   uint64_t Version(uint64_t step) const {
     return recovery::MakeVersion(step, options.generation);
@@ -94,7 +111,7 @@ struct Checkpointer::Impl {
     m->replication_lag_steps->Set(static_cast<double>(
         last_committed - std::max<int64_t>(last_replicated, 0)));
   }
-  int64_t last_committed = -1;   // Only the checkpoint thread uses these.
+  int64_t last_committed = -1;  // Only the checkpoint thread uses these.
   int64_t last_replicated = -1;
 };
 
@@ -132,16 +149,16 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
   so.metrics = options.metrics;
   so.run_id = options.run_id;
   const std::string path =
-      RankStorePath(options.root, impl->Node(options.rank));
+      RankStorePath(options.root, options.rank, options.nodes);
   Result<std::unique_ptr<Store>> store = Store::Open(path, so);
   if (!store.ok()) return store.status().WithContext("checkpoint store");
   impl->store = std::move(store).value();
-  if (options.rank == 0) {
+  if (options.rank == 0 && options.transport == nullptr) {
     for (int r = 1; r < options.world_size; ++r) {
-      impl->peers.push_back({r, RankStorePath(options.root, impl->Node(r))});
+      impl->peers.push_back({r, RankStorePath(options.root, r, options.nodes)});
     }
   }
-  if (options.replicas > 0 && options.replication != nullptr) {
+  if (options.replicas > 0 && options.transport != nullptr) {
     recovery::ReplicatorOptions ro;
     ro.root = options.root;
     ro.nodes = options.nodes;
@@ -151,8 +168,8 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
     ro.replicas = options.replicas;
     ro.keep_last = options.keep_last;
     ro.run_id = options.run_id;
-    impl->replicator = std::make_unique<recovery::Replicator>(
-        options.replication, std::move(ro));
+    impl->replicator = std::make_unique<recovery::Replicator>(options.transport,
+                                                              std::move(ro));
   }
   HY_RETURN_IF_ERROR(impl->ResolveLeftovers().WithContext(path));
   Result<uint64_t> latest = impl->store->LatestCommitted();
@@ -178,7 +195,10 @@ Status Checkpointer::Impl::ResolveLeftovers() {
       continue;
     }
     // A follower copies the decision; if there is none yet, the part stays
-    // (Gc keeps it too) until a later Follow learns it.
+    // (Gc keeps it too) until a later Follow learns it. Over a transport
+    // there is no store to read it from: recovery settles it from the
+    // catalog of every store (hy/recovery/recovery.h), before this runs.
+    if (options.transport != nullptr) continue;
     Status s = Follow(v.version, timeout_ms);
     if (!s.ok() && s.code() != StatusCode::kAborted &&
         s.code() != StatusCode::kUnavailable) {
@@ -223,7 +243,11 @@ void Checkpointer::Impl::Finish(uint64_t step,
   statestore::SaveStats stats;
   Status s = handle->Wait(&stats);
   handle.reset();
-  if (!s.ok()) {
+  if (options.transport != nullptr) {
+    s = recovery::CommitOverTransport(options.transport, store.get(),
+                                      Record(step, layout, rules), s, stats)
+            .WithContext("committing " + StepName(step));
+  } else if (!s.ok()) {
     s = s.WithContext("saving " + StepName(step));
     if (options.rank == 0) {
       // Presumed abort, said at once: the followers need not wait for the
@@ -268,16 +292,7 @@ Status Checkpointer::Impl::Commit(uint64_t step,
                                   const statestore::SaveStats& stats,
                                   const std::string& layout,
                                   const std::string& rules) {
-  statestore::CommitRecord c;
-  c.version = Version(step);
-  c.step = step;
-  c.world_size = options.world_size;
-  c.ranks = {0};
-  c.layout = layout;
-  c.model_rules = rules;
-  c.wall_time_ms = std::chrono::duration_cast<Millis>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  statestore::CommitRecord c = Record(step, layout, rules);
   c.logical_bytes = stats.logical_bytes;
   c.stored_bytes = stats.stored_bytes;
   c.new_bytes = stats.new_bytes;
@@ -305,7 +320,8 @@ Status Checkpointer::Wait() {
 
 Result<uint64_t> Checkpointer::LatestCommittedStep(const std::string& root) {
   std::vector<int> nodes;
-  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, recovery::Catalog::ScanRoot(root, &nodes));
+  HY_ASSIGN_OR_RETURN(recovery::Catalog catalog,
+                      recovery::Catalog::ScanRoot(root, &nodes));
   int64_t latest = -1;
   for (const recovery::CopyEntry& e : catalog.entries()) {
     if (e.state == recovery::CopyState::kCommitted) {

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hy/metrics/hy_metrics.h"
+#include "hy/recovery/node_identity.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
 #include "ppo_worker.h"
@@ -33,34 +35,38 @@ bool IsRestart() {
 
 Status PpoWorker::JoinNodes() {
   const std::string& root = config_.checkpoint.store_root;
-  nlohmann::json mine = {{"hint", EnvInt("HY_NODE_ID", -1)}};
-  if (comm_->rank() == 0) {
-    auto existing = recovery::ListNodes(root);
-    if (!existing.ok()) return existing.status();
-    mine["existing"] = *existing;
+  HY_ASSIGN_OR_RETURN(recovery::NodeReport mine, recovery::ReportNode(root));
+  const std::string text = recovery::EncodeNodeReport(mine);
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(std::vector<uint8_t>(
+                                    text.begin(), text.end())));
+  std::vector<recovery::NodeReport> reports;
+  hosts_.clear();
+  for (const auto& bytes : all) {
+    HY_ASSIGN_OR_RETURN(
+        recovery::NodeReport r,
+        recovery::DecodeNodeReport(std::string(bytes.begin(), bytes.end())));
+    hosts_.push_back(r.hostname);
+    reports.push_back(std::move(r));
   }
-  const std::string text = mine.dump();
-  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(
-                                    std::vector<uint8_t>(text.begin(),
-                                                         text.end())));
-  std::vector<int> hints;
-  std::vector<int> existing;
-  for (size_t r = 0; r < all.size(); ++r) {
-    nlohmann::json j = nlohmann::json::parse(
-        std::string(all[r].begin(), all[r].end()), nullptr, false);
-    if (!j.is_object()) return Status::Internal("node hints garbled");
-    hints.push_back(j.value("hint", -1));
-    if (r == 0) existing = j.value("existing", std::vector<int>());
-  }
-  nodes_ = recovery::AssignNodes(hints, existing);
-  const std::string dir = recovery::NodeDir(root, nodes_[comm_->rank()]);
+  HY_ASSIGN_OR_RETURN(nodes_, recovery::AssignNodesByIdentity(reports));
+  const int rank = comm_->rank();
+  const int node = nodes_[rank];
+  const int slot = recovery::SlotOf(rank, nodes_);
+  if (slot == 0) HY_RETURN_IF_ERROR(recovery::RecordHost(root, node, mine));
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::IOError("creating " + dir + ": " + ec.message());
-  std::ofstream(dir + "/worker.pid") << getpid() << "\n";
+  std::filesystem::create_directories(recovery::NodeDir(root, node), ec);
+  std::ofstream(recovery::WorkerPidPath(root, node, slot)) << getpid() << "\n";
   std::string list;
   for (int n : nodes_) list += (list.empty() ? "" : ",") + std::to_string(n);
-  Log("nodes by rank: " + list);
+  Log("nodes by rank: " + list + " (" +
+      std::to_string(recovery::CountNodes(nodes_)) + " nodes)");
+  if (std::count(hosts_.begin(), hosts_.end(), hosts_[0]) ==
+          static_cast<long>(hosts_.size()) &&
+      config_.checkpoint.replicas > 0) {
+    Log("every rank runs on host " + hosts_[0] +
+        ": replicas guard against a lost process or store directory there, "
+        "not against losing the host");
+  }
   return Status::OK();
 }
 
@@ -73,7 +79,8 @@ Status PpoWorker::ClaimRun() {
         " are not protected from another job using the same root");
   } else {
     Status s = recovery::ValidateRunId(run_id_);
-    if (s.ok()) {
+    // One rank per node (slot 0) opens the node's stores to claim them.
+    if (s.ok() && recovery::SlotOf(comm_->rank(), nodes_) == 0) {
       s = recovery::ClaimNodeStores(config_.checkpoint.store_root,
                                     nodes_[comm_->rank()], run_id_,
                                     options_.allow_other_run);
@@ -95,7 +102,8 @@ Status PpoWorker::ClaimRun() {
 void PpoWorker::StartHeartbeat() {
   recovery::HeartbeatOptions o;
   o.timeout_ms = config_.checkpoint.heartbeat_timeout_ms;
-  o.period_ms = std::min<int64_t>(1000, std::max<int64_t>(50, o.timeout_ms / 5));
+  o.period_ms =
+      std::min<int64_t>(1000, std::max<int64_t>(50, o.timeout_ms / 5));
   const int rank = comm_->rank();
   if (const metrics::HyMetrics* m = options_.metrics) {
     // hy_peer_heartbeat_age_seconds{peer}: the gauges are made here, once.
@@ -153,10 +161,9 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
       }
       for (const auto& [infix, buffer] : bufs) {
         at::Tensor local = m->LocalSlice(*buffer, t);
-        needs.push_back(
-            {part.prefix + infix + name, s.runs[0],
-             MutableBytes(static_cast<uint8_t*>(local.data_ptr()),
-                          static_cast<size_t>(local.numel() * 4))});
+        needs.push_back({part.prefix + infix + name, s.runs[0],
+                         MutableBytes(static_cast<uint8_t*>(local.data_ptr()),
+                                      static_cast<size_t>(local.numel() * 4))});
       }
     }
   }
@@ -178,8 +185,7 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
     m->recovery_duration(RecoveryPhase::kPlan)
         ->Observe(st.scan_seconds + st.verify_seconds);
     m->recovery_duration(RecoveryPhase::kRead)->Observe(st.read_seconds);
-    m->recovery_duration(RecoveryPhase::kReshard)
-        ->Observe(st.exchange_seconds);
+    m->recovery_duration(RecoveryPhase::kReshard)->Observe(st.exchange_seconds);
     const char* detect = std::getenv("HY_DETECT_SECONDS");
     if (detect != nullptr) {
       m->recovery_duration(RecoveryPhase::kDetect)->Observe(std::atof(detect));
@@ -188,8 +194,8 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
       // hyctl train names the cause of the restart; a launcher that does
       // not (torchrun) restarts after a process exit.
       const char* cause = std::getenv("HY_RESTART_CAUSE");
-      Result<metrics::RestartCause> c = metrics::ParseRestartCause(
-          cause != nullptr ? cause : "process_exit");
+      Result<metrics::RestartCause> c =
+          metrics::ParseRestartCause(cause != nullptr ? cause : "process_exit");
       m->recoveries(c.ok() ? *c : metrics::RestartCause::kProcessExit)
           ->Increment();
     }

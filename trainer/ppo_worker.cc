@@ -222,6 +222,7 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
   // Where every rank's part lives: its node, and the nodes holding its
   // replicas (the ring rule of hy/recovery/node_layout.h).
   nlohmann::json placement = {{"nodes", nodes_},
+                              {"hosts", hosts_},
                               {"replicas", config_.checkpoint.replicas}};
   for (int r = 0; r < comm_->world_size(); ++r) {
     std::vector<int> holders;
@@ -287,7 +288,7 @@ Result<RunSummary> PpoWorker::Run() {
   co.nodes = nodes_;
   co.generation = rec->next_generation();
   co.replicas = config_.checkpoint.replicas;
-  co.replication = comm_->aux();
+  co.transport = comm_->aux();
   co.keep_last = config_.checkpoint.keep_last;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
   co.metrics = options_.metrics;

@@ -33,9 +33,9 @@ namespace hy::trainer {
 // One iteration's batch after rollout, identical on every rank.
 struct Experience {
   std::vector<Prompt> items;  // Per response (prompt repeated n times).
-  PromptBatch prompts;          // [B, P]
-  at::Tensor responses;         // [B, R] int64
-  at::Tensor mask;              // [B, R] f32
+  PromptBatch prompts;        // [B, P]
+  at::Tensor responses;       // [B, R] int64
+  at::Tensor mask;            // [B, R] f32
   at::Tensor old_logp, ref_logp, values;  // [B, R] f32
   at::Tensor advantages, returns;         // [B, R] f32
   std::vector<float> scores;              // [B]
@@ -61,7 +61,8 @@ class PpoWorker {
                           const std::string& config_text);
 
   // ppo_recovery.cc
-  // Agrees on every rank's node id (nodes_) and writes the pid file.
+  // Agrees on every rank's node id by host identity (nodes_, hosts_;
+  // hy/recovery/node_identity.h), records the host and writes the pid file.
   Status JoinNodes();
   // Claims this rank's node stores for the run id of the environment
   // (hy/recovery/run_identity.h); every rank fails if any node holds
@@ -116,8 +117,9 @@ class PpoWorker {
   std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.
   int64_t start_iteration_ = 0;
   uint64_t data_position_ = 0;  // Stream position of the next unseen prompt.
-  std::vector<int> nodes_;  // Node id of each rank.
-  std::string run_id_;      // "" when the environment names none.
+  std::vector<int> nodes_;      // Node id of each rank.
+  std::vector<std::string> hosts_;  // Hostname of each rank.
+  std::string run_id_;              // "" when the environment names none.
   std::unique_ptr<recovery::Heartbeat> heartbeat_;
   int64_t recovered_step_ = -1;
   bool awaiting_replicas_ = false;  // The resume point's save in flight.

@@ -43,9 +43,11 @@ void RunRanks(int world, const std::function<void(int)>& fn) {
   for (auto& t : threads) t.join();
 }
 
-// The 4 ranks of the first run save `steps` with one replica each.
+// The `world` ranks of the first run save `steps` with one replica each;
+// rank r runs on node nodes[r] (empty: node r).
 void SaveRun(const std::string& root, int world,
-             const std::vector<uint64_t>& steps) {
+             const std::vector<uint64_t>& steps,
+             const std::vector<int>& nodes = {}) {
   reshard::InProcessHub hub(world, 30000);
   std::vector<std::unique_ptr<reshard::Transport>> ts;
   for (int r = 0; r < world; ++r) ts.push_back(hub.Connect(r));
@@ -54,9 +56,10 @@ void SaveRun(const std::string& root, int world,
     o.root = root;
     o.rank = r;
     o.world_size = world;
+    o.nodes = nodes;
     o.keep_last = 4;
     o.replicas = 1;
-    o.replication = ts[r].get();
+    o.transport = ts[r].get();
     o.commit_timeout_ms = 20000;
     auto ckpt = trainer::Checkpointer::Open(o);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
@@ -121,10 +124,10 @@ std::vector<Recovered> Recover(const std::string& root,
     mine.data.resize(kTensors.size());
     for (size_t t = 0; t < kTensors.size(); ++t) {
       mine.data[t].assign(run.length, -1.0f);
-      needs.push_back({kTensors[t], run,
-                       MutableBytes(reinterpret_cast<uint8_t*>(
-                                        mine.data[t].data()),
-                                    mine.data[t].size() * 4)});
+      needs.push_back(
+          {kTensors[t], run,
+           MutableBytes(reinterpret_cast<uint8_t*>(mine.data[t].data()),
+                        mine.data[t].size() * 4)});
     }
     mine.status = (*rec)->Fetch(needs);
     mine.stats = (*rec)->stats();
@@ -158,6 +161,15 @@ TEST(NodeLayoutTest, RingPlacementSkipsOwnNodeAndSpreadsCopies) {
   // Two ranks on node 5: rank 0's copy skips rank 1 (same node).
   EXPECT_EQ(ReplicaHolderRanks(0, {5, 5, 6}, 1), (std::vector<int>{2}));
   EXPECT_TRUE(ReplicaHolderRanks(0, {7}, 1).empty());
+  // One host: the copy goes to another rank of it (a lost process or disk).
+  EXPECT_EQ(ReplicaHolderRanks(2, {4, 4, 4}, 1), (std::vector<int>{0}));
+  // Other hosts first, then other ranks.
+  EXPECT_EQ(ReplicaHolderRanks(0, {0, 0, 1, 1}, 2), (std::vector<int>{2, 1}));
+  // A host's ranks send to the next host's rank of the same slot.
+  EXPECT_EQ(ReplicaSourceRanks(0, {0, 0, 1, 1}, 1), (std::vector<int>{2}));
+  EXPECT_EQ(ReplicaSourceRanks(1, {0, 0, 1, 1}, 1), (std::vector<int>{3}));
+  EXPECT_EQ(ReplicaHolderRanks(4, {0, 0, 1, 1, 2}, 2),
+            (std::vector<int>{0, 2}));
   // Hints kept, then existing nodes, then fresh ids.
   EXPECT_EQ(AssignNodes({-1, -1, -1}, {0, 1, 3}), (std::vector<int>{0, 1, 3}));
   EXPECT_EQ(AssignNodes({3, -1, -1, -1}, {0, 3}),
@@ -198,6 +210,26 @@ TEST(RecoveryTest, LostNodeIsRebuiltOnThreeRanksFromItsReplica) {
       }
     }
   }
+}
+
+TEST(RecoveryTest, LostHostOfTwoRanksIsRebuiltOnTheTwoHostsLeft) {
+  TempDir dir;
+  // 3 hosts x 2 ranks: each rank its own store in its host's directory.
+  const std::vector<int> nodes = {0, 0, 1, 1, 2, 2};
+  SaveRun(dir.path(), 6, {3, 5}, nodes);
+  for (int node : {0, 1, 2}) {
+    EXPECT_TRUE(std::filesystem::exists(PrimaryStorePath(dir.path(), node, 0)));
+    EXPECT_TRUE(std::filesystem::exists(PrimaryStorePath(dir.path(), node, 1)));
+  }
+  // Host 2's parts (ranks 4 and 5) are copied to the next host (0), by its
+  // ranks of the same slots, never to host 2 itself.
+  EXPECT_TRUE(std::filesystem::exists(ReplicaStorePath(dir.path(), 0, 2, 0)));
+  EXPECT_TRUE(std::filesystem::exists(ReplicaStorePath(dir.path(), 0, 2, 1)));
+  EXPECT_FALSE(std::filesystem::exists(ReplicaStorePath(dir.path(), 2, 2, 0)));
+  std::filesystem::remove_all(NodeDir(dir.path(), 2));
+  ExpectState(Recover(dir.path(), {0, 0, 1, 1}), 5);
+  // And on one rank per host left.
+  ExpectState(Recover(dir.path(), {0, 1}), 5);
 }
 
 TEST(RecoveryTest, GrowsToMoreRanksOnAFreshNode) {

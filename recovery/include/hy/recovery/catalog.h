@@ -75,7 +75,7 @@ class Catalog {
   std::vector<std::string> unreadable_;
 };
 
-// "primary on node 0", "replica of node 1 on node 2".
+// "primary on node 0", "replica of node 1 (slot 1) on node 2".
 std::string DescribeCopy(const CopyEntry& copy);
 
 // A key naming one old rank's part in one store: "path#version#rank".

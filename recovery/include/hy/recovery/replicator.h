@@ -5,9 +5,10 @@
 // Each rank reads its committed part back from its own store (shards and
 // blobs), encodes each shard with the chunk codec (exponent split + zstd,
 // the store's own encoding) and sends it to its holders in one all-to-all;
-// each holder decodes, saves the parts it receives into
-// <root>/node-<holder>/replica-<source node> with the same version, rank and
-// commit record, and commits them there (synced). Then the ranks exchange
+// each holder decodes, saves the parts it receives into the replica store
+// of the source's node and slot in its own node directory (node_layout.h)
+// with the same version, rank and commit record, and commits them there
+// (synced). Then the ranks exchange
 // outcomes: the version is fully replicated only when every holder has
 // committed every copy it was sent.
 //
@@ -63,18 +64,20 @@ class Replicator {
   // Unavailable naming the ranks whose copies are missing (their commit
   // failed, or a holder could not store them) otherwise, on every rank;
   // the transport's errors.
-  Status Replicate(statestore::Store* own, uint64_t version,
-                   bool own_committed, ReplicateStats* stats);
+  Status Replicate(statestore::Store* own, uint64_t version, bool own_committed,
+                   ReplicateStats* stats);
 
  private:
-  Result<statestore::Store*> ReplicaStore(int source_node);
+  // The store holding rank `source_rank`'s copies here (its node and slot).
+  Result<statestore::Store*> ReplicaStore(int source_rank);
   // Stores one received part. Returns DataLoss for a garbled message.
   Status StorePart(int source_rank, const std::vector<uint8_t>& message,
                    uint64_t version);
 
   reshard::Transport* transport_;
   ReplicatorOptions options_;
-  std::map<int, std::unique_ptr<statestore::Store>> stores_;  // By source.
+  std::map<std::string, std::unique_ptr<statestore::Store>>
+      stores_;  // By path.
 };
 
 }  // namespace hy::recovery

@@ -1,19 +1,21 @@
 // Checkpointer: the trainer's way into hy::statestore. Each rank owns one
-// store, the primary store of the node it runs on, <root>/node-<k>/store
-// (hy/recovery/node_layout.h; RocksDB allows one writer per store), and a
-// version is committed across the ranks' stores with group_commit's
-// two-phase protocol: rank 0 is the coordinator, its store decides. With
-// replicas, each committed part is then copied to other nodes
-// (hy/recovery/replicator.h) and the step counts as committed only once
-// every copy is durable.
+// store, its slot's primary store on the node it runs on,
+// <root>/node-<k>/store[-<slot>] (hy/recovery/node_layout.h; RocksDB allows
+// one writer per store), and a version is committed across the ranks'
+// stores with a two-phase protocol: rank 0 is the coordinator, its store
+// decides. With a transport (the normal case, and the only one that works
+// across hosts) the decision goes over it (hy/recovery/transport_commit.h);
+// without one, through the filesystem (statestore/group_commit.h: one
+// shared filesystem). With replicas, each committed part is then copied to
+// other nodes (hy/recovery/replicator.h) and the step counts as committed
+// only once every copy is durable.
 //
 // Saving: Save() copies the rank's shards (Store::SaveAsync), so the caller
 // may update its tensors as soon as it returns, and a background thread
-// then waits for the save, and runs the commit (CommitAcrossStores on rank
-// 0, FollowCommit on the others), then Gc. Training goes on meanwhile; at
-// most one checkpoint is in flight per rank (Save waits for the previous
-// one). The version number is recovery::MakeVersion(step, generation): one
-// generation per start of the job, so a restarted job never reuses a
+// then waits for the save, and runs the commit, then Gc. Training goes on
+// meanwhile; at most one checkpoint is in flight per rank (Save waits for the
+// previous one). The version number is recovery::MakeVersion(step, generation):
+// one generation per start of the job, so a restarted job never reuses a
 // version a dead one left behind.
 //
 // Crashes: a run that died mid-checkpoint leaves versions prepared but not
@@ -62,14 +64,16 @@ struct CheckpointOptions {
   // Node id of each rank; empty: rank r runs on node r.
   std::vector<int> nodes;
   uint32_t generation = 0;  // Of this start of the job (see above).
-  // Copies of each part on other nodes, sent over `replication` (a
-  // transport of the checkpoint thread's own). 0 or a null transport: none.
+  // A transport of the checkpoint thread's own: the commit decision and the
+  // replicas go over it. Null: commit through the filesystem, no replicas.
+  reshard::Transport* transport = nullptr;
+  // Copies of each part on other nodes (0: none).
   int replicas = 0;
-  reshard::Transport* replication = nullptr;
   int keep_last = 2;  // Gc after each commit keeps this many versions.
-  // How long rank 0 waits for every rank to prepare before it aborts the
-  // version. Followers wait twice as long for rank 0's decision, so they
-  // learn of an abort rather than give up just before it.
+  // Without a transport: how long rank 0 waits for every rank to prepare
+  // before it aborts the version. Followers wait twice as long for rank 0's
+  // decision, so they learn of an abort rather than give up just before it.
+  // (With one, the transport's own timeout applies.)
   int64_t commit_timeout_ms = 60000;
   uint64_t chunk_bytes = 4 << 20;               // StoreOptions::chunk_bytes.
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
@@ -78,8 +82,10 @@ struct CheckpointOptions {
   std::string run_id;
 };
 
-// The primary store of node `node` under `root`: "<root>/node-<k>/store".
-std::string RankStorePath(const std::string& root, int node);
+// The store of rank `rank` under `root`, by `nodes` (empty: rank r on node
+// r): recovery::PrimaryStorePath of its node and slot.
+std::string RankStorePath(const std::string& root, int rank,
+                          const std::vector<int>& nodes = {});
 
 // The state of the newest checkpoint as the training loop reports it.
 struct CheckpointStatus {

@@ -62,6 +62,9 @@ packages=(
   # PyTorch for Python: the independent reference of the decoder's math in
   # the tests (tests/trainer/torch/hf_reference.py).
   python3-torch
+  # The Python module `hy` (pybind11) and its tests (pytest, with
+  # python3-torch's torch.distributed over gloo).
+  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy
   # Tokenizer: pre-tokenizer regexes (PCRE2), NFC (ICU); node runs Hugging
   # Face's JS tokenizer for the comparison test and the benchmark.
   libpcre2-dev libicu-dev nodejs

@@ -1,0 +1,71 @@
+// Status -> Python exception (see errors.h).
+
+#include "errors.h"
+
+#include <map>
+#include <string>
+
+namespace hy::python {
+
+namespace py = pybind11;
+
+namespace {
+
+// Owned by the module (kept alive by its attributes).
+PyObject* g_base = nullptr;
+std::map<StatusCode, PyObject*>* g_by_code = nullptr;
+
+constexpr StatusCode kCodes[] = {
+    StatusCode::kInvalidArgument,  StatusCode::kNotFound,
+    StatusCode::kAlreadyExists,    StatusCode::kFailedPrecondition,
+    StatusCode::kDataLoss,         StatusCode::kIOError,
+    StatusCode::kUnavailable,      StatusCode::kAborted,
+    StatusCode::kInternal,         StatusCode::kResourceExhausted,
+    StatusCode::kDeadlineExceeded,
+};
+
+}  // namespace
+
+void RegisterErrors(py::module_& m) {
+  const std::string module = "hy";  // The package users import.
+  g_base = PyErr_NewExceptionWithDoc(
+      (module + ".Error").c_str(),
+      "An hy status that is not OK; .code names it (e.g. 'DataLoss').",
+      PyExc_RuntimeError, nullptr);
+  PyObject_SetAttrString(g_base, "code", py::str("Unknown").ptr());
+  m.attr("Error") = py::handle(g_base);
+  g_by_code = new std::map<StatusCode, PyObject*>();
+  for (StatusCode code : kCodes) {
+    const std::string name(StatusCodeName(code));
+    PyObject* cls =
+        PyErr_NewException((module + "." + name).c_str(), g_base, nullptr);
+    // OSError, LookupError, ValueError as bases too, where they fit.
+    if (code == StatusCode::kIOError || code == StatusCode::kNotFound ||
+        code == StatusCode::kInvalidArgument) {
+      PyObject* builtin = code == StatusCode::kIOError    ? PyExc_OSError
+                          : code == StatusCode::kNotFound ? PyExc_LookupError
+                                                          : PyExc_ValueError;
+      Py_DECREF(cls);
+      py::tuple bases = py::make_tuple(py::handle(g_base), py::handle(builtin));
+      cls = PyErr_NewException((module + "." + name).c_str(), bases.ptr(),
+                               nullptr);
+    }
+    PyObject_SetAttrString(cls, "code", py::str(name).ptr());
+    m.attr(name.c_str()) = py::handle(cls);
+    (*g_by_code)[code] = cls;
+  }
+}
+
+void ThrowStatus(const Status& s) {
+  PyObject* cls = g_base;
+  auto it = g_by_code->find(s.code());
+  if (it != g_by_code->end()) cls = it->second;
+  py::object err = py::reinterpret_steal<py::object>(
+      PyObject_CallFunction(cls, "s", std::string(s.message()).c_str()));
+  if (!err) throw py::error_already_set();
+  err.attr("code") = py::str(std::string(StatusCodeName(s.code())));
+  PyErr_SetObject(cls, err.ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace hy::python

@@ -1,0 +1,305 @@
+"""hy: versioned, content-addressed, checksummed checkpoints for PyTorch
+and numpy state, saved by many ranks and loaded on any number of them.
+
+    import hy
+    step = hy.save("ckpt", model.state_dict())          # every rank
+    hy.load("ckpt", model.state_dict())                 # in place, any ranks
+
+A checkpoint directory (a run root) holds one store per saving rank,
+<path>/node-<rank>/store, the layout `hyctl train` writes, so hyctl
+inspect / verify / gc / export / diff read it too. A version is a step
+number; it is committed on every rank's store or on none (two-phase commit:
+rank 0's store decides). Unchanged chunks are not written again, so a
+second save of a state that changed a little writes little. Loading reads,
+for each target, only the regions it holds, from whichever stores hold
+them, so it needs the directory on storage every loading rank can read.
+
+Errors are exceptions carrying hy's status: hy.Error (with .code) and
+hy.InvalidArgument, hy.NotFound, hy.AlreadyExists, hy.FailedPrecondition,
+hy.DataLoss, hy.IOError, hy.Unavailable, hy.Aborted, ...
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _hy
+from ._group import Group
+from ._values import Shard, split
+
+Error = _hy.Error
+InvalidArgument = _hy.InvalidArgument
+NotFound = _hy.NotFound
+AlreadyExists = _hy.AlreadyExists
+FailedPrecondition = _hy.FailedPrecondition
+DataLoss = _hy.DataLoss
+IOError = _hy.IOError  # noqa: A001 (hy's, a subclass of OSError)
+Unavailable = _hy.Unavailable
+Aborted = _hy.Aborted
+Internal = _hy.Internal
+ResourceExhausted = _hy.ResourceExhausted
+DeadlineExceeded = _hy.DeadlineExceeded
+
+__all__ = [
+    "Shard", "save", "save_async", "load", "open", "SaveHandle",
+    "Checkpoints", "Error", "InvalidArgument", "NotFound", "AlreadyExists",
+    "FailedPrecondition", "DataLoss", "IOError", "Unavailable", "Aborted",
+]
+
+_GEN_BITS = 16
+_OBJECTS_BLOB = "python.objects"
+
+
+def _store_path(path: str, rank: int) -> str:
+    return os.path.join(path, f"node-{rank}", "store")
+
+
+def _raise_first(outcomes: List[Any], what: str) -> None:
+    """Raises, on every rank, the first rank's error in `outcomes`."""
+    for rank, o in enumerate(outcomes):
+        if o and o.get("error"):
+            code, message = o["error"]
+            raise getattr(_hy, code, _hy.Error)(
+                f"{what}: rank {rank}: {message}")
+
+
+def _error(e: Exception) -> Tuple[str, str]:
+    return (getattr(e, "code", "Internal"), str(e))
+
+
+class SaveHandle:
+    """A save whose data has been copied and is being written in the
+    background. wait() is collective (every rank of the save calls it): it
+    waits for every rank's part, commits the version on all stores or
+    aborts it on all, and returns the step."""
+
+    def __init__(self, group: Group, store: Any, handle: Any, version: int,
+                 step: int):
+        self._group, self._store, self._handle = group, store, handle
+        self._version, self._step = version, step
+        self._result: Optional[int] = None
+        self.stats: Dict[str, int] = {}
+
+    def done(self) -> bool:
+        return self._result is not None or self._handle.done()
+
+    def wait(self) -> int:
+        if self._result is not None:
+            return self._result
+        g = self._group
+        mine: Dict[str, Any] = {}
+        try:
+            mine["stats"] = self._handle.wait()
+        except _hy.Error as e:
+            mine["error"] = _error(e)
+        outcomes = g.all_gather(mine)
+        failed = [f"rank {r}: {o['error'][1]}" for r, o in enumerate(outcomes)
+                  if o.get("error")]
+        totals = {k: sum(o.get("stats", {}).get(k, 0) for o in outcomes)
+                  for k in ("logical_bytes", "stored_bytes", "new_bytes")}
+        decision = None
+        if g.rank == 0:
+            why = "; ".join(failed)
+            if not failed:
+                try:
+                    self._commit(totals)
+                except _hy.Error as e:
+                    why = f"rank 0's commit: {e}"
+            if why:
+                try:
+                    self._store.abort(self._version)
+                except _hy.Error:
+                    pass
+            decision = {"commit": not why, "why": why}
+        decision = g.all_gather(decision)[0]
+        if not decision["commit"]:
+            if g.rank != 0 and "error" not in mine:
+                self._store.abort(self._version)
+            raise _hy.Aborted(
+                f"step {self._step} was not saved: {decision['why']}")
+        if g.rank != 0:
+            self._commit(totals)
+        self.stats = dict(mine.get("stats", {}))
+        self.stats["total_new_bytes"] = totals["new_bytes"]
+        self._result = self._step
+        return self._step
+
+    def _commit(self, totals: Dict[str, int]) -> None:
+        self._store.commit(self._version, self._step, self._group.world,
+                           self._group.rank, f"python:ranks={self._group.world}",
+                           totals["logical_bytes"], totals["stored_bytes"],
+                           totals["new_bytes"], int(time.time() * 1000))
+
+
+def save_async(path: str, state_dict: dict, step: Optional[int] = None,
+               group: Any = None, chunk_bytes: int = 0) -> SaveHandle:
+    """Starts a save: checks the state on every rank, copies this rank's
+    tensors and returns; the writing goes on in the background. Collective.
+    step=None takes one above the newest committed step (0 at first).
+    chunk_bytes: the unit of deduplication (default 4 MiB, a multiple of 8):
+    smaller finds more unchanged data between saves and costs more index.
+    Raises InvalidArgument (on every rank) for a state that cannot be saved,
+    AlreadyExists for a step committed already; nothing is written then."""
+    g = Group(group)
+    info: Dict[str, Any] = {}
+    store = None
+    try:
+        pieces, plain = split(state_dict, writable=False)
+        store = _hy.Store(_store_path(path, g.rank), create=True,
+                          read_only=False, chunk_bytes=chunk_bytes)
+        info["versions"] = store.versions()
+    except _hy.Error as e:
+        info["error"] = _error(e)
+    infos = g.all_gather(info)
+    _raise_first(infos, f"saving to {path}")
+    versions = [v for i in infos for v in i["versions"]]
+    committed = sorted({v["step"] for v in versions if v["committed"]})
+    if step is None:
+        step = committed[-1] + 1 if committed else 0
+    elif step in committed:
+        raise _hy.AlreadyExists(f"step {step} is already committed in {path}")
+    gens = [v["version"] & ((1 << _GEN_BITS) - 1) for v in versions
+            if v["step"] == step]
+    version = (int(step) << _GEN_BITS) | (max(gens) + 1 if gens else 0)
+    # What a killed save left prepared here: committed where rank 0's store
+    # committed it, else given up.
+    decided = {v["version"]: v for v in infos[0]["versions"] if v["committed"]}
+    for v in info["versions"]:
+        if v["committed"] or v["aborted"] or not v["prepared"]:
+            continue
+        if v["version"] in decided and g.rank != 0:
+            d = decided[v["version"]]
+            store.commit(v["version"], d["step"], d["world_size"], g.rank,
+                         "python", 0, 0, 0, int(time.time() * 1000))
+        else:
+            store.abort(v["version"])
+    blobs = []
+    if g.rank == 0:
+        blobs.append((_OBJECTS_BLOB, -1, json.dumps(plain).encode()))
+    handle = store.save_async(version, g.rank, [p.for_save() for p in pieces],
+                              blobs)
+    return SaveHandle(g, store, handle, version, int(step))
+
+
+def save(path: str, state_dict: dict, step: Optional[int] = None,
+         group: Any = None, chunk_bytes: int = 0) -> int:
+    """Saves `state_dict` (this rank's part) and commits it across the
+    group's ranks; returns the step. Collective. Raises as save_async, and
+    Aborted (on every rank) when some rank's part could not be written."""
+    return save_async(path, state_dict, step, group, chunk_bytes).wait()
+
+
+def load(path: str, state_dict: dict, version: Optional[int] = None,
+         group: Any = None) -> int:
+    """Fills `state_dict`'s tensors, arrays and Shards in place (and
+    replaces its plain values) from step `version`, or the newest step
+    committed with every part readable; returns the step. Each target reads
+    only the regions it holds, whatever ranks saved them. Not collective
+    (`group` is accepted for symmetry). Raises NotFound for a missing
+    tensor or step, InvalidArgument for a dtype or shape that differs from
+    the saved one, DataLoss for damaged data; targets are checked before
+    anything is written into them."""
+    del group
+    if not glob.glob(os.path.join(path, "node-*")):
+        raise _hy.NotFound(f"no hy checkpoint under {path}")
+    reader = _hy.Reader(path, -1 if version is None else int(version))
+    pieces, plain = split(state_dict, writable=True)
+    metas = reader.tensors()
+    for p in pieces:
+        if p.name not in metas:
+            raise _hy.NotFound(
+                f"tensor '{p.name}' is not in step {reader.step} of {path}")
+        dtype, shape = metas[p.name]
+        if dtype != p.dtype:
+            raise _hy.InvalidArgument(
+                f"{p.name}: saved as {dtype}, the target is {p.dtype}")
+        if list(shape) != list(p.global_shape):
+            raise _hy.InvalidArgument(
+                f"{p.name}: saved with shape {list(shape)}, the target's "
+                f"(global) shape is {p.global_shape}")
+    objects = json.loads(reader.blob(_OBJECTS_BLOB)) if plain else {}
+    for name in plain:
+        if name not in objects:
+            raise _hy.NotFound(f"value '{name}' is not in step {reader.step}")
+    for p in pieces:
+        reader.read(p.name, p.runs, p.array.reshape(-1).view("uint8"))
+    from ._values import leaves
+    for parent, key, name, value in list(leaves(state_dict)):
+        if name in plain:
+            parent[key] = objects[name]
+    return reader.step
+
+
+class Checkpoints:
+    """The stores of one checkpoint directory (hy.open)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        if os.path.isdir(os.path.join(path, "node-0")) or glob.glob(
+                os.path.join(path, "node-*")):
+            self._stores = sorted(
+                glob.glob(os.path.join(path, "node-*", "store*")) +
+                glob.glob(os.path.join(path, "node-*", "replica-*")))
+        elif os.path.isdir(path):
+            self._stores = [path]
+        else:
+            raise _hy.NotFound(f"{path} does not exist")
+
+    def stores(self) -> List[str]:
+        return list(self._stores)
+
+    def _versions(self) -> Dict[str, List[dict]]:
+        return {s: _hy.Store(s).versions() for s in self._stores}
+
+    def versions(self) -> List[int]:
+        """The committed steps, ascending."""
+        return sorted({v["step"] for vs in self._versions().values()
+                       for v in vs if v["committed"]})
+
+    def tensors(self, version: Optional[int] = None) -> Dict[str, tuple]:
+        """name -> (dtype name, global shape) of a step (default: newest)."""
+        if len(self._stores) == 1 and self._stores[0] == self.path:
+            store = _hy.Store(self.path)
+            vs = [v for v in store.versions() if v["committed"] and (
+                version is None or v["step"] == version)]
+            if not vs:
+                raise _hy.NotFound(f"step {version} is not committed")
+            return {k: (d, list(s)) for k, (d, s) in
+                    store.tensors(vs[-1]["version"]).items()}
+        reader = _hy.Reader(self.path, -1 if version is None else version)
+        return {k: (d, list(s)) for k, (d, s) in reader.tensors().items()}
+
+    def verify(self) -> Dict[str, Any]:
+        """Checks every chunk of every committed version of every store.
+        Returns {store: {step: chunks checked}}; raises DataLoss naming the
+        bad chunks."""
+        report: Dict[str, Any] = {}
+        bad = []
+        for s, vs in self._versions().items():
+            store = _hy.Store(s)
+            report[s] = {}
+            for v in vs:
+                if not v["committed"]:
+                    continue
+                r = store.verify(v["version"])
+                report[s][v["step"]] = r["chunks_checked"]
+                bad += [f"{s} step {v['step']}: {b}" for b in r["bad"]]
+        if bad:
+            raise _hy.DataLoss("bad chunks: " + "; ".join(bad))
+        return report
+
+    def gc(self, keep_last: int = 1) -> Dict[str, Any]:
+        """Keeps the newest `keep_last` committed steps in every store."""
+        if keep_last < 1:
+            raise _hy.InvalidArgument("keep_last must be >= 1")
+        return {s: _hy.Store(s, read_only=False).gc(keep_last)
+                for s in self._stores}
+
+
+def open(path: str) -> Checkpoints:  # noqa: A001 (hy.open, like io.open)
+    """The checkpoint directory (or single store) at `path`."""
+    return Checkpoints(path)

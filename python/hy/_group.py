@@ -1,0 +1,48 @@
+"""The ranks a save spans: a torch.distributed process group, or one
+process.
+
+group=None uses the default group when torch.distributed is initialized;
+when it is not but the environment names a world of several ranks
+(torchrun: WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT), hy initializes the
+default group with gloo from it. Otherwise the save is one rank's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List
+
+
+class Group:
+    def __init__(self, group: Any = None):
+        self.group = None
+        self.rank, self.world = 0, 1
+        dist = _dist()
+        if group is None and dist is not None:
+            if not dist.is_initialized() and int(
+                    os.environ.get("WORLD_SIZE", "1")) > 1:
+                dist.init_process_group("gloo")
+            if dist.is_initialized():
+                group = dist.group.WORLD
+        if group is not None:
+            if dist is None:
+                raise RuntimeError("a group needs torch.distributed")
+            self.group = group
+            self.rank = dist.get_rank(group)
+            self.world = dist.get_world_size(group)
+
+    def all_gather(self, obj: Any) -> List[Any]:
+        """Every rank's `obj`, in rank order (collective)."""
+        if self.world == 1:
+            return [obj]
+        out: List[Any] = [None] * self.world
+        _dist().all_gather_object(out, obj, group=self.group)
+        return out
+
+
+def _dist():
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    return dist if dist.is_available() else None

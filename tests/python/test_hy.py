@@ -1,0 +1,156 @@
+"""The Python package hy with Debian's torch: multi-process saves over real
+torch.distributed (gloo, 127.0.0.1), loads under another sharding,
+incremental saves, a save killed with SIGKILL, bad input.
+
+Run by CTest (python.pytest) with PYTHONPATH=<build>/python.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import hy
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def run_ranks(mode, path, world, env=None, timeout=120):
+    """Runs `world` processes of ranks.py; returns rank 0's last JSON line
+    and every rank's parsed lines."""
+    port = free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "ranks.py"), mode, path,
+             str(r), str(world), port],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, **(env or {})))
+        for r in range(world)
+    ]
+    outs = []
+    for r, p in enumerate(procs):
+        out, err = p.communicate(timeout=timeout)
+        assert p.returncode == 0, f"{mode} rank {r} failed:\n{out}\n{err}"
+        outs.append([json.loads(l) for l in out.splitlines()
+                     if l.startswith("{")])
+    return outs
+
+
+def test_four_ranks_save_three_ranks_load_another_sharding(tmp_path):
+    path = str(tmp_path / "ckpt")
+    saved = run_ranks("save", path, 4)
+    assert saved[0][-1]["step"] == 0
+    # 4 stores, one per saving rank, all committed at step 0.
+    cp = hy.open(path)
+    assert len(cp.stores()) == 4
+    assert cp.versions() == [0]
+    assert cp.tensors()["half"] == ("BF16", [96, 40])
+    loaded = run_ranks("load", path, 3)
+    assert all(o[-1]["ok"] and o[-1]["step"] == 0 for o in loaded)
+    assert all(n > 0 for n in cp.verify()[cp.stores()[0]].values())
+
+
+def test_second_save_with_one_percent_changed_writes_only_changed_chunks(
+        tmp_path):
+    path = str(tmp_path / "ckpt")
+    first = run_ranks("save", path, 4)[0][-1]
+    second = run_ranks("change", path, 4)[0][-1]
+    assert second["step"] == 1
+    # The first save wrote everything (compressed); the second only the
+    # chunks around the changed 1% of "big".
+    assert first["new_bytes"] > 1_000_000
+    assert second["new_bytes"] < 0.1 * first["new_bytes"], (first, second)
+    loaded = run_ranks("load", path, 3, env={"CHANGED": "1"})
+    assert all(o[-1]["step"] == 1 for o in loaded)
+
+
+def test_kill_during_save_leaves_the_previous_version(tmp_path):
+    path = str(tmp_path / "ckpt")
+    big = torch.randn(64, 1 << 20)  # 256 MiB: the save takes a while.
+    hy.save(path, {"x": big[:1].clone()}, step=0)
+    script = (
+        "import sys, torch, hy\n"
+        "x = torch.randn(64, 1 << 20)\n"
+        "print('saving', flush=True)\n"
+        f"hy.save({path!r}, {{'x': x}}, step=1)\n"
+        "print('saved', flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", script],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "saving"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    target = {"x": torch.zeros(1, 1 << 20)}
+    assert hy.load(path, target) == 0
+    assert torch.equal(target["x"], big[:1])
+    hy.open(path).verify()
+    # The next save settles what the killed one left and commits.
+    assert hy.save(path, {"x": big[:1] + 1}) == 1
+    assert hy.open(path).versions() == [0, 1]
+
+
+def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
+    path = str(tmp_path / "ckpt")
+    outs = run_ranks("badshard", path, 2)
+    for o in outs:
+        assert o[-1]["code"] == "InvalidArgument"
+        assert "does not fit the global shape" in o[-1]["error"]
+        assert "rank 1" in o[-1]["error"]
+    assert not os.path.exists(os.path.join(path, "node-0", "store")) or \
+        hy.open(path).versions() == []
+    hy.save(path, {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
+                   "n": 5})
+    with pytest.raises(hy.InvalidArgument, match="saved as F32"):
+        hy.load(path, {"w": np.zeros((3, 4), dtype=np.float64)})
+    with pytest.raises(hy.InvalidArgument, match="shape"):
+        hy.load(path, {"w": np.zeros((4, 3), dtype=np.float32)})
+    target = np.full((3, 4), 7, dtype=np.float32)
+    with pytest.raises(hy.NotFound, match="'missing'"):
+        hy.load(path, {"w": target, "missing": torch.zeros(2)})
+    assert (target == 7).all()  # Checked before anything was written.
+    with pytest.raises(hy.NotFound):
+        hy.load(path, {"w": target}, version=9)
+    with pytest.raises(hy.InvalidArgument, match="neither a tensor"):
+        hy.save(path, {"f": object()})
+    with pytest.raises(hy.AlreadyExists):
+        hy.save(path, {"w": target}, step=0)
+    with pytest.raises(hy.InvalidArgument, match="contiguous"):
+        hy.load(path, {"w": torch.zeros(4, 3).t()})
+    loaded = {"w": np.zeros((3, 4), dtype=np.float32), "n": 0}
+    assert hy.load(path, loaded) == 0
+    assert loaded["n"] == 5 and loaded["w"][2, 3] == 11
+
+
+def test_corrupted_chunk_is_data_loss(tmp_path):
+    path = str(tmp_path / "ckpt")
+    hy.save(path, {"w": torch.randn(256, 256)})
+    # Flip bytes in the middle of every table file of the store.
+    store = os.path.join(path, "node-0", "store")
+    flipped = 0
+    for name in os.listdir(store):
+        if name.endswith(".sst") or name.endswith(".blob"):
+            f = os.path.join(store, name)
+            data = bytearray(open(f, "rb").read())
+            if len(data) > 20000:
+                for i in range(len(data) // 2, len(data) // 2 + 64):
+                    data[i] ^= 0x5A
+                open(f, "wb").write(bytes(data))
+                flipped += 1
+    if flipped == 0:
+        pytest.skip("no table file large enough to damage")
+    with pytest.raises(hy.Error) as e:
+        hy.load(path, {"w": torch.zeros(256, 256)})
+    assert e.value.code in ("DataLoss", "IOError"), e.value

@@ -99,6 +99,15 @@ Status PpoWorker::ClaimRun() {
   return Status::OK();
 }
 
+Result<bool> PpoWorker::AnyRankRestarted() {
+  const std::vector<uint8_t> mine = {static_cast<uint8_t>(IsRestart())};
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(mine));
+  for (const auto& a : all) {
+    if (!a.empty() && a[0] != 0) return true;
+  }
+  return false;
+}
+
 void PpoWorker::StartHeartbeat() {
   recovery::HeartbeatOptions o;
   o.timeout_ms = config_.checkpoint.heartbeat_timeout_ms;

@@ -62,7 +62,9 @@ Status PpoWorker::Setup() {
   const char* world_env = std::getenv("WORLD_SIZE");
   const int env_world = world_env != nullptr ? std::atoi(world_env) : 0;
   int& tp = config_.rollout.tensor_model_parallel_size;
-  if ((options_.resume || IsRestart()) && env_world > 0 &&
+  // Under torchrun the world may change at any start (--nnodes=MIN:MAX).
+  const bool elastic = std::getenv("TORCHELASTIC_RUN_ID") != nullptr;
+  if ((options_.resume || IsRestart() || elastic) && env_world > 0 &&
       env_world % tp != 0) {
     // A restart on fewer (or more) nodes: the largest TP group that fits.
     const int wanted = tp;
@@ -268,7 +270,10 @@ Result<RunSummary> PpoWorker::Run() {
   HY_ASSIGN_OR_RETURN(std::unique_ptr<recovery::Recovery> rec,
                       recovery::Recovery::Open(comm_->transport(), ro));
   if (rec->has_state()) {
-    if (!options_.resume && !IsRestart()) {
+    // A host that joins a running job starts fresh (restart count 0) while
+    // the others restart: one rank restarting makes it a restart for all.
+    HY_ASSIGN_OR_RETURN(const bool restart, AnyRankRestarted());
+    if (!options_.resume && !restart) {
       return Status::FailedPrecondition(
           "store root " + root + " already holds committed step " +
           std::to_string(rec->choice().commit.step) +

@@ -68,6 +68,8 @@ class PpoWorker {
   // (hy/recovery/run_identity.h); every rank fails if any node holds
   // another run's stores (FailedPrecondition).
   Status ClaimRun();
+  // Collective: whether any rank is a restart (IsRestart()).
+  Result<bool> AnyRankRestarted();
   void StartHeartbeat();
   // Rebuilds this rank's shards of the chosen version.
   Status ResumeFrom(recovery::Recovery* rec);

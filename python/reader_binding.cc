@@ -81,8 +81,9 @@ class PyReader {
     Check(s);
   }
 
-  py::bytes Blob(const std::string& name) {
-    return py::bytes(Unwrap(reader_->ReadBlob(name)));
+  // A replicated blob (rank -1) or old rank `rank`'s own one.
+  py::bytes Blob(const std::string& name, int rank) {
+    return py::bytes(Unwrap(reader_->ReadBlob(name, rank)));
   }
 
  private:
@@ -100,7 +101,8 @@ void BindReader(py::module_& m) {
       .def_property_readonly("world_size", &PyReader::WorldSize)
       .def("tensors", &PyReader::Tensors)
       .def("read", &PyReader::Read)
-      .def("blob", &PyReader::Blob);
+      .def("blob", &PyReader::Blob, py::arg("name"), py::arg("rank") = -1)
+      .def("blob_of", &PyReader::Blob);
 }
 
 }  // namespace hy::python

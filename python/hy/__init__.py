@@ -45,7 +45,7 @@ ResourceExhausted = _hy.ResourceExhausted
 DeadlineExceeded = _hy.DeadlineExceeded
 
 __all__ = [
-    "Shard", "save", "save_async", "load", "open", "SaveHandle",
+    "Shard", "save", "save_async", "load", "open", "plan", "SaveHandle",
     "Checkpoints", "Error", "InvalidArgument", "NotFound", "AlreadyExists",
     "FailedPrecondition", "DataLoss", "IOError", "Unavailable", "Aborted",
 ]
@@ -298,6 +298,25 @@ class Checkpoints:
             raise _hy.InvalidArgument("keep_last must be >= 1")
         return {s: _hy.Store(s, read_only=False).gc(keep_last)
                 for s in self._stores}
+
+
+def plan(tensors: Any, src: str, dst: str, rules: Optional[str] = None,
+         ranks_per_node: int = 8, bucket_mib: float = 64.0) -> Dict[str, Any]:
+    """The transfer plan that moves a model from layout `src` to `dst`
+    (e.g. "fsdp=8" -> "tp=2,dp=4"), as `hyctl plan` prints it: bytes that
+    stay local, cross nodes, per-rank peaks, steps. `tensors` is a state
+    dict (tensors / arrays: their dtypes and shapes), a list of
+    (name, dtype name, shape), or a directory from hy.save (its newest
+    step). `rules`: split rules as YAML (default: the shipped Llama/Qwen2
+    rules). Raises InvalidArgument for a layout or tensor that does not
+    fit."""
+    if isinstance(tensors, str):
+        tensors = [(n, d, s) for n, (d, s) in open(tensors).tensors().items()]
+    elif isinstance(tensors, dict):
+        pieces, _ = split(tensors, writable=False)
+        tensors = [(p.name, p.dtype, p.global_shape) for p in pieces]
+    return _hy.plan(list(tensors), src, dst, rules or "", ranks_per_node,
+                    bucket_mib)
 
 
 def open(path: str) -> Checkpoints:  # noqa: A001 (hy.open, like io.open)

@@ -154,3 +154,29 @@ def test_corrupted_chunk_is_data_loss(tmp_path):
     with pytest.raises(hy.Error) as e:
         hy.load(path, {"w": torch.zeros(256, 256)})
     assert e.value.code in ("DataLoss", "IOError"), e.value
+
+
+def test_plan_matches_hyctl_plan(tmp_path):
+    hyctl = os.environ.get("HYCTL")
+    if not hyctl:
+        pytest.skip("HYCTL (the hyctl binary) is not set")
+    tensors = [
+        ("model.embed_tokens.weight", "BF16", [1000, 256]),
+        ("model.layers.0.self_attn.q_proj.weight", "BF16", [256, 256]),
+        ("model.layers.0.mlp.down_proj.weight", "F32", [256, 512]),
+    ]
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps([{"name": n, "dtype": d, "shape": s}
+                                for n, d, s in tensors]))
+    out = subprocess.run([hyctl, "plan", "--model-spec", str(spec),
+                          "--from", "fsdp=4", "--to", "tp=2,dp=2",
+                          "--ranks-per-node", "2", "-o", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    want = json.loads(out)
+    got = hy.plan(tensors, "fsdp=4", "tp=2,dp=2", ranks_per_node=2)
+    for key in ("dst_bytes", "local_bytes", "cross_node_bytes",
+                "max_send_bytes", "steps", "transfers"):
+        assert got[key] == want[key], key
+    assert f"{got['fingerprint']:016x}" == want["fingerprint"]
+    with pytest.raises(hy.InvalidArgument, match="layout"):
+        hy.plan(tensors, "fsdp=4", "tp=3")

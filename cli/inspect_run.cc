@@ -190,7 +190,17 @@ int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
     hosts[n] = recovery::RecordedHostname(root, n);
     if (!hosts[n].empty()) distinct.insert(hosts[n]);
   }
-  const bool single_host = scan->nodes.size() > 1 && distinct.size() == 1;
+  // Several ranks (nodes, or slots of one node) all on one host.
+  size_t primaries = 0;
+  for (int n : scan->nodes) {
+    Result<std::vector<recovery::StoreLocation>> stores =
+        recovery::ListNodeStores(root, n);
+    for (const auto& s :
+         stores.ok() ? *stores : std::vector<recovery::StoreLocation>()) {
+      primaries += s.replica ? 0 : 1;
+    }
+  }
+  const bool single_host = primaries > 1 && distinct.size() == 1;
   if (format == "json") {
     ordered_json jhosts = ordered_json::object();
     for (const auto& [n, h] : hosts) jhosts[std::to_string(n)] = h;

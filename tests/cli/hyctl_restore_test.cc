@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hy/recovery/node_identity.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/trainer/checkpoint.h"
 #include "statestore/store_test_util.h"
@@ -220,10 +221,32 @@ TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
   EXPECT_NE(r.out.find("recoverable: step 4"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("not recoverable"), std::string::npos) << r.out;
 
+  // Both nodes' directories say they are on one host: inspect says what
+  // replicas then protect against. On two hosts it lists them.
+  hy::recovery::NodeReport host;
+  host.key = "host:h1";
+  host.hostname = "h1";
+  ASSERT_TRUE(hy::recovery::RecordHost(root_, 0, host).ok());
+  ASSERT_TRUE(hy::recovery::RecordHost(root_, 1, host).ok());
+  r = Hyctl(dir_, "inspect " + root_);
+  EXPECT_NE(r.out.find("(hosts: 0 h1, 1 h1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every node is on host h1: replicas guard against a "
+                       "lost process or disk there"),
+            std::string::npos)
+      << r.out;
+  host.key = "host:h2";
+  host.hostname = "h2";
+  ASSERT_TRUE(hy::recovery::RecordHost(root_, 1, host).ok());
+  r = Hyctl(dir_, "inspect " + root_);
+  EXPECT_NE(r.out.find("(hosts: 0 h1, 1 h2)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("every node is on host"), std::string::npos) << r.out;
+
   r = Hyctl(dir_, "inspect " + root_ + " -o json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["nodes"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(j["hosts"]["1"], "h2");
+  EXPECT_EQ(j["single_host"], false);
   EXPECT_EQ(j["recoverable"], true);
   EXPECT_EQ(j["recover_step"], kStep);
   ASSERT_EQ(j["versions"].size(), 1u);

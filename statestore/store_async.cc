@@ -67,10 +67,15 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   for (const ShardData& s : part.shards) staged->bytes += s.data.size();
   for (const BlobData& b : part.blobs) staged->bytes += b.data.size();
   if (staged->bytes > options_.staging_bytes) {
-    return Status::InvalidArgument(
-        "save of " + std::to_string(staged->bytes) +
-        " bytes exceeds the whole staging budget of " +
-        std::to_string(options_.staging_bytes));
+    // More than the whole staging budget: saved here, straight from the
+    // caller's buffers, before returning. The caller waits for the save
+    // (that is the values at call time, in bounded memory); the handle is
+    // done on return and carries the outcome.
+    auto handle = std::make_shared<AsyncHandle>();
+    SaveStats stats;
+    Status s = Save(part, &stats);
+    handle->Finish(std::move(s), stats);
+    return std::unique_ptr<SaveHandle>(new HandleRef(handle));
   }
   {
     std::unique_lock<std::mutex> lock(staging_mu_);

@@ -188,8 +188,11 @@ class Store {
 
   // Like Save, but copies every buffer before it returns (waiting while the
   // staging budget is full) and encodes and writes in the background: the
-  // caller may overwrite its tensors as soon as this returns.
-  // Returns InvalidArgument for a part larger than the whole staging budget.
+  // caller may overwrite its tensors as soon as this returns. A part larger
+  // than the whole staging budget is saved before this returns, from the
+  // caller's buffers (no copy: the call blocks for the save instead).
+  // Returns InvalidArgument for a malformed part; the save's own errors
+  // come from the handle.
   virtual Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) = 0;
 
   // Makes `commit.version` visible. REQUIRES: commit.world_size >= 1.

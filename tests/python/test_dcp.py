@@ -4,9 +4,7 @@ sharding through HyStorageReader, bit for bit; a second save writes only
 what changed. Skips on Debian's torch 1.13 (no usable DCP); runs where
 PyTorch >= 2.0 is installed (scripts/py-check.sh on the GPU machine)."""
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -23,19 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def run(mode, path, world):
     sys.path.insert(0, HERE)
-    from test_hy import free_port
-    port = free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "dcp_ranks.py"), mode, path,
-         str(r), str(world), port], stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True) for r in range(world)]
-    outs = []
-    for r, p in enumerate(procs):
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, f"{mode} rank {r}:\n{out}\n{err}"
-        outs.append([json.loads(l) for l in out.splitlines()
-                     if l.startswith("{")])
-    return outs
+    from test_hy import run_ranks
+    return run_ranks(mode, path, world, timeout=300, script="dcp_ranks.py")
 
 
 def test_dcp_save_on_four_load_on_three(tmp_path):

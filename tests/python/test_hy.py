@@ -28,13 +28,13 @@ def free_port():
         return str(s.getsockname()[1])
 
 
-def run_ranks(mode, path, world, env=None, timeout=120):
-    """Runs `world` processes of ranks.py; returns rank 0's last JSON line
-    and every rank's parsed lines."""
+def run_ranks(mode, path, world, env=None, timeout=120, script="ranks.py"):
+    """Runs `world` processes of `script` (ranks.py); returns every rank's
+    parsed JSON lines."""
     port = free_port()
     procs = [
         subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "ranks.py"), mode, path,
+            [sys.executable, os.path.join(HERE, script), mode, path,
              str(r), str(world), port],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=dict(os.environ, **(env or {})))

@@ -1,7 +1,10 @@
 // Store::SaveAsync: snapshot the caller's buffers into bounded staging
-// memory, then save in the background (see store.h).
+// memory, then save in the background (see store.h). A part larger than
+// the budget is a bounded blocking copy: what does not fit is read in place
+// while the call waits.
 
 #include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 
@@ -64,29 +67,31 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   if (read_only()) return Status::FailedPrecondition("store is read-only");
   HY_RETURN_IF_ERROR(CheckSavePart(part));
   auto staged = std::make_shared<Staged>();
-  for (const ShardData& s : part.shards) staged->bytes += s.data.size();
-  for (const BlobData& b : part.blobs) staged->bytes += b.data.size();
-  if (staged->bytes > options_.staging_bytes) {
-    // More than the whole staging budget: saved here, straight from the
-    // caller's buffers, before returning. The caller waits for the save
-    // (that is the values at call time, in bounded memory); the handle is
-    // done on return and carries the outcome.
-    auto handle = std::make_shared<AsyncHandle>();
-    SaveStats stats;
-    Status s = Save(part, &stats);
-    handle->Finish(std::move(s), stats);
-    return std::unique_ptr<SaveHandle>(new HandleRef(handle));
+  uint64_t total = 0;
+  for (const ShardData& s : part.shards) total += s.data.size();
+  for (const BlobData& b : part.blobs) total += b.data.size();
+  // A part larger than the whole budget: its first shards stay borrowed
+  // from the caller (read in place while this call waits), the rest is
+  // copied into staging as usual. The split keeps the copy within budget.
+  size_t borrowed = 0;
+  staged->bytes = total;
+  while (staged->bytes > options_.staging_bytes &&
+         borrowed < part.shards.size()) {
+    staged->bytes -= part.shards[borrowed++].data.size();
   }
   {
     std::unique_lock<std::mutex> lock(staging_mu_);
     staging_cv_.wait(lock, [&] {
-      return staging_used_ + staged->bytes <= options_.staging_bytes;
+      return staging_used_ + staged->bytes <= options_.staging_bytes ||
+             staging_used_ == 0;  // Blobs alone above budget: one at a time.
     });
     staging_used_ += staged->bytes;
   }
-  // Snapshot every buffer now; the caller may reuse its memory on return.
+  // Snapshot every buffer not borrowed now; the caller may reuse its memory
+  // on return.
   staged->buffers.reserve(part.shards.size() + part.blobs.size());
-  for (ShardData& s : part.shards) {
+  for (size_t i = borrowed; i < part.shards.size(); ++i) {
+    ShardData& s = part.shards[i];
     staged->buffers.emplace_back(s.data.AsStringView());
     s.data = ConstBytes(staged->buffers.back());
   }
@@ -96,9 +101,12 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   }
   staged->part = std::move(part);
   auto handle = std::make_shared<AsyncHandle>();
-  async_pool_->Schedule([this, staged, handle] {
+  auto released = std::make_shared<std::promise<void>>();
+  std::future<void> borrowed_free = released->get_future();
+  async_pool_->Schedule([this, staged, handle, borrowed, released] {
     SaveStats stats;
-    Status s = Save(staged->part, &stats);
+    Status s = SaveBorrowing(staged->part, &stats, borrowed,
+                             [released] { released->set_value(); });
     {
       std::lock_guard<std::mutex> lock(staging_mu_);
       staging_used_ -= staged->bytes;
@@ -107,6 +115,8 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
     staged->buffers.clear();
     handle->Finish(std::move(s), stats);
   });
+  // The borrowed shards are the caller's memory: wait until they are read.
+  if (borrowed > 0) borrowed_free.wait();
   return std::unique_ptr<SaveHandle>(new HandleRef(handle));
 }
 

@@ -9,6 +9,7 @@
 #include <rocksdb/options.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -79,7 +80,13 @@ class RocksStore : public Store {
   // Checks that the parts of the ranks `commit` covers fit together.
   Status CheckCommittable(const CommitRecord& commit,
                           const std::vector<RankManifest>& parts);
-  Status SaveLocked(const SavePart& part, SaveStats* stats);
+  // Save, in parts: part.shards[0, borrowed) are views of the caller's
+  // buffers, and `release` (may be null) is called once nothing reads them
+  // any more: after hashing and encoding them, at the latest on return.
+  Status SaveBorrowing(const SavePart& part, SaveStats* stats, size_t borrowed,
+                       const std::function<void()>& release);
+  Status SaveLocked(const SavePart& part, SaveStats* stats, size_t borrowed,
+                    const std::function<void()>& release);
   // Writes `chunks` (any order; sorted here) as one SST and ingests it as a
   // new epoch. Sets *epoch.
   Status WriteEpoch(std::vector<EncodedChunk>* chunks, uint64_t* epoch);

@@ -8,8 +8,8 @@
 #include <map>
 #include <set>
 
-#include "hy/metrics/scoped_timer.h"
 #include "hy/metrics/hy_metrics.h"
+#include "hy/metrics/scoped_timer.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
@@ -85,13 +85,29 @@ Status CheckSavePart(const SavePart& part) {
 }
 
 Status RocksStore::Save(const SavePart& part, SaveStats* stats) {
+  return SaveBorrowing(part, stats, 0, nullptr);
+}
+
+Status RocksStore::SaveBorrowing(const SavePart& part, SaveStats* stats,
+                                 size_t borrowed,
+                                 const std::function<void()>& release) {
+  // Whatever happens, the caller's buffers are free when this returns.
+  struct Releaser {
+    const std::function<void()>& fn;
+    bool done = false;
+    void operator()() {
+      if (!done && fn) fn();
+      done = true;
+    }
+    ~Releaser() { (*this)(); }
+  } releaser{release};
   if (read_only()) return Status::FailedPrecondition("store is read-only");
   HY_RETURN_IF_ERROR(CheckSavePart(part));
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
   const metrics::HyMetrics* m = options_.metrics;
   metrics::ScopedTimer timer(m ? m->checkpoint_save_duration : nullptr);
   SaveStats local;
-  Status s = SaveLocked(part, &local);
+  Status s = SaveLocked(part, &local, borrowed, [&] { releaser(); });
   if (!s.ok()) return s;
   if (m != nullptr) {
     m->checkpoint_written_bytes->Increment(
@@ -103,7 +119,9 @@ Status RocksStore::Save(const SavePart& part, SaveStats* stats) {
   return Status::OK();
 }
 
-Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
+Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats,
+                              size_t borrowed,
+                              const std::function<void()>& release) {
   const std::string where = "saving version " + std::to_string(part.version) +
                             " rank " + std::to_string(part.rank);
   {
@@ -170,6 +188,15 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
       return s;
     }
   }
+
+  // The caller's buffers are read again only to encode their new chunks:
+  // once the batch holding the last of those is encoded, they are free.
+  size_t borrowed_to_write = 0;  // New chunks of borrowed shards (a prefix).
+  while (borrowed_to_write < to_write.size() &&
+         chunks[to_write[borrowed_to_write]].shard < borrowed) {
+    ++borrowed_to_write;
+  }
+  if (borrowed_to_write == 0 && release) release();
 
   // Delta bases: the same chunk of the same shard in the previous version.
   std::vector<DeltaBase> bases(to_write.size());
@@ -281,6 +308,9 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats) {
       }
       results[j] = EncodeChunk(eo, s.meta.dtype, c.raw, {}, &out.value);
     });
+    if (borrowed_to_write > begin && borrowed_to_write <= end && release) {
+      release();
+    }
     for (Status& r : results) HY_RETURN_IF_ERROR(r.WithContext(where));
     HY_RETURN_IF_ERROR(finish_write());
     in_flight = std::move(next);

@@ -237,8 +237,9 @@ TEST(RecoveryTest, LostHostOfTwoRanksIsRebuiltOnTheTwoHostsLeft) {
 TEST(RecoveryTest, PartLargerThanTheStagingBudgetIsSavedReplicatedRecovered) {
   TempDir dir;
   // Each rank's part (2 tensors x 250 floats + a blob) is 2000+ bytes; the
-  // staging budget is 512: every checkpoint is saved before Save returns,
-  // in 1 KiB chunks, then committed, replicated and recovered bit for bit.
+  // staging budget is 512: each checkpoint's shards are read in place while
+  // Save waits (a bounded blocking copy), in 1 KiB chunks, then committed,
+  // replicated and recovered bit for bit.
   SaveRun(dir.path(), 4, {2, 4}, {}, 512);
   std::filesystem::remove_all(NodeDir(dir.path(), 1));
   ExpectState(Recover(dir.path(), {0, 2, 3}), 4);

@@ -284,20 +284,42 @@ TEST(StoreTest, SaveAsyncSnapshotsBuffersAtCallTime) {
     ASSERT_TRUE(store->Commit(Commit(v)).ok());
     EXPECT_EQ(ReadAll(store.get(), v, "w", 40000, 4), expected[v - 1]) << v;
   }
-  // A part larger than the whole budget is saved before SaveAsync returns
-  // (from the caller's buffers), never refused.
-  std::vector<uint8_t> huge = Bytes(o.staging_bytes + 4, 9);
-  auto big = store->SaveAsync(
-      {9, 0, {WholeShard("w", DType::kU8, {int64_t(huge.size())}, huge)}, {}});
-  ASSERT_TRUE(big.ok()) << big.status();
-  EXPECT_TRUE((*big)->Done());
-  const std::vector<uint8_t> at_call = huge;
-  huge.assign(huge.size(), 0);  // The caller reuses its memory at once.
+  // A part larger than the whole budget is never refused: its first shards
+  // are read in place while SaveAsync waits, the rest is copied. Whatever
+  // the caller does to its buffers after the return, the version holds the
+  // values at call time.
+  std::vector<std::vector<uint8_t>> big;
+  SavePart part{9, 0, {}, {}};
+  for (int i = 0; i < 5; ++i) {  // 5 x 40000 bytes, budget 120000.
+    big.push_back(Bytes(40000, 20 + i));
+  }
+  for (int i = 0; i < 5; ++i) {
+    part.shards.push_back(
+        WholeShard("big" + std::to_string(i), DType::kF32, {10000}, big[i]));
+  }
+  const auto at_call = big;
+  auto h = store->SaveAsync(std::move(part));
+  ASSERT_TRUE(h.ok()) << h.status();
+  for (auto& b : big) b.assign(b.size(), 0);  // Reused at once.
   SaveStats st;
-  ASSERT_TRUE((*big)->Wait(&st).ok());
-  EXPECT_EQ(st.logical_bytes, at_call.size());
+  ASSERT_TRUE((*h)->Wait(&st).ok());
+  EXPECT_EQ(st.logical_bytes, 200000u);
   ASSERT_TRUE(store->Commit(Commit(9)).ok());
-  EXPECT_EQ(ReadAll(store.get(), 9, "w", at_call.size(), 1), at_call);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(ReadAll(store.get(), 9, "big" + std::to_string(i), 40000, 4),
+              at_call[i])
+        << i;
+  }
+  // One shard alone larger than the budget: read in place, too.
+  std::vector<uint8_t> huge = Bytes(o.staging_bytes + 8, 9);
+  const std::vector<uint8_t> huge_at_call = huge;
+  auto one = store->SaveAsync(
+      {10, 0, {WholeShard("w", DType::kU8, {int64_t(huge.size())}, huge)}, {}});
+  ASSERT_TRUE(one.ok()) << one.status();
+  huge.assign(huge.size(), 1);
+  ASSERT_TRUE((*one)->Wait(nullptr).ok());
+  ASSERT_TRUE(store->Commit(Commit(10)).ok());
+  EXPECT_EQ(ReadAll(store.get(), 10, "w", huge.size(), 1), huge_at_call);
 }
 
 TEST(StoreTest, RejectsMalformedSaves) {

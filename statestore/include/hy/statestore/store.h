@@ -189,8 +189,11 @@ class Store {
   // Like Save, but copies every buffer before it returns (waiting while the
   // staging budget is full) and encodes and writes in the background: the
   // caller may overwrite its tensors as soon as this returns. A part larger
-  // than the whole staging budget is saved before this returns, from the
-  // caller's buffers (no copy: the call blocks for the save instead).
+  // than the whole staging budget is never refused: its last shards (as
+  // many as fit the budget) and blobs are copied, and its first shards are
+  // read in place, hashed and encoded while this call waits (a bounded
+  // blocking copy: memory stays within the budget, the caller waits about
+  // as long as saving the shards that did not fit takes).
   // Returns InvalidArgument for a malformed part; the save's own errors
   // come from the handle.
   virtual Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) = 0;

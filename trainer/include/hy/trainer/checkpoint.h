@@ -76,9 +76,9 @@ struct CheckpointOptions {
   // (With one, the transport's own timeout applies.)
   int64_t commit_timeout_ms = 60000;
   uint64_t chunk_bytes = 4 << 20;  // StoreOptions::chunk_bytes.
-  // StoreOptions::staging_bytes (0: the store's default, 1 GiB): a part
-  // larger than this is saved before Save returns instead of in the
-  // background (training waits; hy_checkpoint_blocking_seconds shows it).
+  // StoreOptions::staging_bytes (0: the store's default, 1 GiB): of a part
+  // larger than this, what does not fit is read in place before Save
+  // returns (training waits; hy_checkpoint_blocking_seconds shows it).
   uint64_t staging_bytes = 0;
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
   // Recorded in every store it writes (primary and replicas); a store of

@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from . import _hy
 from ._group import Group
-from ._values import Shard, split
+from ._values import Shard, leaves, split
 
 Error = _hy.Error
 InvalidArgument = _hy.InvalidArgument
@@ -227,7 +227,6 @@ def load(path: str, state_dict: dict, version: Optional[int] = None,
             raise _hy.NotFound(f"value '{name}' is not in step {reader.step}")
     for p in pieces:
         reader.read(p.name, p.runs, p.array.reshape(-1).view("uint8"))
-    from ._values import leaves
     for parent, key, name, value in list(leaves(state_dict)):
         if name in plain:
             parent[key] = objects[name]
@@ -239,8 +238,7 @@ class Checkpoints:
 
     def __init__(self, path: str):
         self.path = path
-        if os.path.isdir(os.path.join(path, "node-0")) or glob.glob(
-                os.path.join(path, "node-*")):
+        if glob.glob(os.path.join(path, "node-*")):
             self._stores = sorted(
                 glob.glob(os.path.join(path, "node-*", "store*")) +
                 glob.glob(os.path.join(path, "node-*", "replica-*")))

@@ -46,6 +46,7 @@ from torch.distributed.checkpoint.storage import (StorageReader,
 from torch.futures import Future
 
 from . import _hy
+from . import _store_path
 from ._values import as_array
 
 _GEN_BITS = 16
@@ -57,9 +58,10 @@ def _rank() -> int:
         else 0
 
 
-def _store(path: str, rank: int, writable: bool = True):
-    return _hy.Store(os.path.join(path, f"node-{rank}", "store"),
-                     create=writable, read_only=not writable)
+def _store(path: str, rank: int, writable: bool = True,
+           chunk_bytes: int = 0):
+    return _hy.Store(_store_path(path, rank), create=writable,
+                     read_only=not writable, chunk_bytes=chunk_bytes)
 
 
 def _done(value: Any) -> Future:
@@ -126,9 +128,7 @@ class HyStorageWriter(StorageWriter):
             results.append(WriteResult(item.index,
                                        t.numel() * t.element_size(),
                                        {"rank": self.rank}))
-        store = _hy.Store(os.path.join(self.path, f"node-{self.rank}",
-                                       "store"), create=True,
-                          read_only=False, chunk_bytes=self.chunk_bytes)
+        store = _store(self.path, self.rank, chunk_bytes=self.chunk_bytes)
         store.save(self._plan_data["version"], self.rank, shards, blobs)
         del store  # The coordinator commits it in finish().
         return _done(results)

@@ -71,6 +71,20 @@ Hash128 ContentHash(ConstBytes data) {
   return FromXxh(XXH3_128bits(data.data(), data.size()));
 }
 
+struct Hasher64::State {
+  XXH3_state_t* xxh = XXH3_createState();
+};
+
+Hasher64::Hasher64() : state_(new State) { XXH3_64bits_reset(state_->xxh); }
+
+Hasher64::~Hasher64() { XXH3_freeState(state_->xxh); }
+
+void Hasher64::Update(ConstBytes data) {
+  XXH3_64bits_update(state_->xxh, data.data(), data.size());
+}
+
+uint64_t Hasher64::Digest() const { return XXH3_64bits_digest(state_->xxh); }
+
 struct Hasher128::State {
   XXH3_state_t* xxh = XXH3_createState();
 };

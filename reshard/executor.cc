@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "executor_internal.h"
+#include "hy/common/thread_pool.h"
 #include "hy/metrics/hy_metrics.h"
+#include "sparse_delta.h"
 #include "wire.h"
 
 namespace hy::reshard {
@@ -48,50 +50,140 @@ struct Executor::Impl {
   std::vector<std::vector<uint8_t>> last_sent;
   std::vector<bool> sends_tensor;
 
+  // Per [step][peer]: whether the list can go the sparse way (one wire
+  // dtype, and a link fast enough that the codec's XOR form never pays).
+  std::vector<std::vector<uint8_t>> send_sparse, recv_sparse;
+  // Per [step][peer]: this run's bucket came from EncodeSparse.
+  std::vector<std::vector<uint8_t>> sent_sparse;
+
   // Buffers kept across runs (allocating and faulting in fresh pages for
   // every bucket cost more than the copies themselves): the buckets of
-  // each step to each peer, and scratch space for Pack (one Pack runs at a
-  // time) and for Unpack (the calling thread's).
-  std::vector<std::vector<internal::WireBuffer>> buckets;  // [step][peer]
-  internal::WireBuffer pack_old, pack_scratch;
+  // each step to each peer, scratch space for Pack per peer (peers are
+  // packed in parallel) and for Unpack (the calling thread's).
+  std::vector<std::vector<internal::WireBuffer>> buckets;    // [step][peer]
+  std::vector<internal::WireBuffer> pack_old, pack_scratch;  // [peer]
+  std::vector<internal::SparseScratch> sparse_scratch;       // [peer]
   internal::WireBuffer unpack_before, unpack_now;
+  // What each step receives, kept across steps and runs: transports
+  // resize it in place, so its pages stay faulted in.
+  std::vector<std::vector<uint8_t>> got;
+  std::unique_ptr<ThreadPool> pool;  // Packs peers in parallel; may be null.
+
+  // Packs this rank's bucket for `peer` in `step` into buckets[step][peer].
+  Packed PackPeer(size_t step, int peer, const std::vector<ConstBytes>& src,
+                  bool delta, const std::vector<ConstBytes>& before) {
+    Packed p;
+    const PeerList& list = send[step][peer];
+    internal::WireBuffer& b = buckets[step][peer];
+    sent_sparse[step][peer] = 0;
+    if (list.transfers.empty()) {
+      b.clear();
+      return p;
+    }
+    if (delta && send_sparse[step][peer]) {
+      const internal::SparseOutcome outcome =
+          internal::EncodeSparse(plan->spec, options.wire, list, src, before,
+                                 &sparse_scratch[peer], &b, &p.changed);
+      if (outcome == internal::SparseOutcome::kEncoded) {
+        sent_sparse[step][peer] = 1;
+        p.unchanged_buckets =
+            b[0] == static_cast<uint8_t>(internal::BucketKind::kUnchanged);
+        return p;
+      }
+      delta = false;  // Too dense: the full form wins.
+    }
+    b.resize(1 + list.wire_bytes);
+    b[0] = static_cast<uint8_t>(internal::BucketKind::kFull);
+    internal::GatherSource(plan->spec, options.wire, list, src, b.data() + 1);
+    if (!delta) return p;
+    internal::DeltaCost cost;
+    cost.link_bytes_per_second = options.link_bytes_per_second;
+    pack_old[peer].resize(list.wire_bytes);
+    internal::GatherWire(plan->spec, options.wire, list, before, false,
+                         pack_old[peer].data());
+    int64_t changed = 0;
+    p.status = internal::EncodeDelta(
+        list.dtype, list.element_size,
+        ConstBytes(pack_old[peer].data(), pack_old[peer].size()), &b, &changed,
+        cost, &pack_scratch[peer]);
+    p.changed = changed;
+    p.unchanged_buckets = changed == 0;
+    return p;
+  }
 
   Packed Pack(size_t step, const std::vector<ConstBytes>& src, bool delta) {
-    Packed p;
     auto start = Clock::now();
-    std::vector<internal::WireBuffer>& out = buckets[step];
-    out.resize(world);
+    buckets[step].resize(world);
     std::vector<ConstBytes> before;
     if (delta) {
       for (const auto& v : last_sent) before.emplace_back(v.data(), v.size());
     }
-    internal::DeltaCost cost;
-    cost.link_bytes_per_second = options.link_bytes_per_second;
+    std::vector<Packed> each(world);
+    auto one = [&](size_t peer) {
+      each[peer] = PackPeer(step, static_cast<int>(peer), src, delta, before);
+    };
+    int busy = 0;
     for (int peer = 0; peer < world; ++peer) {
-      const PeerList& list = send[step][peer];
-      internal::WireBuffer& b = out[peer];
-      if (list.transfers.empty()) {
-        b.clear();
-        continue;
-      }
-      b.resize(1 + list.wire_bytes);
-      b[0] = static_cast<uint8_t>(internal::BucketKind::kFull);
-      internal::GatherSource(plan->spec, options.wire, list, src, b.data() + 1);
-      if (!delta) continue;
-      pack_old.resize(list.wire_bytes);
-      internal::GatherWire(plan->spec, options.wire, list, before, false,
-                           pack_old.data());
-      int64_t changed = 0;
-      p.status = internal::EncodeDelta(
-          list.dtype, list.element_size,
-          ConstBytes(pack_old.data(), pack_old.size()), &b, &changed, cost,
-          &pack_scratch);
-      if (!p.status.ok()) break;
-      p.changed += changed;
-      if (changed == 0) ++p.unchanged_buckets;
+      busy += !send[step][peer].transfers.empty();
+    }
+    if (pool != nullptr && busy > 1) {
+      pool->ParallelFor(world, one);
+    } else {
+      for (int peer = 0; peer < world; ++peer) one(peer);
+    }
+    Packed p;
+    for (const Packed& e : each) {
+      if (!e.status.ok() && p.status.ok()) p.status = e.status;
+      p.changed += e.changed;
+      p.unchanged_buckets += e.unchanged_buckets;
     }
     p.seconds = Since(start);
     return p;
+  }
+
+  // After a successful run: brings last_sent up to what was sent. Pairs
+  // write their values; any other bucket's source region is cast again.
+  void RememberSent(const std::vector<ConstBytes>& src, bool was_delta) {
+    const int n = static_cast<int>(plan->spec.tensors.size());
+    if (!was_delta) {
+      last_sent.resize(n);
+      for (int t = 0; t < n; ++t) {
+        if (!sends_tensor[t]) continue;
+        DType dtype = plan->spec.tensors[t].meta.dtype;
+        int64_t count = plan->src.Get(rank, t).num_elements;
+        last_sent[t].resize(count * DTypeSize(WireDType(dtype, options.wire)));
+        internal::PeerList whole;
+        whole.transfers.push_back({t, rank, rank, 0, 0, count});
+        internal::GatherSource(plan->spec, options.wire, whole, src,
+                               last_sent[t].data());
+      }
+      return;
+    }
+    std::vector<MutableBytes> last;
+    for (auto& v : last_sent) last.emplace_back(v.data(), v.size());
+    for (size_t k = 0; k < send.size(); ++k) {
+      for (int peer = 0; peer < world; ++peer) {
+        const PeerList& list = send[k][peer];
+        const internal::WireBuffer& b = buckets[k][peer];
+        if (sent_sparse[k][peer]) {
+          internal::ApplySentPairs(list, ConstBytes(b.data(), b.size()), last);
+          continue;
+        }
+        if (!b.empty() &&
+            b[0] == static_cast<uint8_t>(internal::BucketKind::kFull)) {
+          // The bucket holds the wire bytes already: copy, do not cast.
+          PeerList at_source = list;
+          for (Transfer& t : at_source.transfers) t.dst_offset = t.src_offset;
+          internal::Scatter(plan->spec, options.wire, at_source, b.data() + 1,
+                            last);
+          continue;
+        }
+        for (Transfer t : list.transfers) {
+          t.dst_offset = t.src_offset;
+          internal::CopyLocal(plan->spec, options.wire, t, src, last);
+        }
+      }
+    }
   }
 
   // Every rank learns whether all succeeded. Returns OK if all did, else
@@ -136,6 +228,19 @@ struct Executor::Impl {
               " bytes, expected " + std::to_string(1 + list.wire_bytes));
         }
         internal::Scatter(plan->spec, options.wire, list, wire.data() + 1, dst);
+        continue;
+      }
+      if (recv_sparse[step][peer] &&
+          (wire.data()[0] ==
+               static_cast<uint8_t>(internal::BucketKind::kPairs) ||
+           wire.data()[0] ==
+               static_cast<uint8_t>(internal::BucketKind::kUnchanged))) {
+        Status s = internal::ApplySparse(list, wire, dst);
+        if (!s.ok()) {
+          return Status::DataLoss("reshard step " + std::to_string(step) +
+                                  " from rank " + std::to_string(peer) + ": " +
+                                  std::string(s.message()));
+        }
         continue;
       }
       if (dst_view.empty()) {
@@ -204,8 +309,8 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
              ? m.same_node_bytes
              : m.cross_node_bytes) += t.length * wire_es(t);
         m.logical_bytes_sent +=
-            t.length * static_cast<int64_t>(DTypeSize(
-                           plan_->spec.tensors[t.tensor].meta.dtype));
+            t.length * static_cast<int64_t>(
+                           DTypeSize(plan_->spec.tensors[t.tensor].meta.dtype));
       }
       if (t.dst_rank == m.rank)
         m.recv.back()[t.src_rank].transfers.push_back(t);
@@ -214,7 +319,37 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
       internal::Describe(plan_->spec, options.wire, &m.send.back()[p]);
       internal::Describe(plan_->spec, options.wire, &m.recv.back()[p]);
     }
+  }  // The codec's XOR form (encode + decode time) never beats the full form
+  // on a link at least this fast, so EncodeDelta's choice reduces to pairs
+  // or full, which the sparse path makes without gathering.
+  const internal::DeltaCost cost;
+  const bool codec_never_pays = 1.0 / options.link_bytes_per_second <=
+                                1.0 / cost.codec_encode_bytes_per_second +
+                                    1.0 / cost.codec_decode_bytes_per_second;
+  int most_peers = 0;
+  for (size_t k = 0; k < m.send.size(); ++k) {
+    m.send_sparse.emplace_back(m.world);
+    m.recv_sparse.emplace_back(m.world);
+    m.sent_sparse.emplace_back(m.world);
+    int peers = 0;
+    for (int p = 0; p < m.world; ++p) {
+      peers += !m.send[k][p].transfers.empty();
+      m.send_sparse[k][p] =
+          codec_never_pays &&
+          internal::SparseEligible(plan_->spec, options.wire, m.send[k][p]);
+      m.recv_sparse[k][p] =
+          internal::SparseEligible(plan_->spec, options.wire, m.recv[k][p]);
+    }
+    most_peers = std::max(most_peers, peers);
   }
+  m.pack_old.resize(m.world);
+  m.pack_scratch.resize(m.world);
+  m.sparse_scratch.resize(m.world);
+  const int threads = std::min<int>(
+      most_peers, options.pack_threads > 0
+                      ? options.pack_threads
+                      : static_cast<int>(ThreadPool::DefaultThreadCount()));
+  if (threads > 1) m.pool = std::make_unique<ThreadPool>(threads - 1);
 }
 
 Executor::~Executor() = default;
@@ -314,7 +449,7 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       out.emplace_back(b.data(), b.size());
       st.wire_bytes_sent += static_cast<int64_t>(b.size());
     }
-    std::vector<std::vector<uint8_t>> got;
+    std::vector<std::vector<uint8_t>>& got = m.got;
     t0 = Clock::now();
     Status s = m.transport->AllToAllV(out, &got);
     st.transfer_seconds += Since(t0);
@@ -334,21 +469,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     if (!agreed.ok()) return fail(agreed);
   }
   if (m.options.sparse_delta) {
-    // Remember what was sent: the wire-dtype copy of every source shard
-    // this rank sends from.
     t0 = Clock::now();
-    m.last_sent.resize(n);
-    for (int t = 0; t < n; ++t) {
-      if (!m.sends_tensor[t]) continue;
-      DType dtype = plan.spec.tensors[t].meta.dtype;
-      int64_t count = plan.src.Get(m.rank, t).num_elements;
-      m.last_sent[t].resize(count *
-                            DTypeSize(WireDType(dtype, m.options.wire)));
-      internal::PeerList whole;
-      whole.transfers.push_back({t, m.rank, m.rank, 0, 0, count});
-      internal::GatherSource(plan.spec, m.options.wire, whole, src,
-                             m.last_sent[t].data());
-    }
+    m.RememberSent(src, delta);
     m.delta_ready = true;
     st.pack_seconds += Since(t0);
   }

@@ -16,6 +16,7 @@
 #define HY_RESHARD_WIRE_H_
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,6 +49,50 @@ struct DefaultInitAllocator : std::allocator<T> {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
 };
+
+// The top bit of each es-byte lane of the 64-bit word d that is nonzero:
+// a lane is nonzero iff its low bits carry into its top bit or that bit
+// is set. REQUIRES: es is 1, 2, 4 or 8.
+inline uint64_t NonzeroLaneBits(uint64_t d, size_t es) {
+  static constexpr uint64_t kHigh[] = {0,
+                                       0x8080808080808080ull,
+                                       0x8000800080008000ull,
+                                       0,
+                                       0x8000000080000000ull,
+                                       0,
+                                       0,
+                                       0,
+                                       0x8000000000000000ull};
+  const uint64_t high = kHigh[es];
+  const uint64_t low = ~high;
+  return (((d & low) + low) | d) & high;
+}
+
+// Calls fn(word index, XOR of the words) for every 64-bit word that
+// differs between a and b (`words` words), four words at a time.
+template <typename Fn>
+void ForEachChangedWord(const uint8_t* a, const uint8_t* b, size_t words,
+                        Fn fn) {
+  size_t w = 0;
+  for (; w + 4 <= words; w += 4) {
+    uint64_t x[4], y[4];
+    std::memcpy(x, a + w * 8, 32);
+    std::memcpy(y, b + w * 8, 32);
+    const uint64_t d0 = x[0] ^ y[0], d1 = x[1] ^ y[1], d2 = x[2] ^ y[2],
+                   d3 = x[3] ^ y[3];
+    if ((d0 | d1 | d2 | d3) == 0) continue;
+    if (d0) fn(w, d0);
+    if (d1) fn(w + 1, d1);
+    if (d2) fn(w + 2, d2);
+    if (d3) fn(w + 3, d3);
+  }
+  for (; w < words; ++w) {
+    uint64_t x, y;
+    std::memcpy(&x, a + w * 8, 8);
+    std::memcpy(&y, b + w * 8, 8);
+    if (x != y) fn(w, x ^ y);
+  }
+}
 
 // The bytes of a bucket (kept across runs by the executor).
 using WireBuffer = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;

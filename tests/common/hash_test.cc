@@ -59,5 +59,18 @@ TEST(HashTest, IncrementalMatchesOneShot) {
   EXPECT_EQ(h.Digest(), ContentHash(data));
 }
 
+TEST(HashTest, Incremental64MatchesOneShot) {
+  std::string data;
+  for (int i = 0; i < 100000; ++i) data.push_back(static_cast<char>(i * 7));
+  Hasher64 h;
+  h.Update(ConstBytes(data).subspan(0, 3));
+  h.Update(ConstBytes(data).subspan(3, 60000));
+  h.Update(ConstBytes(data).subspan(60003));
+  EXPECT_EQ(h.Digest(), Checksum64(data));
+  Hasher64 other;
+  other.Update(ConstBytes(data).subspan(1));
+  EXPECT_NE(other.Digest(), Checksum64(data));
+}
+
 }  // namespace
 }  // namespace hy

@@ -124,7 +124,8 @@ TEST(ExecutorTest, SparseDeltaIsBitIdenticalAndMovesProportionallyLess) {
     ASSERT_TRUE(full.Run(src, &fs).ok());
     ASSERT_TRUE(delta.Run(src, &ds).ok()) << fraction;
     EXPECT_EQ(delta.dst(), full.dst()) << fraction;
-    EXPECT_EQ(full.dst(), CutShards(plan->dst, spec, globals, WireFormat::kBf16));
+    EXPECT_EQ(full.dst(),
+              CutShards(plan->dst, spec, globals, WireFormat::kBf16));
     EXPECT_GT(ds.wire_bytes_sent, previous) << fraction;
     previous = ds.wire_bytes_sent;
     if (fraction == 0.01) {
@@ -135,6 +136,14 @@ TEST(ExecutorTest, SparseDeltaIsBitIdenticalAndMovesProportionallyLess) {
       EXPECT_LE(ds.wire_bytes_sent, full_bytes + 64 * ds.steps * 4);
     }
   }
+  // After buckets that went whole, the sender's copy is what they carried:
+  // a sparse round after them is still bit-identical.
+  Perturb(&globals, 0.02, rng);
+  src = CutShards(plan->src, spec, globals);
+  ASSERT_TRUE(full.Run(src, &fs).ok());
+  ASSERT_TRUE(delta.Run(src, &ds).ok());
+  EXPECT_EQ(delta.dst(), full.dst());
+  EXPECT_LT(ds.wire_bytes_sent * 5, full_bytes);
 }
 
 TEST(ExecutorTest, DeltaAgainstTheWrongPreviousCopyIsDataLoss) {
@@ -217,7 +226,8 @@ TEST(ExecutorTest, Bf16WireEqualsCastingAtTheDestination) {
   Group group(plan, opts);
   ReshardStats st;
   ASSERT_TRUE(group.Run(CutShards(plan->src, spec, globals), &st).ok());
-  EXPECT_EQ(group.dst(), CutShards(plan->dst, spec, globals, WireFormat::kBf16));
+  EXPECT_EQ(group.dst(),
+            CutShards(plan->dst, spec, globals, WireFormat::kBf16));
   EXPECT_GT(st.same_node_bytes + st.cross_node_bytes, 0);
   EXPECT_GE(st.transfer_seconds, 0);
 }
@@ -250,9 +260,9 @@ TEST(ExecutorTest, RecordsTimingAndBytesIntoMetrics) {
   EXPECT_EQ(hm->reshard_bytes(ReshardBytesKind::kNode)->Value() +
                 hm->reshard_bytes(ReshardBytesKind::kRemote)->Value(),
             static_cast<double>(st.same_node_bytes + st.cross_node_bytes));
-  auto duration = hm->ReshardDuration(metrics::ReshardDirection::kTrainToRollout,
-                                      metrics::ReshardTransport::kLocal,
-                                      metrics::ReshardWire::kBf16);
+  auto duration = hm->ReshardDuration(
+      metrics::ReshardDirection::kTrainToRollout,
+      metrics::ReshardTransport::kLocal, metrics::ReshardWire::kBf16);
   ASSERT_TRUE(duration.ok());
   EXPECT_EQ(metrics::Count(**duration), 4u);
   // The bytes actually sent, under the run's wire, beside the logical ones

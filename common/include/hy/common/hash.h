@@ -54,6 +54,23 @@ struct Hash128 {
 uint64_t Checksum64(ConstBytes data);
 Hash128 ContentHash(ConstBytes data);
 
+// Incremental xxh3-64 over several pieces; Checksum64 of their
+// concatenation equals Digest().
+class Hasher64 {
+ public:
+  Hasher64();
+  ~Hasher64();
+  Hasher64(const Hasher64&) = delete;
+  Hasher64& operator=(const Hasher64&) = delete;
+
+  void Update(ConstBytes data);
+  uint64_t Digest() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // Incremental xxh3-128 over several pieces; ContentHash of their
 // concatenation equals Digest().
 class Hasher128 {

@@ -60,6 +60,9 @@ struct ExecutorOptions {
   // bucket's form: pairs of changes, the codec's XOR delta (worth its
   // encode and decode time only on a slow link) or the plain wire dtype.
   double link_bytes_per_second = 1.25e9;
+  // Threads that pack one step's buckets (one per peer) in parallel; 0:
+  // the machine's hardware threads. Never more than the peers of a step.
+  int pack_threads = 0;
   // Metrics to record each Run into (not owned; may be null). Direction is
   // a label: 0 train->rollout, 1 rollout->train.
   const metrics::HyMetrics* metrics = nullptr;
@@ -81,7 +84,9 @@ struct ReshardStats {
   int64_t logical_bytes_sent = 0;
   int64_t wire_bytes_sent = 0;  // Bytes this rank actually handed over.
   int64_t wire_bytes_received = 0;
-  int64_t changed_elements_sent = 0;  // Sparse delta only.
+  // Sparse delta only: changed elements found (in a bucket that turned out
+  // dense enough to go whole, those found before that was clear).
+  int64_t changed_elements_sent = 0;
   int64_t buckets_unchanged = 0;      // Sparse delta only.
   int steps = 0;
 

@@ -1,0 +1,196 @@
+// Sparse delta without gathering (internal to the executor): the fused
+// cast-and-compare finds exactly the changed bf16 values, whatever the
+// bits (NaN payloads, infinities, denormals, rounding ties), the sender's
+// copy and the receiver's destination end up equal to the plain cast, and
+// damage or a wrong previous copy is DataLoss.
+
+#include "sparse_delta.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "hy/common/bf16.h"
+#include "hy/common/hash.h"
+
+namespace hy::reshard::internal {
+namespace {
+
+// One f32 tensor of n elements; a list of transfers over it.
+struct OneTensor {
+  ModelSpec spec;
+  PeerList list;
+  explicit OneTensor(int64_t n) {
+    TensorSpec t;
+    t.meta.name = "w";
+    t.meta.dtype = DType::kF32;
+    t.meta.shape = {n};
+    spec.tensors.push_back(t);
+  }
+  void Add(int64_t src_offset, int64_t dst_offset, int64_t length) {
+    list.transfers.push_back({0, 0, 1, src_offset, dst_offset, length});
+    Describe(spec, WireFormat::kBf16, &list);
+  }
+};
+
+std::vector<uint8_t> Cast(const std::vector<uint32_t>& f32) {
+  std::vector<uint8_t> out(f32.size() * 2);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    const uint16_t b = F32BitsToBf16Bits(f32[i]);
+    std::memcpy(out.data() + i * 2, &b, 2);
+  }
+  return out;
+}
+
+// The bucket's elements in order, cast: what the full form would carry.
+std::vector<uint8_t> FullBucket(const PeerList& list,
+                                const std::vector<uint8_t>& cast) {
+  std::vector<uint8_t> out;
+  for (const Transfer& t : list.transfers) {
+    out.insert(out.end(), cast.begin() + t.src_offset * 2,
+               cast.begin() + (t.src_offset + t.length) * 2);
+  }
+  return out;
+}
+
+// Bits that stress the cast: NaNs with payload only in the dropped half,
+// infinities, the largest finite values, denormals, ties to even.
+uint32_t Special(std::mt19937_64& rng) {
+  static const uint32_t kBits[] = {
+      0x7F800001u, 0xFF800001u, 0x7FC00000u, 0xFFFFFFFFu, 0x7F800000u,
+      0xFF800000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x00000001u, 0x80008000u,
+      0x3F808000u, 0x3F818000u, 0x00000000u, 0x80000000u, 0x3F807FFFu};
+  return kBits[rng() % (sizeof(kBits) / sizeof(kBits[0]))];
+}
+
+TEST(SparseDeltaTest, FindsExactlyTheChangedValuesOfAnyBits) {
+  const int64_t n = 10007;  // Not a multiple of any vector width.
+  OneTensor s(n);
+  s.Add(5000, 0, 5007);  // Out of order, uneven lengths.
+  s.Add(0, 5007, 4999);
+  s.Add(4999, 10006, 1);
+  std::mt19937_64 rng(3);
+  std::vector<uint32_t> before(n), after(n);
+  for (int64_t i = 0; i < n; ++i) before[i] = after[i] = Special(rng);
+  for (int64_t i = 0; i < n; ++i) {
+    if (rng() % 20 == 0)
+      after[i] = (rng() % 2) ? Special(rng) : static_cast<uint32_t>(rng());
+  }
+  std::vector<uint8_t> last = Cast(before);
+  const std::vector<uint8_t> want = Cast(after);
+  int64_t expected_changes = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    expected_changes += std::memcmp(&last[i * 2], &want[i * 2], 2) != 0;
+  }
+  ASSERT_GT(expected_changes, 100);
+
+  std::vector<ConstBytes> src{ConstBytes(
+      reinterpret_cast<const uint8_t*>(after.data()), after.size() * 4)};
+  std::vector<ConstBytes> last_view{ConstBytes(last)};
+  SparseScratch scratch;
+  WireBuffer bucket;
+  int64_t changed = 0;
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
+                         &scratch, &bucket, &changed),
+            SparseOutcome::kEncoded);
+  EXPECT_EQ(changed, expected_changes);
+  ASSERT_EQ(bucket[0], static_cast<uint8_t>(BucketKind::kPairs));
+  uint64_t checksum;
+  std::memcpy(&checksum, bucket.data() + 1, 8);
+  EXPECT_EQ(checksum, Checksum64(ConstBytes(FullBucket(s.list, want))));
+
+  // The receiver holds the old values at dst_offset; applying gives the new.
+  std::vector<uint8_t> dst = FullBucket(s.list, last);
+  std::vector<MutableBytes> dst_view{MutableBytes(dst)};
+  ASSERT_TRUE(
+      ApplySparse(s.list, ConstBytes(bucket.data(), bucket.size()), dst_view)
+          .ok());
+  EXPECT_EQ(dst, FullBucket(s.list, want));
+
+  // The sender's copy becomes the cast of the new values.
+  std::vector<MutableBytes> last_mut{MutableBytes(last)};
+  ApplySentPairs(s.list, ConstBytes(bucket.data(), bucket.size()), last_mut);
+  EXPECT_EQ(last, want);
+
+  // Nothing changed now: one checksum goes, and it checks the receiver.
+  changed = 0;
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
+                         &scratch, &bucket, &changed),
+            SparseOutcome::kEncoded);
+  EXPECT_EQ(changed, 0);
+  EXPECT_EQ(bucket.size(), 9u);
+  EXPECT_TRUE(
+      ApplySparse(s.list, ConstBytes(bucket.data(), bucket.size()), dst_view)
+          .ok());
+  dst[7] ^= 1;
+  Status bad =
+      ApplySparse(s.list, ConstBytes(bucket.data(), bucket.size()), dst_view);
+  EXPECT_TRUE(bad.IsDataLoss()) << bad;
+}
+
+TEST(SparseDeltaTest, DenseBucketsGoWholeAndSparseOnesDoNot) {
+  const int64_t n = 1 << 20;
+  OneTensor s(n);
+  s.Add(0, 0, n);
+  std::mt19937_64 rng(4);
+  std::vector<uint32_t> f(n);
+  for (auto& x : f) x = 0x3F800000u + static_cast<uint32_t>(rng() % 0x7FFFFF);
+  std::vector<uint8_t> last = Cast(f);
+  std::vector<ConstBytes> src{
+      ConstBytes(reinterpret_cast<const uint8_t*>(f.data()), f.size() * 4)};
+  std::vector<ConstBytes> last_view{ConstBytes(last)};
+  SparseScratch scratch;
+  WireBuffer bucket;
+  // Half the values change: the sample sees it and the scan never runs.
+  for (int64_t i = 0; i < n; i += 2) f[i] += 0x10000u;
+  int64_t changed = 0;
+  EXPECT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
+                         &scratch, &bucket, &changed),
+            SparseOutcome::kTooDense);
+  EXPECT_NEAR(static_cast<double>(changed), n / 2.0, n / 20.0);
+  // A fifth: pairs (6 bytes each) still beat 2 bytes per element.
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, &last[i * 2], 2);
+    f[i] = Bf16BitsToF32Bits(b) + ((i % 5 == 0) ? 0x10000u : 0u);
+  }
+  src[0] = ConstBytes(reinterpret_cast<const uint8_t*>(f.data()), n * 4);
+  changed = 0;
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
+                         &scratch, &bucket, &changed),
+            SparseOutcome::kEncoded);
+  EXPECT_EQ(changed, (n + 4) / 5);
+  EXPECT_EQ(bucket.size(), 17u + static_cast<size_t>(changed) * 6);
+}
+
+TEST(SparseDeltaTest, DamagedBucketsAreDataLoss) {
+  OneTensor s(64);
+  s.Add(0, 0, 64);
+  std::vector<uint8_t> dst(128, 0);
+  std::vector<MutableBytes> view{MutableBytes(dst)};
+  auto apply = [&](const std::vector<uint8_t>& b) {
+    return ApplySparse(s.list, ConstBytes(b), view);
+  };
+  EXPECT_TRUE(apply({}).IsDataLoss());
+  EXPECT_TRUE(
+      apply({static_cast<uint8_t>(BucketKind::kPairs), 1, 2}).IsDataLoss());
+  // One pair whose index is past the bucket.
+  std::vector<uint8_t> pairs(17 + 6, 0);
+  pairs[0] = static_cast<uint8_t>(BucketKind::kPairs);
+  pairs[9] = 1;  // count = 1
+  const uint32_t beyond = 64;
+  std::memcpy(&pairs[17], &beyond, 4);
+  Status s1 = apply(pairs);
+  EXPECT_TRUE(s1.IsDataLoss()) << s1;
+  EXPECT_NE(s1.message().find("out of range"), std::string::npos) << s1;
+  pairs.push_back(0);  // Wrong length for its count.
+  EXPECT_TRUE(apply(pairs).IsDataLoss());
+  // A full bucket is not this function's to apply.
+  EXPECT_TRUE(
+      apply({static_cast<uint8_t>(BucketKind::kFull), 0, 0, 0, 0, 0, 0, 0, 0})
+          .IsDataLoss());
+}
+
+}  // namespace
+}  // namespace hy::reshard::internal

@@ -89,6 +89,8 @@ RocksStore::RocksStore(std::string path, const StoreOptions& options)
           : std::min<size_t>(32, 4 * ThreadPool::DefaultThreadCount());
   // ParallelFor also runs on the caller, so threads - 1 helpers suffice.
   pool_ = std::make_unique<ThreadPool>(threads > 1 ? threads - 1 : 1);
+  staging_pool_ = std::make_unique<StagingPool>(
+      options.keep_staging ? options.staging_bytes : 0);
   async_pool_ = std::make_unique<ThreadPool>(1);
 }
 

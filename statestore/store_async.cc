@@ -4,6 +4,7 @@
 // while the call waits.
 
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -13,8 +14,8 @@
 namespace hy::statestore {
 
 struct RocksStore::Staged {
-  SavePart part;                     // Views into `buffers`.
-  std::vector<std::string> buffers;  // The snapshot copies.
+  SavePart part;                             // Views into `buffers`.
+  std::vector<StagingPool::Buffer> buffers;  // The snapshot copies.
   uint64_t bytes = 0;
 };
 
@@ -90,15 +91,17 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   // Snapshot every buffer not borrowed now; the caller may reuse its memory
   // on return.
   staged->buffers.reserve(part.shards.size() + part.blobs.size());
+  auto snapshot = [&](ConstBytes* data) {
+    StagingPool::Buffer b = staging_pool_->Acquire(data->size());
+    if (!data->empty()) std::memcpy(b.data.get(), data->data(), data->size());
+    *data = ConstBytes(b.data.get(), data->size());
+    staged->buffers.push_back(std::move(b));
+  };
   for (size_t i = borrowed; i < part.shards.size(); ++i) {
-    ShardData& s = part.shards[i];
-    staged->buffers.emplace_back(s.data.AsStringView());
-    s.data = ConstBytes(staged->buffers.back());
+    snapshot(&part.shards[i].data);
   }
-  for (BlobData& b : part.blobs) {
-    staged->buffers.emplace_back(b.data.AsStringView());
-    b.data = ConstBytes(staged->buffers.back());
-  }
+
+  for (BlobData& b : part.blobs) snapshot(&b.data);
   staged->part = std::move(part);
   auto handle = std::make_shared<AsyncHandle>();
   auto released = std::make_shared<std::promise<void>>();
@@ -112,6 +115,9 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
       staging_used_ -= staged->bytes;
     }
     staging_cv_.notify_all();
+    for (StagingPool::Buffer& b : staged->buffers) {
+      staging_pool_->Release(std::move(b));
+    }
     staged->buffers.clear();
     handle->Finish(std::move(s), stats);
   });

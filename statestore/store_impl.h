@@ -21,6 +21,7 @@
 #include "hy/common/thread_pool.h"
 #include "hy/statestore/store.h"
 #include "keys.h"
+#include "staging_pool.h"
 
 namespace hy::statestore {
 
@@ -139,6 +140,8 @@ class RocksStore : public Store {
   std::mutex staging_mu_;
   std::condition_variable staging_cv_;
   uint64_t staging_used_ = 0;  // Guarded by staging_mu_.
+  // SaveAsync's snapshot memory, reused across saves.
+  std::unique_ptr<StagingPool> staging_pool_;
 
   // Runs SaveAsync work; declared last so it drains before the rest dies.
   std::unique_ptr<ThreadPool> async_pool_;

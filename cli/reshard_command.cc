@@ -15,6 +15,7 @@
 #include "hy/reshard/layout.h"
 #include "hy/reshard/plan.h"
 #include "hy/reshard/shard_map.h"
+#include "hy/reshard/stored_version.h"
 #include "hy/statestore/store.h"
 #include "reshard_input.h"
 
@@ -160,177 +161,30 @@ Status RunPlan(const PlanArgs& a) {
   return Status::OK();
 }
 
-// A box shard that is not whole rows (a row-parallel TP slice) is many
-// short runs; reading each alone would decode the chunks under it once per
-// run. Runs in ascending order are read together as one region of at most
-// this many bytes and copied out of it.
-constexpr int64_t kReadWindowBytes = int64_t{64} << 20;
-
-// Reads rank `rank`'s shard of tensor `i` under `map` from `version` into
-// `out` (resized to fit).
-Status ReadNewShard(Store* store, uint64_t version, const ModelSpec& spec,
-                    const ShardMap& map, int rank, int i,
-                    std::vector<uint8_t>* out) {
-  const TensorMeta& meta = spec.tensors[i].meta;
-  const std::vector<FlatRun>& runs = map.Get(rank, i).runs;
-  const int64_t es = static_cast<int64_t>(DTypeSize(meta.dtype));
-  out->resize(static_cast<size_t>(map.Get(rank, i).num_elements * es));
-  std::vector<uint8_t> window;
-  int64_t at = 0;  // Bytes of `out` filled.
-  for (size_t k = 0; k < runs.size();) {
-    // Runs k..j-1 lie in ascending order within one window.
-    size_t j = k + 1;
-    while (j < runs.size() && runs[j].offset >= runs[j - 1].end() &&
-           (runs[j].end() - runs[k].offset) * es <= kReadWindowBytes) {
-      ++j;
-    }
-    if (at + TotalLength({runs.begin() + k, runs.begin() + j}) * es >
-        static_cast<int64_t>(out->size())) {
-      return Status::Internal("runs of '" + meta.name + "' for rank " +
-                              std::to_string(rank) + " exceed its shard");
-    }
-    if (j == k + 1) {
-      HY_RETURN_IF_ERROR(store->ReadRegion(
-          version, meta.name, runs[k],
-          MutableBytes(out->data() + at, runs[k].length * es)));
-      at += runs[k].length * es;
-    } else {
-      const FlatRun span{runs[k].offset, runs[j - 1].end() - runs[k].offset};
-      window.resize(static_cast<size_t>(span.length * es));
-      HY_RETURN_IF_ERROR(
-          store->ReadRegion(version, meta.name, span, MutableBytes(window)));
-      for (size_t r = k; r < j; ++r) {
-        std::memcpy(out->data() + at,
-                    window.data() + (runs[r].offset - span.offset) * es,
-                    runs[r].length * es);
-        at += runs[r].length * es;
-      }
-    }
-    k = j;
-  }
-  if (at != static_cast<int64_t>(out->size())) {
-    return Status::Internal("runs of '" + meta.name + "' for rank " +
-                            std::to_string(rank) + " hold " +
-                            std::to_string(at) + " bytes, not " +
-                            std::to_string(out->size()));
-  }
-  return Status::OK();
-}
-
-// Writes every rank's part of `version` under `map`, then commits it.
-// Returns the first error; the caller aborts the version.
-Status SaveResharded(Store* store, const ReshardArgs& a,
-                     const statestore::Manifest& source, const ModelSpec& spec,
-                     const ModelRules& rules, const ShardMap& map,
-                     uint64_t version, statestore::SaveStats* total) {
-  // Replicated blobs (configs, metadata) carry over; per-rank ones cannot.
-  std::vector<std::pair<std::string, std::string>> blobs;
-  for (const auto& b : source.blobs) {
-    if (b.rank != statestore::kReplicatedBlob) {
-      std::cerr << "hyctl reshard: dropping rank " << b.rank << "'s blob '"
-                << b.name << "' (per-rank state does not reshard)\n";
-      continue;
-    }
-    if (b.name == kTensorOrderBlob) continue;
-    HY_ASSIGN_OR_RETURN(std::string data, store->ReadBlob(a.version, b.name));
-    blobs.emplace_back(b.name, std::move(data));
-  }
-  blobs.emplace_back(kTensorOrderBlob, TensorOrderJson(spec));
-
-  const int n = static_cast<int>(spec.tensors.size());
-  for (int rank = 0; rank < map.world_size(); ++rank) {
-    // One rank's part at a time: Save takes a rank's shards all at once.
-    std::vector<std::vector<uint8_t>> buffers(n);
-    statestore::SavePart part;
-    part.version = version;
-    part.rank = rank;
-    for (int i = 0; i < n; ++i) {
-      const reshard::RankShard& shard = map.Get(rank, i);
-      if (!shard.has_shard) continue;
-      HY_RETURN_IF_ERROR(
-          ReadNewShard(store, a.version, spec, map, rank, i, &buffers[i]));
-      statestore::ShardData s;
-      s.meta = spec.tensors[i].meta;
-      s.geometry = shard.geometry;
-      s.data = ConstBytes(buffers[i]);
-      part.shards.push_back(std::move(s));
-    }
-    if (rank == 0) {
-      for (const auto& [name, data] : blobs) {
-        part.blobs.push_back(
-            {name, statestore::kReplicatedBlob, ConstBytes(data)});
-      }
-    }
-    statestore::SaveStats stats;
-    HY_RETURN_IF_ERROR(store->Save(part, &stats));
-    total->logical_bytes += stats.logical_bytes;
-    total->new_bytes += stats.new_bytes;
-    total->new_chunks += stats.new_chunks;
-    total->chunks += stats.chunks;
-  }
-  statestore::CommitRecord c;
-  c.version = version;
-  c.step = source.commit.step;
-  c.world_size = map.world_size();
-  c.layout = map.layout().ToString();
-  c.model_rules = rules.ToYaml();
-  return store->Commit(c);
-}
-
 int RunReshard(const ReshardArgs& a) {
   auto opened = OpenExisting(a.store, /*read_only=*/false);
   if (!opened.ok()) return Report("reshard", opened.status());
-  Store* store = opened->get();
-  // Everything that can be wrong with the input is checked before the first
-  // write.
-  Result<statestore::Manifest> m = store->ReadManifest(a.version);
-  if (!m.ok()) return Report("reshard", m.status());
-  if (!m->commit.ranks.empty()) {
-    return Report("reshard",
-                  Status::FailedPrecondition(
-                      "version " + std::to_string(a.version) +
-                      " is a per-rank store's part of a group commit; "
-                      "reshard needs a store that holds every rank"));
-  }
   Result<Layout> to = ParseLayout(a.to, "--to");
   if (!to.ok()) return Report("reshard", to.status());
-  Result<ModelRules> rules = ChooseRules(a.rules, m->commit.model_rules);
-  if (!rules.ok()) return Report("reshard", rules.status());
-  Result<std::vector<TensorMeta>> tensors = StoredTensors(store, a.version, *m);
-  if (!tensors.ok()) return Report("reshard", tensors.status());
-  Result<ModelSpec> spec = BuildSpec(*tensors, *rules);
-  if (!spec.ok()) return Report("reshard", spec.status());
-  Result<ShardMap> map = ShardMap::Build(*to, *spec);
-  if (!map.ok()) return Report("reshard", map.status());
-
-  // By default the version after every one the store knows (as import).
-  Result<std::vector<statestore::VersionInfo>> known = store->ListVersions();
-  if (!known.ok()) return Report("reshard", known.status());
-  uint64_t version = known->empty() ? 1 : known->back().version + 1;
-  if (a.new_version) {
-    version = *a.new_version;
-    for (const auto& v : *known) {
-      if (v.version == version) {
-        return Report("reshard", Status::AlreadyExists(
-                                     "version " + std::to_string(version) +
-                                     " exists already (pick another with "
-                                     "--new-version)"));
-      }
-    }
+  std::optional<ModelRules> rules;
+  if (!a.rules.empty()) {
+    Result<ModelRules> r = ChooseRules(a.rules, "");
+    if (!r.ok()) return Report("reshard", r.status());
+    rules = std::move(r).value();
   }
-
-  statestore::SaveStats total;
-  Status s = SaveResharded(store, a, *m, *spec, *rules, *map, version, &total);
-  if (!s.ok()) {
-    // No half-written version stays behind.
-    store->Abort(version).IgnoreError();
-    return Report("reshard", s);
+  Result<reshard::ReshardedVersion> done = reshard::ReshardStoredVersion(
+      opened->get(), a.version, *to, rules ? &*rules : nullptr, a.new_version);
+  if (!done.ok()) return Report("reshard", done.status());
+  for (const std::string& blob : done->dropped_blobs) {
+    std::cerr << "hyctl reshard: dropping " << blob
+              << " (per-rank state does not reshard)\n";
   }
+  const statestore::SaveStats& total = done->stats;
   std::cout << "resharded version " << a.version << " ("
-            << (m->commit.layout.empty() ? "no layout" : m->commit.layout)
-            << ", " << m->commit.world_size << " ranks) to version " << version
+            << (done->from.empty() ? "no layout" : done->from) << ", "
+            << done->from_world << " ranks) to version " << done->version
             << " (" << to->ToString() << ", " << to->world_size()
-            << " ranks): " << spec->tensors.size() << " tensors, "
+            << " ranks): " << done->tensors << " tensors, "
             << total.logical_bytes << " bytes in shards; wrote "
             << total.new_bytes << " new bytes (" << total.new_chunks << " of "
             << total.chunks << " chunks new)\n";

@@ -20,8 +20,8 @@ class App;
 
 namespace hy::cli {
 
-// The name of the blob that records a version's tensor order: a JSON array
-// of tensor names, replicated.
+// The name of the blob that records a version's tensor order
+// (hy/reshard/stored_version.h).
 inline constexpr const char* kTensorOrderBlob = "reshard.tensor_order";
 
 // Adds plan and reshard to `app`; a command that runs stores its exit code

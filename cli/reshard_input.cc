@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "hy/reshard/stored_version.h"
 #include "hy/statestore/safetensors.h"
 #include "reshard_command.h"
 
@@ -14,8 +15,6 @@ namespace hy::cli {
 namespace {
 
 using nlohmann::json;
-
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 Result<std::string> ReadFile(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
@@ -88,51 +87,14 @@ Result<TensorMeta> ParseEntry(const json& e, size_t index,
   return meta;
 }
 
-std::vector<TensorMeta> NaturalOrder(std::vector<TensorMeta> tensors) {
-  std::stable_sort(tensors.begin(), tensors.end(),
-                   [](const TensorMeta& a, const TensorMeta& b) {
-                     return NaturalLess(a.name, b.name);
-                   });
-  return tensors;
-}
-
 }  // namespace
-
-bool NaturalLess(const std::string& a, const std::string& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (IsDigit(a[i]) && IsDigit(b[j])) {
-      size_t ei = i, ej = j;
-      while (ei < a.size() && IsDigit(a[ei])) ++ei;
-      while (ej < b.size() && IsDigit(b[ej])) ++ej;
-      // Compare the numbers without their leading zeros: first by length.
-      size_t si = i, sj = j;
-      while (si + 1 < ei && a[si] == '0') ++si;
-      while (sj + 1 < ej && b[sj] == '0') ++sj;
-      if (ei - si != ej - sj) return ei - si < ej - sj;
-      const int c = a.compare(si, ei - si, b, sj, ej - sj);
-      if (c != 0) return c < 0;
-      i = ei;
-      j = ej;
-    } else {
-      if (a[i] != b[j]) {
-        return static_cast<unsigned char>(a[i]) <
-               static_cast<unsigned char>(b[j]);
-      }
-      ++i;
-      ++j;
-    }
-  }
-  if (i < a.size() || j < b.size()) return i == a.size();  // A prefix.
-  return a < b;
-}
 
 Result<std::vector<TensorMeta>> ReadModelSpecFile(const std::string& path) {
   if (EndsWith(path, ".safetensors")) {
     HY_ASSIGN_OR_RETURN(auto reader, statestore::SafetensorsReader::Open(path));
     std::vector<TensorMeta> tensors;
     for (const auto& t : reader->tensors()) tensors.push_back(t.meta);
-    return NaturalOrder(std::move(tensors));
+    return reshard::InNaturalOrder(std::move(tensors));
   }
   HY_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "model spec"));
   json j;
@@ -152,53 +114,6 @@ Result<std::vector<TensorMeta>> ReadModelSpecFile(const std::string& path) {
     tensors.push_back(std::move(meta));
   }
   return tensors;
-}
-
-Result<std::vector<TensorMeta>> StoredTensors(
-    statestore::Store* store, uint64_t version,
-    const statestore::Manifest& manifest) {
-  std::vector<TensorMeta> tensors;
-  for (const auto& [name, t] : manifest.tensors) tensors.push_back(t.meta);
-  const bool has_order =
-      std::any_of(manifest.blobs.begin(), manifest.blobs.end(),
-                  [](const statestore::BlobEntry& b) {
-                    return b.name == kTensorOrderBlob &&
-                           b.rank == statestore::kReplicatedBlob;
-                  });
-  if (!has_order) return NaturalOrder(std::move(tensors));
-
-  HY_ASSIGN_OR_RETURN(std::string blob,
-                      store->ReadBlob(version, kTensorOrderBlob));
-  const std::string bad = std::string("version ") + std::to_string(version) +
-                          ": blob '" + kTensorOrderBlob + "' ";
-  std::vector<std::string> names;
-  try {
-    names = json::parse(blob).get<std::vector<std::string>>();
-  } catch (const std::exception& e) {
-    return Status::DataLoss(bad + "is not a JSON array of names: " + e.what());
-  }
-  std::vector<TensorMeta> ordered;
-  std::set<std::string> seen;
-  for (const std::string& name : names) {
-    auto it = manifest.tensors.find(name);
-    if (it == manifest.tensors.end() || !seen.insert(name).second) {
-      return Status::DataLoss(bad + "names '" + name +
-                              "', which is no tensor or is named twice");
-    }
-    ordered.push_back(it->second.meta);
-  }
-  if (ordered.size() != tensors.size()) {
-    return Status::DataLoss(bad + "lists " + std::to_string(ordered.size()) +
-                            " of the " + std::to_string(tensors.size()) +
-                            " tensors");
-  }
-  return ordered;
-}
-
-std::string TensorOrderJson(const reshard::ModelSpec& spec) {
-  json names = json::array();
-  for (const auto& t : spec.tensors) names.push_back(t.meta.name);
-  return names.dump();
 }
 
 Result<reshard::ModelRules> ChooseRules(const std::string& rules_file,

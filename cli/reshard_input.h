@@ -13,14 +13,15 @@
 #include "hy/common/result.h"
 #include "hy/common/tensor_meta.h"
 #include "hy/reshard/model_spec.h"
+#include "hy/reshard/stored_version.h"
 #include "hy/statestore/store.h"
 
 namespace hy::cli {
 
-// True if `a` sorts before `b` in natural order: runs of digits compare as
-// numbers ("layers.2" < "layers.10"), everything else byte by byte; names
-// that compare equal that way ("1" and "01") fall back to byte order.
-bool NaturalLess(const std::string& a, const std::string& b);
+// Moved to the reshard library (stored_version.h); named here too.
+using reshard::NaturalLess;
+using reshard::StoredTensors;
+using reshard::TensorOrderJson;
 
 // Reads the tensors of a model spec file, in file order: a safetensors file
 // (by its .safetensors suffix; its header only, in natural order), else a
@@ -28,17 +29,6 @@ bool NaturalLess(const std::string& a, const std::string& b);
 // as safetensors spells it, any case). Returns NotFound if the file does not
 // exist, InvalidArgument naming the entry for malformed JSON.
 Result<std::vector<TensorMeta>> ReadModelSpecFile(const std::string& path);
-
-// The tensors of committed `version` (whose manifest is `manifest`) in model
-// order: as its tensor order blob lists them, else natural order. Returns
-// DataLoss if the blob is not a JSON array naming each tensor exactly once,
-// or what ReadBlob returns other than NotFound.
-Result<std::vector<TensorMeta>> StoredTensors(
-    statestore::Store* store, uint64_t version,
-    const statestore::Manifest& manifest);
-
-// The JSON text of the tensor order blob for `spec`.
-std::string TensorOrderJson(const reshard::ModelSpec& spec);
 
 // The rules to apply: the YAML file `rules_file` if not empty, else the
 // `recorded` YAML of a commit record if not empty, else the shipped

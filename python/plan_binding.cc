@@ -1,10 +1,14 @@
 // hy._hy.plan: the transfer plan that changes a model's layout (what
-// `hyctl plan` prints), for tensors given as (name, dtype, shape).
+// `hyctl plan` prints), for tensors given as (name, dtype, shape); and
+// hy._hy.reshard: a stored version committed under another layout (what
+// `hyctl reshard` does).
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,6 +17,8 @@
 #include "hy/reshard/layout.h"
 #include "hy/reshard/model_spec.h"
 #include "hy/reshard/plan.h"
+#include "hy/reshard/stored_version.h"
+#include "hy/statestore/store.h"
 
 namespace hy::python {
 
@@ -84,6 +90,44 @@ py::dict Plan(const std::vector<TensorTuple>& tensors, const std::string& src,
   return d;
 }
 
+// hyctl reshard: commits version `version` of the store at `path` cut for
+// layout `to` as a new version.
+py::dict Reshard(const std::string& path, uint64_t version,
+                 const std::string& to, const std::string& rules_yaml,
+                 std::optional<uint64_t> new_version) {
+  const reshard::Layout layout = ParseLayout(to, "destination layout");
+  std::optional<reshard::ModelRules> rules;
+  if (!rules_yaml.empty()) {
+    rules = Unwrap(reshard::ModelRules::ParseYaml(rules_yaml));
+  }
+  Result<reshard::ReshardedVersion> done = Status::Internal("unset");
+  {
+    py::gil_scoped_release release;
+    statestore::StoreOptions o;
+    o.create_if_missing = false;
+    Result<std::unique_ptr<statestore::Store>> store =
+        statestore::Store::Open(path, o);
+    done = store.ok() ? reshard::ReshardStoredVersion(
+                            store->get(), version, layout,
+                            rules ? &*rules : nullptr, new_version)
+                      : Result<reshard::ReshardedVersion>(store.status());
+  }
+  const reshard::ReshardedVersion r = Unwrap(std::move(done));
+  py::dict d;
+  d["version"] = r.version;
+  d["from"] = r.from;
+  d["from_world_size"] = r.from_world;
+  d["to"] = layout.ToString();
+  d["world_size"] = layout.world_size();
+  d["tensors"] = r.tensors;
+  d["logical_bytes"] = r.stats.logical_bytes;
+  d["new_bytes"] = r.stats.new_bytes;
+  d["chunks"] = r.stats.chunks;
+  d["new_chunks"] = r.stats.new_chunks;
+  d["dropped_blobs"] = r.dropped_blobs;
+  return d;
+}
+
 }  // namespace
 
 void BindPlan(py::module_& m) {
@@ -91,6 +135,9 @@ void BindPlan(py::module_& m) {
         py::arg("rules_yaml") = "", py::arg("ranks_per_node") = 8,
         py::arg("bucket_mib") = 64.0,
         "Totals of the transfer plan from layout src to dst.");
+  m.def("reshard", &Reshard, py::arg("path"), py::arg("version"), py::arg("to"),
+        py::arg("rules_yaml") = "", py::arg("new_version") = std::nullopt,
+        "Commits a stored version cut for another layout as a new version.");
 }
 
 }  // namespace hy::python

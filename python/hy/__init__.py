@@ -45,7 +45,8 @@ ResourceExhausted = _hy.ResourceExhausted
 DeadlineExceeded = _hy.DeadlineExceeded
 
 __all__ = [
-    "Shard", "save", "save_async", "load", "open", "plan", "SaveHandle",
+    "Shard", "save", "save_async", "load", "open", "plan", "reshard",
+    "SaveHandle",
     "Checkpoints", "Error", "InvalidArgument", "NotFound", "AlreadyExists",
     "FailedPrecondition", "DataLoss", "IOError", "Unavailable", "Aborted",
 ]
@@ -315,6 +316,24 @@ def plan(tensors: Any, src: str, dst: str, rules: Optional[str] = None,
         tensors = [(p.name, p.dtype, p.global_shape) for p in pieces]
     return _hy.plan(list(tensors), src, dst, rules or "", ranks_per_node,
                     bucket_mib)
+
+
+def reshard(store: str, version: int, to: str, rules: Optional[str] = None,
+            new_version: Optional[int] = None) -> Dict[str, Any]:
+    """Commits version `version` of a store that holds every rank (one
+    written by `hyctl import`, `hyctl reshard` or a shared-store job) cut
+    for layout `to` (e.g. "tp=2,dp=2") as a new version, like `hyctl
+    reshard`: the tensors in the version's recorded order, split by
+    `rules` (YAML; default: the version's recorded rules, else the shipped
+    Llama/Qwen2 rules). The new version is `new_version`, else the one after
+    every version the store holds. Unchanged chunks are not written again.
+    Returns what was committed (version, tensors, bytes, chunks, per-rank
+    blobs that could not carry over). Raises InvalidArgument for a layout
+    or rules that do not fit, FailedPrecondition for one rank's store of a
+    multi-store checkpoint (hy.save's directories: hy.load already reads
+    those under any sharding), AlreadyExists for a taken new_version;
+    nothing is left half written."""
+    return _hy.reshard(store, version, to, rules or "", new_version)
 
 
 def open(path: str) -> Checkpoints:  # noqa: A001 (hy.open, like io.open)

@@ -1,5 +1,5 @@
 # Type stubs of the extension module hy._hy (python/*.cc).
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 class Error(RuntimeError):
     code: str
@@ -53,3 +53,5 @@ def box_geometry(offsets: Sequence[int], sizes: Sequence[int]) -> str: ...
 def plan(tensors: Sequence[Tuple[str, str, Sequence[int]]], src: str, dst: str,
          rules_yaml: str = ..., ranks_per_node: int = ...,
          bucket_mib: float = ...) -> Dict[str, Any]: ...
+def reshard(path: str, version: int, to: str, rules_yaml: str = ...,
+            new_version: Optional[int] = ...) -> Dict[str, Any]: ...

@@ -180,3 +180,91 @@ def test_plan_matches_hyctl_plan(tmp_path):
     assert f"{got['fingerprint']:016x}" == want["fingerprint"]
     with pytest.raises(hy.InvalidArgument, match="layout"):
         hy.plan(tensors, "fsdp=4", "tp=3")
+
+
+def write_safetensors(path, tensors):
+    """A safetensors file (the format's own layout: u64 header length, JSON
+    header, data) of f32 numpy arrays."""
+    header, blobs, offset = {}, [], 0
+    for name, a in tensors.items():
+        data = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, h in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = h["data_offsets"]
+        assert h["dtype"] == "F32", h
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b],
+                                  dtype="<f4").reshape(h["shape"])
+    return out
+
+
+def test_reshard_matches_hyctl_reshard(tmp_path):
+    hyctl = os.environ.get("HYCTL")
+    if not hyctl:
+        pytest.skip("HYCTL (the hyctl binary) is not set")
+    rng = np.random.default_rng(5)
+    model = {
+        "model.embed_tokens.weight": rng.standard_normal((64, 16)),
+        "model.layers.0.self_attn.q_proj.weight": rng.standard_normal((16, 16)),
+        "model.layers.0.mlp.down_proj.weight": rng.standard_normal((16, 32)),
+        "model.norm.weight": rng.standard_normal(16),
+    }
+    src = str(tmp_path / "model.safetensors")
+    write_safetensors(src, model)
+    store = str(tmp_path / "store")
+    subprocess.run([hyctl, "import", store, "--safetensors", src],
+                   check=True, capture_output=True)
+
+    done = hy.reshard(store, 1, "tp=2,dp=2")
+    assert done["version"] == 2 and done["world_size"] == 4, done
+    assert done["tensors"] == 4 and done["new_chunks"] > 0, done
+    out = str(tmp_path / "v2.safetensors")
+    subprocess.run([hyctl, "export", store, "--version", "2",
+                    "--safetensors", out], check=True, capture_output=True)
+    back = read_safetensors(out)
+    assert set(back) == set(model)
+    for name, a in model.items():
+        assert np.array_equal(back[name], a.astype("<f4")), name
+    listed = subprocess.run([hyctl, "inspect", store], check=True,
+                            capture_output=True, text=True).stdout
+    assert "tp=2,dp=2" in listed, listed
+
+    # hyctl reshard of the same version to the same layout cuts the same
+    # shards: every chunk it writes is one hy.reshard wrote already.
+    r = subprocess.run([hyctl, "reshard", store, "--version", "1", "--to",
+                        "tp=2,dp=2", "--new-version", "9"],
+                       check=True, capture_output=True, text=True)
+    assert "(0 of" in r.stdout, r.stdout
+    assert hy.reshard(store, 9, "tp=2,dp=2")["new_chunks"] == 0
+
+    # Bad input: nothing is committed.
+    with pytest.raises(hy.InvalidArgument):
+        hy.reshard(store, 1, "tp=3")  # 16 rows do not split in 3.
+    with pytest.raises(hy.AlreadyExists):
+        hy.reshard(store, 1, "tp=2", new_version=2)
+    with pytest.raises(hy.NotFound):
+        hy.reshard(store, 77, "tp=2")
+    versions = [v["version"] for v in hy._hy.Store(store).versions()
+                if v["committed"]]
+    assert versions == [1, 2, 9, 10], versions
+    # One rank's store of a hy.save directory is not a whole model.
+    ckpt = str(tmp_path / "ckpt")
+    hy.save(ckpt, {"w": torch.randn(8, 8)})
+    part = os.path.join(ckpt, "node-0", "store")
+    saved = hy._hy.Store(part).versions()[-1]["version"]
+    with pytest.raises(hy.FailedPrecondition, match="every rank"):
+        hy.reshard(part, saved, "tp=2")

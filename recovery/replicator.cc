@@ -2,60 +2,21 @@
 
 #include "hy/recovery/replicator.h"
 
+#include <algorithm>
 #include <chrono>
-#include <deque>
+#include <cstring>
+#include <map>
+#include <optional>
 
 #include "hy/recovery/node_layout.h"
-#include "hy/statestore/codec.h"
 #include "hy/statestore/manifest.h"
 #include "hy/statestore/store.h"
+#include "replica_stream.h"
 #include "wire_util.h"
 
 namespace hy::recovery {
 
-namespace {
-
 using statestore::Store;
-
-// Reads this rank's committed part of `version` and packs it:
-//   commit record | rank manifest | per shard (manifest order): encoded
-//   chunk | per blob: bytes.
-Status PackPart(Store* own, uint64_t version, std::vector<uint8_t>* out,
-                uint64_t* raw_bytes) {
-  HY_ASSIGN_OR_RETURN(statestore::Manifest m, own->ReadManifest(version));
-  statestore::RankManifest part;
-  part.version = version;
-  part.rank = m.commit.LocalRanks().empty() ? 0 : m.commit.LocalRanks()[0];
-  for (const auto& [name, entry] : m.tensors) part.tensors.push_back(entry);
-  part.blobs = m.blobs;
-  const std::string commit = statestore::EncodeCommitRecord(m.commit);
-  const std::string manifest = statestore::EncodeRankManifest(part);
-  internal::PutBytes(out, commit.data(), commit.size());
-  internal::PutBytes(out, manifest.data(), manifest.size());
-  std::vector<uint8_t> raw;
-  std::string encoded;
-  statestore::EncodeOptions eo;
-  for (const statestore::TensorEntry& t : part.tensors) {
-    for (const statestore::ShardEntry& s : t.shards) {
-      const int64_t n = s.geometry.NumElements();
-      raw.resize(static_cast<size_t>(n) * DTypeSize(t.meta.dtype));
-      HY_RETURN_IF_ERROR(
-          own->ReadShard(version, t.meta.name, s.rank, MutableBytes(raw)));
-      HY_RETURN_IF_ERROR(statestore::EncodeChunk(
-          eo, t.meta.dtype, ConstBytes(raw), {}, &encoded));
-      internal::PutBytes(out, encoded.data(), encoded.size());
-      *raw_bytes += raw.size();
-    }
-  }
-  for (const statestore::BlobEntry& b : part.blobs) {
-    HY_ASSIGN_OR_RETURN(std::string data,
-                        own->ReadBlob(version, b.name, b.rank));
-    internal::PutBytes(out, data.data(), data.size());
-  }
-  return Status::OK();
-}
-
-}  // namespace
 
 Replicator::Replicator(reshard::Transport* transport, ReplicatorOptions options)
     : transport_(transport), options_(std::move(options)) {}
@@ -78,53 +39,12 @@ Result<Store*> Replicator::ReplicaStore(int source_rank) {
 }
 
 Status Replicator::StorePart(int source_rank,
-                             const std::vector<uint8_t>& message,
-                             uint64_t version) {
-  internal::Reader in(message);
-  std::string commit_text, manifest_text;
-  if (!in.String(&commit_text) || !in.String(&manifest_text)) {
-    return Status::DataLoss("replica message garbled");
-  }
-  HY_ASSIGN_OR_RETURN(statestore::CommitRecord commit,
-                      statestore::DecodeCommitRecord(commit_text));
-  HY_ASSIGN_OR_RETURN(statestore::RankManifest manifest,
-                      statestore::DecodeRankManifest(manifest_text));
-  if (commit.version != version || manifest.version != version) {
-    return Status::DataLoss("replica message for another version");
-  }
-  statestore::SavePart part;
-  part.version = version;
-  part.rank = manifest.rank;
-  std::deque<std::vector<uint8_t>> buffers;  // Stable addresses.
-  std::vector<std::string> blob_data;
-  for (const statestore::TensorEntry& t : manifest.tensors) {
-    for (const statestore::ShardEntry& s : t.shards) {
-      ConstBytes encoded;
-      if (!in.Bytes(&encoded)) return Status::DataLoss("replica truncated");
-      const int64_t n = s.geometry.NumElements();
-      buffers.emplace_back(static_cast<size_t>(n) * DTypeSize(t.meta.dtype));
-      HY_RETURN_IF_ERROR(
-          statestore::DecodeChunk(encoded, {}, MutableBytes(buffers.back())));
-      statestore::ShardData d;
-      d.meta = t.meta;
-      d.geometry = s.geometry;
-      d.data = ConstBytes(buffers.back());
-      part.shards.push_back(std::move(d));
-    }
-  }
-  blob_data.reserve(manifest.blobs.size());
-  for (const statestore::BlobEntry& b : manifest.blobs) {
-    std::string data;
-    if (!in.String(&data)) return Status::DataLoss("replica truncated");
-    blob_data.push_back(std::move(data));
-    part.blobs.push_back({b.name, b.rank, ConstBytes(blob_data.back())});
-  }
-  if (!in.done()) return Status::DataLoss("replica message too long");
+                             const internal::PartReceiver& copy) {
   HY_ASSIGN_OR_RETURN(Store * store, ReplicaStore(source_rank));
-  Status s = store->Save(part, nullptr);
+  Status s = store->Save(copy.part(), nullptr);
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
   HY_RETURN_IF_ERROR(s);
-  s = store->Commit(commit);
+  s = store->Commit(copy.commit());
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
   HY_RETURN_IF_ERROR(s);
   statestore::GcOptions gc;
@@ -140,31 +60,74 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   const int me = transport_->rank();
   ReplicateStats local;
   std::string error;
-  std::vector<uint8_t> message;
+  auto note = [&](const std::string& what) {
+    error += (error.empty() ? "" : "; ") + what;
+  };
+  // This rank's part as a stream of messages of at most piece_bytes raw
+  // (plus one record), and how many each rank sends: the ranks exchange as
+  // many rounds as the longest stream takes.
+  std::optional<internal::PartSender> sender;
   if (own_committed) {
-    Status s = PackPart(own, version, &message, &local.raw_bytes);
-    if (!s.ok()) {
-      error = "rank " + std::to_string(me) + ": " + s.ToString();
-      message.clear();
+    Result<internal::PartSender> opened = internal::PartSender::Open(
+        own, version, std::max<uint64_t>(1, options_.piece_bytes));
+    if (opened.ok()) {
+      sender = std::move(opened).value();
+      local.raw_bytes = sender->raw_bytes();
+    } else {
+      note("rank " + std::to_string(me) + ": " + opened.status().ToString());
     }
   }
-  std::vector<ConstBytes> send(world);
-  for (int h : ReplicaHolderRanks(me, options_.nodes, options_.replicas)) {
-    send[h] = ConstBytes(message);
-    local.sent_bytes += message.size();
+  const uint64_t mine = sender ? sender->messages() : 0;
+  std::vector<std::vector<uint8_t>> counts;
+  HY_RETURN_IF_ERROR(
+      transport_->AllGatherV(ConstBytes(&mine, sizeof(mine)), &counts));
+  uint64_t rounds = 0;
+  for (const auto& c : counts) {
+    uint64_t n = 0;
+    if (c.size() == sizeof(n)) std::memcpy(&n, c.data(), sizeof(n));
+    rounds = std::max(rounds, n);
   }
+  const std::vector<int> holders =
+      ReplicaHolderRanks(me, options_.nodes, options_.replicas);
+  const std::vector<int> sources =
+      ReplicaSourceRanks(me, options_.nodes, options_.replicas);
+  std::map<int, internal::PartReceiver> copies;
+  std::vector<uint8_t> message;
   std::vector<std::vector<uint8_t>> recv;
-  HY_RETURN_IF_ERROR(transport_->AllToAllV(send, &recv));
-  message.clear();
-  for (int src : ReplicaSourceRanks(me, options_.nodes, options_.replicas)) {
-    local.received_bytes += recv[src].size();
-    if (recv[src].empty()) continue;  // Its commit failed; it says so.
-    Status s = StorePart(src, recv[src], version);
-    if (!s.ok()) {
-      error += (error.empty() ? "" : "; ") + std::string("copy of rank ") +
-               std::to_string(src) + " on rank " + std::to_string(me) + ": " +
-               s.ToString();
+  for (uint64_t round = 0; round < rounds; ++round) {
+    message.clear();
+    if (sender) {
+      Status s = sender->Next(&message);
+      if (!s.ok()) {  // Keep taking part; the holders see it incomplete.
+        note("rank " + std::to_string(me) + ": " + s.ToString());
+        sender.reset();
+        message.clear();
+      }
     }
+    std::vector<ConstBytes> send(world);
+    for (int h : holders) {
+      send[h] = ConstBytes(message);
+      local.sent_bytes += message.size();
+    }
+    HY_RETURN_IF_ERROR(transport_->AllToAllV(send, &recv));
+    for (int src : sources) {
+      local.received_bytes += recv[src].size();
+      if (recv[src].empty()) continue;
+      copies[src].Add(recv[src], version).IgnoreError();  // complete() says.
+    }
+  }
+  message.clear();
+  message.shrink_to_fit();
+  for (int src : sources) {
+    auto it = copies.find(src);
+    if (it == copies.end()) continue;  // Its commit failed; it says so.
+    Status s = it->second.complete() ? StorePart(src, it->second)
+                                     : it->second.status();
+    if (!s.ok()) {
+      note("copy of rank " + std::to_string(src) + " on rank " +
+           std::to_string(me) + ": " + s.ToString());
+    }
+    copies.erase(it);  // Frees it before the next source's Save.
   }
   if (!own_committed && error.empty()) {
     error = "rank " + std::to_string(me) + " did not commit";

@@ -169,6 +169,8 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
     ro.replicas = options.replicas;
     ro.keep_last = options.keep_last;
     ro.run_id = options.run_id;
+    // Replication streams within the same memory bound as staging.
+    if (options.staging_bytes > 0) ro.piece_bytes = options.staging_bytes;
     impl->replicator = std::make_unique<recovery::Replicator>(options.transport,
                                                               std::move(ro));
   }

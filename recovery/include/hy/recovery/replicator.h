@@ -3,9 +3,11 @@
 // reshard::Transport, so that losing a node loses no committed state.
 //
 // Each rank reads its committed part back from its own store (shards and
-// blobs), encodes each shard with the chunk codec (exponent split + zstd,
-// the store's own encoding) and sends it to its holders in one all-to-all;
-// each holder decodes, saves the parts it receives into the replica store
+// blobs) and streams it to its holders: pieces of at most piece_bytes raw,
+// each encoded with the chunk codec (the store's own encoding), a bounded
+// message per all-to-all round (replica_stream.h), as many rounds as the
+// longest part takes; each holder decodes the pieces, saves the parts it
+// receives into the replica store
 // of the source's node and slot in its own node directory (node_layout.h)
 // with the same version, rank and commit record, and commits them there
 // (synced). Then the ranks exchange
@@ -37,6 +39,9 @@ class Store;
 }
 
 namespace hy::recovery {
+namespace internal {
+class PartReceiver;
+}
 
 struct ReplicatorOptions {
   std::string root;
@@ -44,6 +49,9 @@ struct ReplicatorOptions {
   int replicas = 1;        // Copies besides the primary.
   int keep_last = 2;       // Gc of the replica stores after each commit.
   std::string run_id;      // Recorded in the replica stores (run_identity.h).
+  // A part goes in messages of at most this many raw bytes (plus one
+  // record), so the sender holds one shard and one message at a time.
+  uint64_t piece_bytes = uint64_t{64} << 20;
 };
 
 struct ReplicateStats {
@@ -70,9 +78,8 @@ class Replicator {
  private:
   // The store holding rank `source_rank`'s copies here (its node and slot).
   Result<statestore::Store*> ReplicaStore(int source_rank);
-  // Stores one received part. Returns DataLoss for a garbled message.
-  Status StorePart(int source_rank, const std::vector<uint8_t>& message,
-                   uint64_t version);
+  // Saves and commits one received part in its replica store.
+  Status StorePart(int source_rank, const internal::PartReceiver& copy);
 
   reshard::Transport* transport_;
   ReplicatorOptions options_;

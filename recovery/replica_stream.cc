@@ -1,0 +1,184 @@
+// A committed part as a stream of bounded messages (see replica_stream.h).
+
+#include "replica_stream.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hy/statestore/codec.h"
+#include "wire_util.h"
+
+namespace hy::recovery::internal {
+
+Result<PartSender> PartSender::Open(statestore::Store* own, uint64_t version,
+                                    uint64_t piece_bytes) {
+  PartSender s;
+  s.own_ = own;
+  s.version_ = version;
+  HY_ASSIGN_OR_RETURN(statestore::Manifest m, own->ReadManifest(version));
+  s.part_.version = version;
+  s.part_.rank = m.commit.LocalRanks().empty() ? 0 : m.commit.LocalRanks()[0];
+  for (const auto& [name, entry] : m.tensors) s.part_.tensors.push_back(entry);
+  s.part_.blobs = m.blobs;
+  std::vector<uint8_t> header;
+  const std::string commit = statestore::EncodeCommitRecord(m.commit);
+  const std::string manifest = statestore::EncodeRankManifest(s.part_);
+  PutBytes(&header, commit.data(), commit.size());
+  PutBytes(&header, manifest.data(), manifest.size());
+  s.header_.assign(header.begin(), header.end());
+
+  // Records and their grouping into messages, from the sizes alone.
+  for (const statestore::TensorEntry& t : s.part_.tensors) {
+    for (const statestore::ShardEntry& e : t.shards) {
+      const uint64_t bytes = static_cast<uint64_t>(e.geometry.NumElements()) *
+                             DTypeSize(t.meta.dtype);
+      s.shards_.push_back({t.meta.name, e.rank, t.meta.dtype, bytes});
+      const int index = static_cast<int>(s.shards_.size()) - 1;
+      uint64_t off = 0;
+      do {
+        const uint64_t n = std::min(piece_bytes, bytes - off);
+        s.records_.push_back({index, -1, off, n});
+        off += n;
+      } while (off < bytes);
+      s.raw_bytes_ += bytes;
+    }
+  }
+  for (size_t b = 0; b < s.part_.blobs.size(); ++b) {
+    s.records_.push_back({-1, static_cast<int>(b), 0, s.part_.blobs[b].size});
+  }
+  uint64_t in_message = 0;
+  for (size_t r = 0; r < s.records_.size(); ++r) {
+    const uint64_t n = s.records_[r].length;
+    if (r == 0 || in_message + n > piece_bytes) {
+      s.message_starts_.push_back(r);
+      in_message = 0;
+    }
+    in_message += n;
+  }
+  // A part of no records still sends its header.
+  if (s.message_starts_.empty()) s.message_starts_.push_back(0);
+  s.messages_ = s.message_starts_.size();
+  return s;
+}
+
+Status PartSender::Next(std::vector<uint8_t>* out) {
+  out->clear();
+  if (sent_ >= messages_) return Status::OK();
+  if (sent_ == 0) out->assign(header_.begin(), header_.end());
+  const size_t begin = message_starts_[sent_];
+  const size_t end =
+      sent_ + 1 < messages_ ? message_starts_[sent_ + 1] : records_.size();
+  ++sent_;
+  std::string encoded;
+  statestore::EncodeOptions eo;
+  for (size_t r = begin; r < end; ++r) {
+    const Record& rec = records_[r];
+    if (rec.blob >= 0) {
+      const statestore::BlobEntry& b = part_.blobs[rec.blob];
+      HY_ASSIGN_OR_RETURN(std::string data,
+                          own_->ReadBlob(version_, b.name, b.rank));
+      PutBytes(out, data.data(), data.size());
+      continue;
+    }
+    const Shard& s = shards_[rec.shard];
+    if (loaded_ != rec.shard) {  // Read each shard back once.
+      raw_.resize(s.bytes);
+      HY_RETURN_IF_ERROR(
+          own_->ReadShard(version_, s.tensor, s.rank, MutableBytes(raw_)));
+      loaded_ = rec.shard;
+    }
+    HY_RETURN_IF_ERROR(statestore::EncodeChunk(
+        eo, s.dtype, ConstBytes(raw_.data() + rec.offset, rec.length), {},
+        &encoded));
+    PutU64(out, rec.length);
+    PutBytes(out, encoded.data(), encoded.size());
+    if (rec.offset + rec.length == s.bytes) {
+      raw_.clear();
+      raw_.shrink_to_fit();  // Hold one shard at a time.
+      loaded_ = -1;
+    }
+  }
+  return Status::OK();
+}
+
+Status PartReceiver::Add(const std::vector<uint8_t>& message,
+                         uint64_t version) {
+  if (!broken_.ok()) return broken_;
+  auto fail = [&](const std::string& why) {
+    broken_ = Status::DataLoss("replica stream: " + why);
+    return broken_;
+  };
+  Reader in(message);
+  if (!have_header_) {
+    std::string commit_text, manifest_text;
+    if (!in.String(&commit_text) || !in.String(&manifest_text)) {
+      return fail("garbled header");
+    }
+    Result<statestore::CommitRecord> commit =
+        statestore::DecodeCommitRecord(commit_text);
+    if (!commit.ok()) return fail(commit.status().ToString());
+    Result<statestore::RankManifest> manifest =
+        statestore::DecodeRankManifest(manifest_text);
+    if (!manifest.ok()) return fail(manifest.status().ToString());
+    if (commit->version != version || manifest->version != version) {
+      return fail("a message for another version");
+    }
+    commit_ = std::move(commit).value();
+    manifest_ = std::move(manifest).value();
+    part_.version = version;
+    part_.rank = manifest_.rank;
+    for (const statestore::TensorEntry& t : manifest_.tensors) {
+      for (const statestore::ShardEntry& s : t.shards) {
+        shards_.emplace_back(static_cast<size_t>(s.geometry.NumElements()) *
+                             DTypeSize(t.meta.dtype));
+        statestore::ShardData d;
+        d.meta = t.meta;
+        d.geometry = s.geometry;
+        d.data = ConstBytes(shards_.back());
+        part_.shards.push_back(std::move(d));
+      }
+    }
+    have_header_ = true;
+  }
+  while (!in.done()) {
+    if (shard_ < shards_.size()) {
+      std::vector<uint8_t>& buf = shards_[shard_];
+      uint64_t length = 0;
+      ConstBytes encoded;
+      if (!in.U64(&length) || !in.Bytes(&encoded)) return fail("truncated");
+      if (length > buf.size() - filled_) return fail("piece past its shard");
+      Status s = statestore::DecodeChunk(
+          encoded, {}, MutableBytes(buf.data() + filled_, length));
+      if (!s.ok()) return fail(s.ToString());
+      filled_ += length;
+      if (filled_ == buf.size()) {
+        ++shard_;
+        filled_ = 0;
+      }
+      continue;
+    }
+    if (blobs_.size() >= manifest_.blobs.size()) return fail("too long");
+    std::string data;
+    if (!in.String(&data)) return fail("truncated blob");
+    const statestore::BlobEntry& b = manifest_.blobs[blobs_.size()];
+    blobs_.push_back(std::move(data));
+    part_.blobs.push_back({b.name, b.rank, ConstBytes(blobs_.back())});
+  }
+  return Status::OK();
+}
+
+bool PartReceiver::complete() const {
+  return broken_.ok() && have_header_ && shard_ == shards_.size() &&
+         blobs_.size() == manifest_.blobs.size();
+}
+
+}  // namespace hy::recovery::internal
+
+namespace hy::recovery::internal {
+
+Status PartReceiver::status() const {
+  if (!broken_.ok() || complete()) return broken_;
+  return Status::DataLoss("replica stream ended early (the sender failed)");
+}
+
+}  // namespace hy::recovery::internal

@@ -1,0 +1,106 @@
+// Internal to the Replicator: a rank's committed part as a stream of
+// bounded messages, and its reassembly on a holder.
+//
+// The stream is a sequence of records, in this order:
+//   header   commit record, rank manifest
+//   pieces   per shard (manifest order), its raw bytes in pieces of at most
+//            piece_bytes: raw length, then the piece encoded as a codec
+//            chunk (a shard of no bytes is one empty piece)
+//   blobs    per blob, its bytes
+// A message carries whole records, at least one, adding records while
+// their raw bytes stay within piece_bytes. So the sender holds one shard
+// read back and one message at a time; the receiver holds the decoded part
+// (Store::Save takes a part whole) and one message.
+//
+// Thread-safety: one thread per object.
+
+#ifndef HY_RECOVERY_REPLICA_STREAM_H_
+#define HY_RECOVERY_REPLICA_STREAM_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "hy/common/result.h"
+#include "hy/statestore/manifest.h"
+#include "hy/statestore/store.h"
+
+namespace hy::recovery::internal {
+
+// Reads this rank's committed part back piece by piece.
+class PartSender {
+ public:
+  // Reads the manifest of `version` from `own`. Returns its errors.
+  // REQUIRES: piece_bytes >= 1; `own` outlives the sender.
+  static Result<PartSender> Open(statestore::Store* own, uint64_t version,
+                                 uint64_t piece_bytes);
+
+  // How many messages the stream takes (known before any data is read).
+  uint64_t messages() const { return messages_; }
+  uint64_t raw_bytes() const { return raw_bytes_; }
+
+  // The next message into *out (cleared first); empty once all are sent.
+  // Returns the store's and the codec's errors.
+  Status Next(std::vector<uint8_t>* out);
+
+ private:
+  PartSender() = default;
+  // One record: a piece of a shard (shard >= 0) or a blob.
+  struct Record {
+    int shard = -1;                   // Index into shards_, or -1.
+    int blob = -1;                    // Index into part_.blobs, or -1.
+    uint64_t offset = 0, length = 0;  // Of the piece within the shard.
+  };
+  struct Shard {
+    std::string tensor;
+    int rank = 0;
+    DType dtype = DType::kU8;
+    uint64_t bytes = 0;
+  };
+
+  statestore::Store* own_ = nullptr;
+  uint64_t version_ = 0;
+  std::string header_;  // Sent first, in the first message.
+  statestore::RankManifest part_;
+  std::vector<Shard> shards_;
+  std::vector<Record> records_;
+  std::vector<size_t> message_starts_;  // First record of each message.
+  uint64_t messages_ = 0, raw_bytes_ = 0;
+  uint64_t sent_ = 0;  // Messages sent.
+  int loaded_ = -1;    // The shard in raw_.
+  std::vector<uint8_t> raw_;
+};
+
+// Reassembles a part from its messages, in order.
+class PartReceiver {
+ public:
+  // Takes the next message. Returns DataLoss for a garbled one (the part is
+  // then unusable; later messages are ignored).
+  Status Add(const std::vector<uint8_t>& message, uint64_t version);
+
+  // Whether every record has arrived.
+  bool complete() const;
+  // Why the part is unusable: the DataLoss Add returned, or DataLoss that
+  // the stream ended early; OK when complete().
+  Status status() const;
+
+  // The part and commit record. REQUIRES: complete().
+  const statestore::SavePart& part() const { return part_; }
+  const statestore::CommitRecord& commit() const { return commit_; }
+
+ private:
+  bool have_header_ = false;
+  Status broken_;
+  statestore::CommitRecord commit_;
+  statestore::RankManifest manifest_;
+  statestore::SavePart part_;
+  std::deque<std::vector<uint8_t>> shards_;  // Stable addresses.
+  std::deque<std::string> blobs_;
+  size_t shard_ = 0;     // The shard being filled.
+  uint64_t filled_ = 0;  // Its bytes filled.
+};
+
+}  // namespace hy::recovery::internal
+
+#endif  // HY_RECOVERY_REPLICA_STREAM_H_

@@ -202,8 +202,9 @@ int Main(int argc, char** argv) {
   auto opened = Store::Open(root + "/store", o);
   Check(opened.status(), "open");
   std::unique_ptr<Store> store = std::move(opened).value();
-  auto save = [&](uint64_t v, const std::vector<std::vector<uint8_t>>& data,
-                  SaveStats* stats) {
+  // Version v of the three tensors, viewing `data`.
+  auto make_part = [&](uint64_t v,
+                       const std::vector<std::vector<uint8_t>>& data) {
     SavePart p;
     p.version = v;
     for (int t = 0; t < 3; ++t) {
@@ -213,6 +214,11 @@ int Main(int argc, char** argv) {
       s.data = ConstBytes(data[t]);
       p.shards.push_back(s);
     }
+    return p;
+  };
+  auto save = [&](uint64_t v, const std::vector<std::vector<uint8_t>>& data,
+                  SaveStats* stats) {
+    const SavePart p = make_part(v, data);
     return Seconds([&] {
       Check(store->Save(p, stats), "save");
       CommitRecord c;
@@ -305,15 +311,7 @@ int Main(int argc, char** argv) {
   Print(f, {"memcpy of the part (limit)", logical_mb, 0, memcpy_s, ""},
         raw_mbps);
   for (uint64_t v = 3; v <= 5; ++v) {
-    SavePart p;
-    p.version = v;
-    for (int t = 0; t < 3; ++t) {
-      ShardData sd;
-      sd.meta = TensorMeta{names[t], DType::kF32, {static_cast<int64_t>(n)}};
-      sd.geometry = ShardGeometry::WholeTensor(sd.meta.shape);
-      sd.data = ConstBytes(next[t]);
-      p.shards.push_back(sd);
-    }
+    SavePart p = make_part(v, next);
     std::unique_ptr<statestore::SaveHandle> handle;
     const double blocking_s = Seconds([&] {
       auto h = store->SaveAsync(std::move(p));

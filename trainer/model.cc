@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "comm.h"
+#include "layer_checkpoint.h"
 
 namespace hy::trainer {
 namespace {
@@ -116,10 +117,54 @@ at::Tensor RopeInvFreq(const ModelConfig& config) {
   return at::where(medium, smoothed, scaled);
 }
 
+Result<at::Tensor> DecoderLayer(const ModelConfig& config,
+                                const LayerWeights& l, at::Tensor x,
+                                const LayerContext& c, const TpContext& tp,
+                                KvCache* cache, size_t layer) {
+  at::Tensor h = RmsNorm(x, l.input_norm, config.rms_norm_eps);
+  at::Tensor q = Linear(h, l.q, l.q_bias).view({c.batch, c.len, c.heads, c.d});
+  at::Tensor k = Linear(h, l.k, l.k_bias).view({c.batch, c.len, c.kv_heads, c.d});
+  at::Tensor v =
+      Linear(h, l.v, l.v_bias).view({c.batch, c.len, c.kv_heads, c.d}).transpose(1, 2);
+  if (l.q_norm.defined()) {  // Qwen3: RMSNorm over each head's features.
+    q = RmsNorm(q, l.q_norm, config.rms_norm_eps);
+    k = RmsNorm(k, l.k_norm, config.rms_norm_eps);
+  }
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
+  q = q * c.cos + RotateHalf(q) * c.sin;
+  k = k * c.cos + RotateHalf(k) * c.sin;
+  if (cache != nullptr) {
+    cache->k[layer].narrow(2, c.past, c.len).copy_(k);
+    cache->v[layer].narrow(2, c.past, c.len).copy_(v);
+    k = cache->k[layer].narrow(2, 0, c.past + c.len);
+    v = cache->v[layer].narrow(2, 0, c.past + c.len);
+  }
+  if (c.rep > 1) {
+    k = k.repeat_interleave(c.rep, 1);
+    v = v.repeat_interleave(c.rep, 1);
+  }
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * c.scale + c.bias;
+  at::Tensor attn = at::matmul(at::softmax(scores, -1), v)
+                        .transpose(1, 2)
+                        .reshape({c.batch, c.len, c.heads * c.d});
+  at::Tensor o = Linear(attn, l.o).contiguous();
+  HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&o));
+  x = x + AddBias(o, l.o_bias);
+  h = RmsNorm(x, l.post_norm, config.rms_norm_eps);
+  at::Tensor m = Linear(at::silu(Linear(h, l.gate, l.gate_bias)) *
+                            Linear(h, l.up, l.up_bias),
+                        l.down)
+                     .contiguous();
+  HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&m));
+  x = x + AddBias(m, l.down_bias);
+  return x;
+}
+
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                          const at::Tensor& tokens, const at::Tensor& positions,
                          const at::Tensor& key_valid, const TpContext& tp,
-                         KvCache* cache) {
+                         KvCache* cache, bool recompute) {
   const int64_t batch = tokens.size(0);
   const int64_t len = tokens.size(1);
   const int64_t d = config.head_dim();
@@ -161,45 +206,27 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                         .masked_fill(allowed.logical_not().unsqueeze(1), -1e9);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 
+  LayerContext c;
+  c.cos = cos;
+  c.sin = sin;
+  c.bias = bias;
+  c.scale = scale;
+  c.batch = batch;
+  c.len = len;
+  c.heads = heads;
+  c.kv_heads = kv_heads;
+  c.rep = rep;
+  c.d = d;
+  c.past = past;
+  const bool checkpoint = recompute && cache == nullptr && tp.tp == 1 &&
+                          at::GradMode::is_enabled();
   for (size_t i = 0; i < w.layers.size(); ++i) {
-    const LayerWeights& l = w.layers[i];
-    at::Tensor h = RmsNorm(x, l.input_norm, config.rms_norm_eps);
-    at::Tensor q = Linear(h, l.q, l.q_bias).view({batch, len, heads, d});
-    at::Tensor k = Linear(h, l.k, l.k_bias).view({batch, len, kv_heads, d});
-    at::Tensor v =
-        Linear(h, l.v, l.v_bias).view({batch, len, kv_heads, d}).transpose(1, 2);
-    if (l.q_norm.defined()) {  // Qwen3: RMSNorm over each head's features.
-      q = RmsNorm(q, l.q_norm, config.rms_norm_eps);
-      k = RmsNorm(k, l.k_norm, config.rms_norm_eps);
+    if (checkpoint) {
+      x = CheckpointedLayer(config, w.layers[i], x, c);
+    } else {
+      HY_ASSIGN_OR_RETURN(
+          x, DecoderLayer(config, w.layers[i], x, c, tp, cache, i));
     }
-    q = q.transpose(1, 2);
-    k = k.transpose(1, 2);
-    q = q * cos + RotateHalf(q) * sin;
-    k = k * cos + RotateHalf(k) * sin;
-    if (cache != nullptr) {
-      cache->k[i].narrow(2, past, len).copy_(k);
-      cache->v[i].narrow(2, past, len).copy_(v);
-      k = cache->k[i].narrow(2, 0, keys);
-      v = cache->v[i].narrow(2, 0, keys);
-    }
-    if (rep > 1) {
-      k = k.repeat_interleave(rep, 1);
-      v = v.repeat_interleave(rep, 1);
-    }
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) * scale + bias;
-    at::Tensor attn = at::matmul(at::softmax(scores, -1), v)
-                          .transpose(1, 2)
-                          .reshape({batch, len, heads * d});
-    at::Tensor o = Linear(attn, l.o).contiguous();
-    HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&o));
-    x = x + AddBias(o, l.o_bias);
-    h = RmsNorm(x, l.post_norm, config.rms_norm_eps);
-    at::Tensor m = Linear(at::silu(Linear(h, l.gate, l.gate_bias)) *
-                              Linear(h, l.up, l.up_bias),
-                          l.down)
-                       .contiguous();
-    HY_RETURN_IF_ERROR(tp.tp == 1 ? Status::OK() : tp.comm->TpAllReduce(&m));
-    x = x + AddBias(m, l.down_bias);
   }
   if (cache != nullptr) cache->length = keys;
   return RmsNorm(x, w.norm, config.rms_norm_eps);

@@ -67,15 +67,35 @@ struct KvCache {
   int64_t length = 0;
 };
 
+// What every decoder layer of one forward shares: rotary tables [B, 1, T,
+// d], the additive attention mask [B, 1, T, keys], and the shapes.
+struct LayerContext {
+  at::Tensor cos, sin, bias;
+  double scale = 1.0;
+  int64_t batch = 0, len = 0, heads = 0, kv_heads = 0, rep = 1, d = 0;
+  int64_t past = 0;  // Positions already in the cache.
+};
+
+// One decoder layer: x [B, T, hidden] in, out. Under TP its partial sums are
+// all-reduced (the comm's errors are returned); with a cache, its keys and
+// values land in layer `layer` of it.
+Result<at::Tensor> DecoderLayer(const ModelConfig& config,
+                                const LayerWeights& l, at::Tensor x,
+                                const LayerContext& c, const TpContext& tp,
+                                KvCache* cache, size_t layer);
+
 // The trunk: tokens [B, T] (int64), positions [B, T] (int64, rotary),
 // key_valid [B, cache length + T] (bool: which keys may be attended; a
 // query also attends only to keys at or before its own index). With a
 // cache, the new keys are appended to it (capacity must suffice). Returns
 // the final-norm hidden states [B, T, hidden] (f32), or a comm error.
+// With `recompute` (and gradients on, no TP, no cache), each decoder layer
+// keeps only its input for backward and runs again there (activation
+// checkpointing): the same gradients, a layer's activations at a time.
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                          const at::Tensor& tokens, const at::Tensor& positions,
                          const at::Tensor& key_valid, const TpContext& tp,
-                         KvCache* cache);
+                         KvCache* cache, bool recompute = false);
 
 // Logits [B, T, vocab] from hidden states (all-gathered under TP).
 Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,

@@ -204,7 +204,8 @@ Result<at::Tensor> PpoWorker::ScoreRows(const FsdpModel& model,
   Sequences seq = BuildSequences(prompts, responses, exp.mask.narrow(0, lo, n));
   HY_ASSIGN_OR_RETURN(at::Tensor hidden,
                       Trunk(config_.model, w, seq.tokens, seq.positions,
-                            seq.valid, TpContext{}, nullptr));
+                            seq.valid, TpContext{}, nullptr,
+                            config_.trainer.gradient_checkpointing));
   const int64_t r_len = responses.size(1);
   at::Tensor h = hidden.narrow(1, prompts.prompt_len - 1, r_len);
   if (model.role() == ModelRole::kCritic) return ValueHead(w, h);

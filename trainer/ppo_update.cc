@@ -222,7 +222,8 @@ Status PpoWorker::SftWarmup() {
                                       }));
       HY_ASSIGN_OR_RETURN(
           at::Tensor hidden,
-          Trunk(config_.model, w, tok, positions, valid, TpContext{}, nullptr));
+          Trunk(config_.model, w, tok, positions, valid, TpContext{}, nullptr,
+                config_.trainer.gradient_checkpointing));
       HY_ASSIGN_OR_RETURN(
           at::Tensor logits,
           LmHead(w, hidden.narrow(1, 0, max_len - 1), TpContext{}));

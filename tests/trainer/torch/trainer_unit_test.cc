@@ -4,9 +4,11 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "model.h"
@@ -206,6 +208,75 @@ TEST(ModelTest, KvCacheDecodeEqualsFullForward) {
     step_logits = LmHead(w, h, TpContext{}).value();
     EXPECT_TRUE(at::allclose(step_logits, full.narrow(1, 8 + t, 1), 1e-4, 1e-5))
         << "decode step " << t;
+  }
+}
+
+
+// Activation checkpointing recomputes each layer in backward: the loss and
+// every weight's gradient (flowing into one flat buffer, as under FSDP) are
+// exactly those of the plain forward, for each family's layer (Qwen2's
+// q/k/v biases, Qwen3's q/k norms).
+TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
+  for (std::string_view arch : {kLlamaArch, kQwen2Arch, kQwen3Arch}) {
+    ModelConfig config;
+    config.architecture = std::string(arch);
+    config.hidden_size = 32;
+    config.intermediate_size = 48;
+    config.num_heads = 4;
+    config.num_kv_heads = 2;
+    config.num_layers = 3;
+    const auto metas = ModelTensors(config, ModelRole::kActor);
+    std::vector<at::Tensor> parts;
+    for (const auto& m : metas) {
+      parts.push_back(InitTensor(4, m.name, m.shape).flatten() +
+                      0.01 * at::randn({m.NumElements().value()}));
+    }
+    const at::Tensor flat = at::cat(parts);
+    std::vector<Prompt> samples = {{0, Generate(TaskConfig(), 1, 0, 0).prompt},
+                                   {1, Generate(TaskConfig(), 1, 0, 1).prompt}};
+    samples[1].tokens.resize(3);
+    PromptBatch prompts = BuildPrompts(samples, 8, TokenSpec{});
+    at::Tensor positions =
+        (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
+    auto run = [&](bool recompute) {
+      at::Tensor full = flat.clone().requires_grad_(true);
+      std::map<std::string, at::Tensor> views;
+      int64_t at = 0;
+      for (const auto& m : metas) {
+        const int64_t n = m.NumElements().value();
+        views[m.name] = full.narrow(0, at, n).view(m.shape);
+        at += n;
+      }
+      Weights w = BindWeights(config, ModelRole::kActor,
+                              [&](const std::string& n) { return views[n]; })
+                      .value();
+      at::Tensor hidden = Trunk(config, w, prompts.tokens, positions,
+                                prompts.valid, TpContext{}, nullptr, recompute)
+                              .value();
+      at::Tensor loss = LmHead(w, hidden, TpContext{}).value().pow(2).mean();
+      // Checkpointed layers are single nodes of the graph.
+      int layer_nodes = 0;
+      std::vector<torch::autograd::Node*> todo{loss.grad_fn().get()};
+      std::set<torch::autograd::Node*> seen;
+      while (!todo.empty()) {
+        torch::autograd::Node* node = todo.back();
+        todo.pop_back();
+        if (node == nullptr || !seen.insert(node).second) continue;
+        layer_nodes += node->name().find("LayerFunction") != std::string::npos;
+        for (const auto& e : node->next_edges()) todo.push_back(e.function.get());
+      }
+      EXPECT_EQ(layer_nodes, recompute ? config.num_layers : 0) << arch;
+      loss.backward();
+      return std::make_pair(loss.detach(), full.grad());
+    };
+    const auto plain = run(false);
+    const auto checkpointed = run(true);
+    EXPECT_TRUE(at::equal(plain.first, checkpointed.first)) << arch;
+    ASSERT_TRUE(checkpointed.second.defined()) << arch;
+    EXPECT_GT(plain.second.abs().sum().item<double>(), 0) << arch;
+    EXPECT_TRUE(at::equal(plain.second, checkpointed.second))
+        << arch << ": max difference "
+        << (plain.second - checkpointed.second).abs().max().item<double>();
   }
 }
 

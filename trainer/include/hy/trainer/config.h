@@ -99,6 +99,11 @@ struct TrainerSection {
   int sft_batch_size = 64;
   double sft_lr = 3e-3;
   int test_freq = 0;  // Validate every N iterations too; 0: start and end.
+  // Recompute each decoder layer's activations in backward instead of
+  // keeping them (activation checkpointing; transformers'
+  // gradient_checkpointing): the same gradients, the activations of one
+  // layer at a time, about one more forward of compute per update.
+  bool gradient_checkpointing = false;
 };
 
 struct CheckpointConfig {

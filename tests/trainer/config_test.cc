@@ -106,6 +106,8 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"trainer.sft_batch_size", S(c.trainer.sft_batch_size)},
       {"trainer.sft_lr", D(c.trainer.sft_lr)},
       {"trainer.test_freq", S(c.trainer.test_freq)},
+      {"trainer.gradient_checkpointing",
+       c.trainer.gradient_checkpointing ? "true" : "false"},
       {"checkpoint.store_root", c.checkpoint.store_root},
       {"checkpoint.save_every", S(c.checkpoint.save_every)},
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
@@ -193,7 +195,8 @@ TrainConfig Modified() {
                0,
                7,
                1e-4,
-               3};
+               3,
+               true};
   c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777};
   c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;

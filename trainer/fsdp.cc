@@ -82,8 +82,8 @@ Status FsdpModel::LoadFrom(const HfWeights& weights) {
       continue;
     }
     const int64_t begin = std::max(offset_[t], rank_ * piece_) - offset_[t];
-    HY_RETURN_IF_ERROR(weights.ReadF32(name, begin, local.numel(),
-                                       local.data_ptr<float>()));
+    HY_RETURN_IF_ERROR(
+        weights.ReadF32(name, begin, local.numel(), local.data_ptr<float>()));
   }
   return Status::OK();
 }
@@ -105,12 +105,23 @@ Status FsdpModel::Gather(Comm* comm, at::Tensor* full) const {
   return comm->AllGatherShards(params_, full);
 }
 
+void FsdpModel::TrackGradient(at::Tensor* full) {
+  full->mutable_grad() = at::zeros_like(*full);
+}
+
 at::Tensor FsdpModel::View(const at::Tensor& full,
                            const std::string& name) const {
   const int t = spec_.Find(name);
   if (t < 0) return at::Tensor();
-  return full.narrow(0, offset_[t], numel_[t])
-      .view(spec_.tensors[t].meta.shape);
+  const auto& shape = spec_.tensors[t].meta.shape;
+  at::Tensor region = full.narrow(0, offset_[t], numel_[t]);
+  if (!full.grad().defined()) return region.view(shape);
+  // A leaf on the same memory; backward adds into its .grad in place (the
+  // engine accumulates into a defined gradient), i.e. into full's.
+  at::Tensor leaf = region.detach().view(shape).requires_grad_(true);
+  leaf.mutable_grad() =
+      full.grad().narrow(0, offset_[t], numel_[t]).view(shape);
+  return leaf;
 }
 
 void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,

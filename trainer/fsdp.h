@@ -64,7 +64,16 @@ class FsdpModel {
 
   // The full flat buffer [piece * world] from every rank's piece.
   Status Gather(Comm* comm, at::Tensor* full) const;
-  // Tensor `name` as a view of a full flat buffer; undefined if unknown.
+  // Makes *full (a gathered buffer) collect its gradient: full->grad() is
+  // set to zeros and View then hands out leaf tensors sharing full's memory
+  // whose gradients accumulate in place into their region of it (one flat
+  // gradient buffer, like Megatron's). Viewing `full` itself would make
+  // autograd build a zero tensor of the whole buffer for every tensor's
+  // slice and add them all: memory traffic of tensors x model size per
+  // backward, which dominates at hundreds of millions of parameters.
+  static void TrackGradient(at::Tensor* full);
+  // Tensor `name` as a view of a full flat buffer (a leaf whose gradient
+  // lands in full->grad() after TrackGradient); undefined if unknown.
   at::Tensor View(const at::Tensor& full, const std::string& name) const;
   // Tensor t's elements held locally, as a view of a [piece] buffer
   // (params, moments or a gradient piece); empty if none.

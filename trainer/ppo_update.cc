@@ -108,7 +108,7 @@ Status PpoWorker::Update(int64_t iteration, const Experience& exp,
       // Actor.
       at::Tensor full;
       HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
-      full.requires_grad_(true);
+      FsdpModel::TrackGradient(&full);
       at::Tensor grad;
       if (!mine.empty()) {
         at::Tensor entropy;
@@ -133,7 +133,7 @@ Status PpoWorker::Update(int64_t iteration, const Experience& exp,
       // Critic.
       if (gae) {
         HY_RETURN_IF_ERROR(critic_->Gather(comm_.get(), &full));
-        full.requires_grad_(true);
+        FsdpModel::TrackGradient(&full);
         if (!mine.empty()) {
           HY_ASSIGN_OR_RETURN(at::Tensor values,
                               ScoreRows(*critic_, full, sub, 0,
@@ -196,7 +196,7 @@ Status PpoWorker::SftWarmup() {
     Split(tc.sft_batch_size, &lo, &hi);
     at::Tensor full;
     HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
-    full.requires_grad_(true);
+    FsdpModel::TrackGradient(&full);
     at::Tensor grad;
     if (hi > lo) {
       const int64_t b = hi - lo;

@@ -26,7 +26,6 @@ using nlohmann::ordered_json;
 using reshard::Layout;
 using reshard::ModelRules;
 using reshard::ModelSpec;
-using reshard::ShardMap;
 using statestore::Store;
 
 struct PlanArgs {

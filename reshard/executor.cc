@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
-#include <thread>
 
 #include "executor_internal.h"
 #include "hy/common/thread_pool.h"
@@ -53,8 +52,6 @@ struct Executor::Impl {
   // Per [step][peer]: whether the list can go the sparse way (one wire
   // dtype, and a link fast enough that the codec's XOR form never pays).
   std::vector<std::vector<uint8_t>> send_sparse, recv_sparse;
-  // Per [step][peer]: this run's bucket came from EncodeSparse.
-  std::vector<std::vector<uint8_t>> sent_sparse;
 
   // Buffers kept across runs (allocating and faulting in fresh pages for
   // every bucket cost more than the copies themselves): the buckets of
@@ -75,7 +72,6 @@ struct Executor::Impl {
     Packed p;
     const PeerList& list = send[step][peer];
     internal::WireBuffer& b = buckets[step][peer];
-    sent_sparse[step][peer] = 0;
     if (list.transfers.empty()) {
       b.clear();
       return p;
@@ -85,7 +81,6 @@ struct Executor::Impl {
           internal::EncodeSparse(plan->spec, options.wire, list, src, before,
                                  &sparse_scratch[peer], &b, &p.changed);
       if (outcome == internal::SparseOutcome::kEncoded) {
-        sent_sparse[step][peer] = 1;
         p.unchanged_buckets =
             b[0] == static_cast<uint8_t>(internal::BucketKind::kUnchanged);
         return p;
@@ -141,8 +136,9 @@ struct Executor::Impl {
     return p;
   }
 
-  // After a successful run: brings last_sent up to what was sent. Pairs
-  // write their values; any other bucket's source region is cast again.
+  // After a successful run: brings last_sent up to what was sent. Sparse
+  // pairs write their values, a whole bucket is copied, and any other
+  // bucket's source region (the gathered path's delta forms) is cast again.
   void RememberSent(const std::vector<ConstBytes>& src, bool was_delta) {
     const int n = static_cast<int>(plan->spec.tensors.size());
     if (!was_delta) {
@@ -165,7 +161,13 @@ struct Executor::Impl {
       for (int peer = 0; peer < world; ++peer) {
         const PeerList& list = send[k][peer];
         const internal::WireBuffer& b = buckets[k][peer];
-        if (sent_sparse[k][peer]) {
+        // A delta run's pairs or unchanged bucket on a sparse list came
+        // from EncodeSparse (a dense one went whole).
+        const bool sparse =
+            send_sparse[k][peer] && !b.empty() &&
+            (b[0] == static_cast<uint8_t>(internal::BucketKind::kPairs) ||
+             b[0] == static_cast<uint8_t>(internal::BucketKind::kUnchanged));
+        if (sparse) {
           internal::ApplySentPairs(list, ConstBytes(b.data(), b.size()), last);
           continue;
         }
@@ -330,7 +332,6 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
   for (size_t k = 0; k < m.send.size(); ++k) {
     m.send_sparse.emplace_back(m.world);
     m.recv_sparse.emplace_back(m.world);
-    m.sent_sparse.emplace_back(m.world);
     int peers = 0;
     for (int p = 0; p < m.world; ++p) {
       peers += !m.send[k][p].transfers.empty();
@@ -482,90 +483,6 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
                          m.options.sparse_delta);
   }
   if (stats != nullptr) *stats = st;
-  return Status::OK();
-}
-
-void RecordReshardMetrics(const metrics::HyMetrics& hm, const ReshardStats& st,
-                          int direction, std::string_view transport,
-                          WireFormat wire, bool sparse_delta) {
-  using metrics::ReshardBytesKind;
-  using metrics::ReshardPhase;
-  hm.reshard_phase(ReshardPhase::kPlan)->Observe(st.plan_seconds);
-  hm.reshard_phase(ReshardPhase::kPack)->Observe(st.pack_seconds);
-  hm.reshard_phase(ReshardPhase::kTransfer)->Observe(st.transfer_seconds);
-  hm.reshard_phase(ReshardPhase::kUnpack)->Observe(st.unpack_seconds);
-  hm.reshard_bytes(ReshardBytesKind::kLocal)
-      ->Increment(static_cast<double>(st.local_bytes));
-  hm.reshard_bytes(ReshardBytesKind::kNode)
-      ->Increment(static_cast<double>(st.same_node_bytes));
-  hm.reshard_bytes(ReshardBytesKind::kRemote)
-      ->Increment(static_cast<double>(st.cross_node_bytes));
-  const auto transport_label =
-      transport == "gloo"   ? metrics::ReshardTransport::kGloo
-      : transport == "nccl" ? metrics::ReshardTransport::kNccl
-                            : metrics::ReshardTransport::kLocal;
-  const auto wire_label = sparse_delta ? metrics::ReshardWire::kDelta
-                          : wire == WireFormat::kBf16
-                              ? metrics::ReshardWire::kBf16
-                              : metrics::ReshardWire::kRaw;
-  hm.reshard_logical_bytes->Increment(
-      static_cast<double>(st.logical_bytes_sent));
-  hm.reshard_wire_bytes(wire_label)
-      ->Increment(static_cast<double>(st.wire_bytes_sent));
-  const auto direction_label = direction == 0
-                                   ? metrics::ReshardDirection::kTrainToRollout
-                                   : metrics::ReshardDirection::kRolloutToTrain;
-  auto h = hm.ReshardDuration(direction_label, transport_label, wire_label);
-  if (h.ok()) (*h)->Observe(st.total_seconds);
-}
-
-void ReshardStats::Merge(const ReshardStats& o) {
-  plan_seconds = std::max(plan_seconds, o.plan_seconds);
-  pack_seconds = std::max(pack_seconds, o.pack_seconds);
-  transfer_seconds = std::max(transfer_seconds, o.transfer_seconds);
-  unpack_seconds = std::max(unpack_seconds, o.unpack_seconds);
-  total_seconds = std::max(total_seconds, o.total_seconds);
-  local_bytes += o.local_bytes;
-  same_node_bytes += o.same_node_bytes;
-  cross_node_bytes += o.cross_node_bytes;
-  logical_bytes_sent += o.logical_bytes_sent;
-  wire_bytes_sent += o.wire_bytes_sent;
-  wire_bytes_received += o.wire_bytes_received;
-  changed_elements_sent += o.changed_elements_sent;
-  buckets_unchanged += o.buckets_unchanged;
-  steps = std::max(steps, o.steps);
-}
-
-Status ReshardInProcess(std::shared_ptr<const TransferPlan> plan,
-                        const std::vector<std::vector<ConstBytes>>& src,
-                        const std::vector<std::vector<MutableBytes>>& dst,
-                        const ExecutorOptions& options, ReshardStats* stats) {
-  const int world = plan->topology.world_size;
-  if (static_cast<int>(src.size()) != world ||
-      static_cast<int>(dst.size()) != world) {
-    return Status::InvalidArgument(
-        "ReshardInProcess: buffers for " + std::to_string(src.size()) + " / " +
-        std::to_string(dst.size()) + " ranks, the plan has " +
-        std::to_string(world));
-  }
-  InProcessHub hub(world);
-  std::vector<Status> status(world);
-  std::vector<ReshardStats> per_rank(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto transport = hub.Connect(r);
-      Executor executor(plan, transport.get(), options);
-      status[r] = executor.Run(src[r], dst[r], &per_rank[r]);
-    });
-  }
-  for (auto& t : threads) t.join();
-  ReshardStats merged;
-  for (int r = 0; r < world; ++r) merged.Merge(per_rank[r]);
-  if (stats != nullptr) *stats = merged;
-  for (int r = 0; r < world; ++r) {
-    if (!status[r].ok()) return status[r];
-  }
   return Status::OK();
 }
 

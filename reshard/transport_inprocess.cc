@@ -1,18 +1,22 @@
 // InProcessHub: ranks as threads of one process, exchanging through a
-// mailbox keyed by (collective number, source, destination).
+// mailbox keyed by (collective number, source, destination); and
+// ReshardInProcess, which runs a plan's executors on such a hub.
 
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
+#include "hy/reshard/executor.h"
 #include "hy/reshard/transport.h"
 
 namespace hy::reshard {
 
 struct InProcessHub::State {
-  explicit State(int world, int64_t timeout) : world_size(world), timeout_ms(timeout) {}
+  explicit State(int world, int64_t timeout)
+      : world_size(world), timeout_ms(timeout) {}
   const int world_size;
   const int64_t timeout_ms;
   std::mutex mu;
@@ -38,14 +42,14 @@ class InProcessTransport final : public Transport {
                    std::vector<std::vector<uint8_t>>* recv) override {
     const int world = state_->world_size;
     if (static_cast<int>(send.size()) != world) {
-      return Status::InvalidArgument("AllToAllV: send has " +
-                                     std::to_string(send.size()) +
-                                     " entries for " + std::to_string(world) +
-                                     " ranks");
+      return Status::InvalidArgument(
+          "AllToAllV: send has " + std::to_string(send.size()) +
+          " entries for " + std::to_string(world) + " ranks");
     }
     std::vector<std::vector<uint8_t>> copies(world);
     for (int p = 0; p < world; ++p) {
-      if (p != rank_) copies[p].assign(send[p].data(), send[p].data() + send[p].size());
+      if (p != rank_)
+        copies[p].assign(send[p].data(), send[p].data() + send[p].size());
     }
     return Exchange(std::move(copies), recv);
   }
@@ -118,6 +122,39 @@ InProcessHub::~InProcessHub() = default;
 
 std::unique_ptr<Transport> InProcessHub::Connect(int rank) {
   return std::make_unique<InProcessTransport>(state_, rank);
+}
+
+Status ReshardInProcess(std::shared_ptr<const TransferPlan> plan,
+                        const std::vector<std::vector<ConstBytes>>& src,
+                        const std::vector<std::vector<MutableBytes>>& dst,
+                        const ExecutorOptions& options, ReshardStats* stats) {
+  const int world = plan->topology.world_size;
+  if (static_cast<int>(src.size()) != world ||
+      static_cast<int>(dst.size()) != world) {
+    return Status::InvalidArgument(
+        "ReshardInProcess: buffers for " + std::to_string(src.size()) + " / " +
+        std::to_string(dst.size()) + " ranks, the plan has " +
+        std::to_string(world));
+  }
+  InProcessHub hub(world);
+  std::vector<Status> status(world);
+  std::vector<ReshardStats> per_rank(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      auto transport = hub.Connect(r);
+      Executor executor(plan, transport.get(), options);
+      status[r] = executor.Run(src[r], dst[r], &per_rank[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ReshardStats merged;
+  for (int r = 0; r < world; ++r) merged.Merge(per_rank[r]);
+  if (stats != nullptr) *stats = merged;
+  for (int r = 0; r < world; ++r) {
+    if (!status[r].ok()) return status[r];
+  }
+  return Status::OK();
 }
 
 }  // namespace hy::reshard

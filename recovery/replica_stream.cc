@@ -172,10 +172,6 @@ bool PartReceiver::complete() const {
          blobs_.size() == manifest_.blobs.size();
 }
 
-}  // namespace hy::recovery::internal
-
-namespace hy::recovery::internal {
-
 Status PartReceiver::status() const {
   if (!broken_.ok() || complete()) return broken_;
   return Status::DataLoss("replica stream ended early (the sender failed)");

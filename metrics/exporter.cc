@@ -1,9 +1,11 @@
 #include "hy/metrics/exporter.h"
 
+#include <CivetServer.h>
 #include <prometheus/exposer.h>
 #include <unistd.h>
 
 #include <exception>
+#include <mutex>
 #include <vector>
 
 namespace hy::metrics {
@@ -19,6 +21,16 @@ std::string HostName() {
     return "localhost";
   }
   return name;
+}
+
+// civetweb reports why it could not start only through this callback.
+std::mutex civet_mu;
+std::string civet_error;  // Guarded by civet_mu.
+
+int RecordCivetError(const struct mg_connection*, const char* message) {
+  std::lock_guard<std::mutex> lock(civet_mu);
+  civet_error = message != nullptr ? message : "";
+  return 1;  // Handled: civetweb prints nothing itself.
 }
 
 }  // namespace
@@ -45,11 +57,15 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(
   }
   const std::string listen = host + ":" + std::to_string(port);
   std::unique_ptr<prometheus::Exposer> exposer;
+  CivetCallbacks callbacks;
+  callbacks.log_message = RecordCivetError;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(listen, 2);
+    exposer = std::make_unique<prometheus::Exposer>(listen, 2, &callbacks);
   } catch (const std::exception& e) {
-    return Status::Unavailable("metrics: cannot serve on " + listen + ": " +
-                               e.what());
+    std::lock_guard<std::mutex> lock(civet_mu);
+    return Status::Unavailable(
+        "metrics: cannot serve on " + listen + ": " + e.what() +
+        (civet_error.empty() ? "" : " (" + civet_error + ")"));
   }
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (ports.empty() || ports.front() <= 0) {
@@ -61,8 +77,7 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(
 }
 
 std::string Exporter::target() const {
-  return (IsWildcard(host_) ? HostName() : host_) + ":" +
-         std::to_string(port_);
+  return (IsWildcard(host_) ? HostName() : host_) + ":" + std::to_string(port_);
 }
 
 std::string Exporter::url() const { return "http://" + target() + "/metrics"; }

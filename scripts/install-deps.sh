@@ -59,6 +59,12 @@ packages=(
   libyaml-cpp-dev
   # LibTorch (CPU) with c10d: TCPStore, ProcessGroupGloo (needs gloo headers).
   libtorch-dev libgloo-dev
+  # An optimized BLAS behind LibTorch's CPU matrix products (libblas.so.3 is
+  # Debian's reference BLAS otherwise: the demo runs ~8x slower). The
+  # single-threaded build: a rank computes on one thread anyway, and the
+  # threaded builds' 60 KB of static TLS leaves civetweb (the metrics
+  # exporter) too little of its fixed 100 KB thread stacks to start.
+  libopenblas0-serial
   # PyTorch for Python: the independent reference of the decoder's math in
   # the tests (tests/trainer/torch/hf_reference.py).
   python3-torch

@@ -88,13 +88,13 @@ Status FsdpModel::LoadFrom(const HfWeights& weights) {
   return Status::OK();
 }
 
-void FsdpModel::CopyCommonFrom(const FsdpModel& other,
-                               const at::Tensor& other_full) {
+void FsdpModel::CopyCommonFrom(
+    const std::function<at::Tensor(const std::string&)>& other) {
   for (int t = 0; t < num_tensors(); ++t) {
     at::Tensor local = LocalSlice(params_, t);
     if (local.numel() == 0) continue;
     const auto& name = spec_.tensors[t].meta.name;
-    at::Tensor src = other.View(other_full, name);
+    at::Tensor src = other(name);
     if (!src.defined()) continue;
     const int64_t begin = std::max(offset_[t], rank_ * piece_) - offset_[t];
     local.copy_(src.reshape({-1}).narrow(0, begin, local.numel()));

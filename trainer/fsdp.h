@@ -17,6 +17,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,8 +47,14 @@ class FsdpModel {
   const reshard::ShardMap& shard_map() const { return shard_map_; }
   int num_tensors() const { return static_cast<int>(spec_.tensors.size()); }
   int64_t piece() const { return piece_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  // Tensor t's place in the flat buffer: [offset(t), offset(t) + numel(t)).
+  int64_t offset(int t) const { return offset_[t]; }
+  int64_t numel(int t) const { return numel_[t]; }
 
   at::Tensor& params() { return params_; }  // [piece] f32
+  const at::Tensor& params_const() const { return params_; }
   at::Tensor& exp_avg() { return exp_avg_; }
   at::Tensor& exp_avg_sq() { return exp_avg_sq_; }
   int64_t& adam_step() { return adam_step_; }
@@ -58,9 +65,11 @@ class FsdpModel {
   // only the element ranges this rank holds (a critic's score head starts
   // at zero). Returns the reader's errors.
   Status LoadFrom(const HfWeights& weights);
-  // Copies, tensor by tensor, the parts of `other`'s full flat buffer whose
-  // names this model also has (the critic's trunk from the actor).
-  void CopyCommonFrom(const FsdpModel& other, const at::Tensor& other_full);
+  // Copies into the local piece, tensor by tensor, what `other` returns
+  // for this model's tensor names (the critic's trunk from the actor's
+  // gathered buffer or units); undefined tensors are skipped.
+  void CopyCommonFrom(
+      const std::function<at::Tensor(const std::string&)>& other);
 
   // The full flat buffer [piece * world] from every rank's piece.
   Status Gather(Comm* comm, at::Tensor* full) const;

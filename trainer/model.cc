@@ -40,47 +40,69 @@ uint64_t SplitMix(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
-}  // namespace
-
-Result<Weights> BindWeights(
-    const ModelConfig& config, ModelRole role,
-    const std::function<at::Tensor(const std::string&)>& lookup) {
+// Looks weights up by name, remembering the first one missing.
+struct Binder {
+  const std::function<at::Tensor(const std::string&)>& lookup;
   Status missing;
-  auto get = [&](const std::string& name) {
+
+  at::Tensor Get(const std::string& name) {
     at::Tensor t = lookup(name);
     if (!t.defined() && missing.ok()) {
       missing = Status::NotFound("model weight " + name + " is missing");
     }
     return t;
-  };
-  auto get_if = [&](bool present, const std::string& name) {
-    return present ? get(name) : at::Tensor();
-  };
+  }
+  at::Tensor GetIf(bool present, const std::string& name) {
+    return present ? Get(name) : at::Tensor();
+  }
+};
+
+LayerWeights BindLayerWith(const ModelConfig& config, int i, Binder* b) {
+  const std::string p = "model.layers." + std::to_string(i) + ".";
+  const std::string a = p + "self_attn.";
+  LayerWeights l;
+  l.q = b->Get(a + "q_proj.weight");
+  l.k = b->Get(a + "k_proj.weight");
+  l.v = b->Get(a + "v_proj.weight");
+  l.o = b->Get(a + "o_proj.weight");
+  l.q_bias = b->GetIf(config.qkv_bias(), a + "q_proj.bias");
+  l.k_bias = b->GetIf(config.qkv_bias(), a + "k_proj.bias");
+  l.v_bias = b->GetIf(config.qkv_bias(), a + "v_proj.bias");
+  l.o_bias = b->GetIf(config.o_bias(), a + "o_proj.bias");
+  l.q_norm = b->GetIf(config.qk_norm(), a + "q_norm.weight");
+  l.k_norm = b->GetIf(config.qk_norm(), a + "k_norm.weight");
+  l.gate = b->Get(p + "mlp.gate_proj.weight");
+  l.up = b->Get(p + "mlp.up_proj.weight");
+  l.down = b->Get(p + "mlp.down_proj.weight");
+  l.gate_bias = b->GetIf(config.mlp_bias, p + "mlp.gate_proj.bias");
+  l.up_bias = b->GetIf(config.mlp_bias, p + "mlp.up_proj.bias");
+  l.down_bias = b->GetIf(config.mlp_bias, p + "mlp.down_proj.bias");
+  l.input_norm = b->Get(p + "input_layernorm.weight");
+  l.post_norm = b->Get(p + "post_attention_layernorm.weight");
+  return l;
+}
+
+}  // namespace
+
+Result<LayerWeights> BindLayer(
+    const ModelConfig& config, int layer,
+    const std::function<at::Tensor(const std::string&)>& lookup) {
+  Binder b{lookup, Status::OK()};
+  LayerWeights l = BindLayerWith(config, layer, &b);
+  if (!b.missing.ok()) return b.missing;
+  return l;
+}
+
+Result<Weights> BindWeights(
+    const ModelConfig& config, ModelRole role,
+    const std::function<at::Tensor(const std::string&)>& lookup,
+    bool with_layers) {
+  Binder b{lookup, Status::OK()};
+  auto get = [&](const std::string& name) { return b.Get(name); };
   Weights w;
   w.embed = get("model.embed_tokens.weight");
-  for (int i = 0; i < config.num_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    const std::string a = p + "self_attn.";
-    LayerWeights l;
-    l.q = get(a + "q_proj.weight");
-    l.k = get(a + "k_proj.weight");
-    l.v = get(a + "v_proj.weight");
-    l.o = get(a + "o_proj.weight");
-    l.q_bias = get_if(config.qkv_bias(), a + "q_proj.bias");
-    l.k_bias = get_if(config.qkv_bias(), a + "k_proj.bias");
-    l.v_bias = get_if(config.qkv_bias(), a + "v_proj.bias");
-    l.o_bias = get_if(config.o_bias(), a + "o_proj.bias");
-    l.q_norm = get_if(config.qk_norm(), a + "q_norm.weight");
-    l.k_norm = get_if(config.qk_norm(), a + "k_norm.weight");
-    l.gate = get(p + "mlp.gate_proj.weight");
-    l.up = get(p + "mlp.up_proj.weight");
-    l.down = get(p + "mlp.down_proj.weight");
-    l.gate_bias = get_if(config.mlp_bias, p + "mlp.gate_proj.bias");
-    l.up_bias = get_if(config.mlp_bias, p + "mlp.up_proj.bias");
-    l.down_bias = get_if(config.mlp_bias, p + "mlp.down_proj.bias");
-    l.input_norm = get(p + "input_layernorm.weight");
-    l.post_norm = get(p + "post_attention_layernorm.weight");
-    w.layers.push_back(std::move(l));
+  for (int i = 0; with_layers && i < config.num_layers; ++i) {
+    w.layers.push_back(BindLayerWith(config, i, &b));
   }
   w.norm = get("model.norm.weight");
   if (role == ModelRole::kCritic) {
@@ -88,7 +110,7 @@ Result<Weights> BindWeights(
   } else {
     w.head = config.tie_word_embeddings ? w.embed : get("lm_head.weight");
   }
-  if (!missing.ok()) return missing;
+  if (!b.missing.ok()) return b.missing;
   return w;
 }
 
@@ -164,7 +186,8 @@ Result<at::Tensor> DecoderLayer(const ModelConfig& config,
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                          const at::Tensor& tokens, const at::Tensor& positions,
                          const at::Tensor& key_valid, const TpContext& tp,
-                         KvCache* cache, bool recompute) {
+                         KvCache* cache, bool recompute,
+                         const LayerRunner* runner) {
   const int64_t batch = tokens.size(0);
   const int64_t len = tokens.size(1);
   const int64_t d = config.head_dim();
@@ -220,8 +243,12 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   c.past = past;
   const bool checkpoint = recompute && cache == nullptr && tp.tp == 1 &&
                           at::GradMode::is_enabled();
-  for (size_t i = 0; i < w.layers.size(); ++i) {
-    if (checkpoint) {
+  const size_t layers =
+      runner != nullptr ? static_cast<size_t>(config.num_layers) : w.layers.size();
+  for (size_t i = 0; i < layers; ++i) {
+    if (runner != nullptr) {
+      HY_ASSIGN_OR_RETURN(x, (*runner)(i, x, c));
+    } else if (checkpoint) {
       x = CheckpointedLayer(config, w.layers[i], x, c);
     } else {
       HY_ASSIGN_OR_RETURN(

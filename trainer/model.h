@@ -45,11 +45,18 @@ struct Weights {
   at::Tensor head;  // lm_head (actor; embed when tied) or score (critic).
 };
 
-// Binds weights by name (the tensors ModelTensors lists). Returns NotFound
-// naming a tensor `lookup` does not know (lookup returns an undefined
-// tensor for it).
+// Binds weights by name (the tensors ModelTensors lists; without
+// `with_layers` only the embedding, final norm and head, layers staying
+// empty). Returns NotFound naming a tensor `lookup` does not know (lookup
+// returns an undefined tensor for it).
 Result<Weights> BindWeights(
     const ModelConfig& config, ModelRole role,
+    const std::function<at::Tensor(const std::string&)>& lookup,
+    bool with_layers = true);
+
+// Decoder layer `layer`'s weights by name; errors as BindWeights.
+Result<LayerWeights> BindLayer(
+    const ModelConfig& config, int layer,
     const std::function<at::Tensor(const std::string&)>& lookup);
 
 // Tensor parallelism for a forward: tp == 1 (comm may be null) is the whole
@@ -84,6 +91,11 @@ Result<at::Tensor> DecoderLayer(const ModelConfig& config,
                                 const LayerContext& c, const TpContext& tp,
                                 KvCache* cache, size_t layer);
 
+// Runs decoder layer `layer` on x in the caller's way (FSDP by layer:
+// gathers its weights first); returns the layer's output or its error.
+using LayerRunner = std::function<Result<at::Tensor>(
+    size_t layer, const at::Tensor& x, const LayerContext& c)>;
+
 // The trunk: tokens [B, T] (int64), positions [B, T] (int64, rotary),
 // key_valid [B, cache length + T] (bool: which keys may be attended; a
 // query also attends only to keys at or before its own index). With a
@@ -92,10 +104,12 @@ Result<at::Tensor> DecoderLayer(const ModelConfig& config,
 // With `recompute` (and gradients on, no TP, no cache), each decoder layer
 // keeps only its input for backward and runs again there (activation
 // checkpointing): the same gradients, a layer's activations at a time.
+// With a `runner`, it runs every decoder layer (w.layers is not used).
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                          const at::Tensor& tokens, const at::Tensor& positions,
                          const at::Tensor& key_valid, const TpContext& tp,
-                         KvCache* cache, bool recompute = false);
+                         KvCache* cache, bool recompute = false,
+                         const LayerRunner* runner = nullptr);
 
 // Logits [B, T, vocab] from hidden states (all-gathered under TP).
 Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,

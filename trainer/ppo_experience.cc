@@ -187,13 +187,11 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
 }
 
 Result<at::Tensor> PpoWorker::ScoreRows(const FsdpModel& model,
-                                        const at::Tensor& full,
+                                        const FsdpPass& pass,
                                         const Experience& exp, int64_t lo,
                                         int64_t hi, at::Tensor* entropy) {
   HY_ASSIGN_OR_RETURN(Weights w, BindWeights(model.config(), model.role(),
-                                             [&](const std::string& name) {
-                                               return model.View(full, name);
-                                             }));
+                                             pass.Lookup(), !pass.by_layer()));
   const int64_t n = hi - lo;
   PromptBatch prompts;
   prompts.prompt_len = exp.prompts.prompt_len;
@@ -205,7 +203,8 @@ Result<at::Tensor> PpoWorker::ScoreRows(const FsdpModel& model,
   HY_ASSIGN_OR_RETURN(at::Tensor hidden,
                       Trunk(config_.model, w, seq.tokens, seq.positions,
                             seq.valid, TpContext{}, nullptr,
-                            config_.trainer.gradient_checkpointing));
+                            config_.trainer.gradient_checkpointing,
+                            pass.runner()));
   const int64_t r_len = responses.size(1);
   at::Tensor h = hidden.narrow(1, prompts.prompt_len - 1, r_len);
   if (model.role() == ModelRole::kCritic) return ValueHead(w, h);
@@ -224,13 +223,12 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
   std::vector<at::Tensor> local;
   {
     at::NoGradGuard no_grad;
-    at::Tensor full;
     std::vector<FsdpModel*> models = {actor_.get(), ref_.get()};
     if (gae) models.push_back(critic_.get());
     for (FsdpModel* m : models) {
-      HY_RETURN_IF_ERROR(m->Gather(comm_.get(), &full));
+      HY_ASSIGN_OR_RETURN(auto pass, BeginPass(m, false));
       HY_ASSIGN_OR_RETURN(at::Tensor out,
-                          ScoreRows(*m, full, *exp, lo, hi, nullptr));
+                          ScoreRows(*m, *pass, *exp, lo, hi, nullptr));
       local.push_back(out.contiguous());
     }
   }

@@ -57,10 +57,17 @@ Experience Rows(const Experience& exp, const std::vector<int64_t>& rows) {
 
 }  // namespace
 
-Result<double> PpoWorker::ApplyGradient(FsdpModel* model,
-                                        const at::Tensor& full_grad,
+Result<std::unique_ptr<FsdpPass>> PpoWorker::BeginPass(FsdpModel* model,
+                                                       bool train) {
+  const FsdpUnits* units = model == actor_.get()    ? actor_units_.get()
+                           : model == critic_.get() ? critic_units_.get()
+                                                    : ref_units_.get();
+  return FsdpPass::Begin(model, units, comm_.get(), train);
+}
+
+Result<double> PpoWorker::ApplyGradient(FsdpModel* model, FsdpPass* pass,
                                         const OptimConfig& optim) {
-  HY_ASSIGN_OR_RETURN(at::Tensor grad, comm_->ReduceScatterSum(full_grad));
+  HY_ASSIGN_OR_RETURN(at::Tensor grad, pass->GradientPiece());
   const double local_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
   HY_ASSIGN_OR_RETURN(auto sum, comm_->SumAcrossRanks({local_sq}));
   const double norm = std::sqrt(sum[0]);
@@ -106,50 +113,46 @@ Status PpoWorker::Update(int64_t iteration, const Experience& exp,
       if (!mine.empty()) sub = Rows(exp, mine);
 
       // Actor.
-      at::Tensor full;
-      HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
-      FsdpModel::TrackGradient(&full);
-      at::Tensor grad;
-      if (!mine.empty()) {
-        at::Tensor entropy;
-        HY_ASSIGN_OR_RETURN(
-            at::Tensor logp,
-            ScoreRows(*actor_, full, sub, 0, sub.responses.size(0), &entropy));
-        PolicyLoss pl = ClippedPolicyLoss(logp, sub.old_logp, sub.advantages,
-                                          sub.mask, ac.clip_ratio);
-        at::Tensor ent_sum = (entropy * sub.mask).sum();
-        at::Tensor loss = (pl.loss_sum - ac.entropy_coeff * ent_sum) / tokens;
-        loss.backward();
-        grad = full.grad();
-        pg += pl.loss_sum.item<double>() / tokens;
-        ent += ent_sum.item<double>() / tokens;
-        clipped += pl.clipped / tokens;
-      } else {
-        grad = at::zeros_like(full);
+      {
+        HY_ASSIGN_OR_RETURN(auto pass, BeginPass(actor_.get(), true));
+        if (!mine.empty()) {
+          at::Tensor entropy;
+          HY_ASSIGN_OR_RETURN(at::Tensor logp,
+                              ScoreRows(*actor_, *pass, sub, 0,
+                                        sub.responses.size(0), &entropy));
+          PolicyLoss pl = ClippedPolicyLoss(logp, sub.old_logp, sub.advantages,
+                                            sub.mask, ac.clip_ratio);
+          at::Tensor ent_sum = (entropy * sub.mask).sum();
+          at::Tensor loss = (pl.loss_sum - ac.entropy_coeff * ent_sum) / tokens;
+          HY_RETURN_IF_ERROR(pass->Backward(loss));
+          pg += pl.loss_sum.item<double>() / tokens;
+          ent += ent_sum.item<double>() / tokens;
+          clipped += pl.clipped / tokens;
+        } else {
+          HY_RETURN_IF_ERROR(pass->Idle());
+        }
+        HY_ASSIGN_OR_RETURN(grad_norm,
+                            ApplyGradient(actor_.get(), pass.get(), ac.optim));
       }
-      HY_ASSIGN_OR_RETURN(grad_norm,
-                          ApplyGradient(actor_.get(), grad.detach(), ac.optim));
 
       // Critic.
       if (gae) {
-        HY_RETURN_IF_ERROR(critic_->Gather(comm_.get(), &full));
-        FsdpModel::TrackGradient(&full);
+        HY_ASSIGN_OR_RETURN(auto pass, BeginPass(critic_.get(), true));
         if (!mine.empty()) {
           HY_ASSIGN_OR_RETURN(at::Tensor values,
-                              ScoreRows(*critic_, full, sub, 0,
+                              ScoreRows(*critic_, *pass, sub, 0,
                                         sub.responses.size(0), nullptr));
           at::Tensor loss =
               ClippedValueLoss(values, sub.values, sub.returns, sub.mask,
                                config_.critic.cliprange_value) /
               tokens;
-          loss.backward();
-          grad = full.grad();
+          HY_RETURN_IF_ERROR(pass->Backward(loss));
           vf += loss.item<double>();
         } else {
-          grad = at::zeros_like(full);
+          HY_RETURN_IF_ERROR(pass->Idle());
         }
         HY_RETURN_IF_ERROR(
-            ApplyGradient(critic_.get(), grad.detach(), config_.critic.optim)
+            ApplyGradient(critic_.get(), pass.get(), config_.critic.optim)
                 .status());
       }
       ++steps;
@@ -194,10 +197,7 @@ Status PpoWorker::SftWarmup() {
     }
     int64_t lo, hi;
     Split(tc.sft_batch_size, &lo, &hi);
-    at::Tensor full;
-    HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
-    FsdpModel::TrackGradient(&full);
-    at::Tensor grad;
+    HY_ASSIGN_OR_RETURN(auto pass, BeginPass(actor_.get(), true));
     if (hi > lo) {
       const int64_t b = hi - lo;
       at::Tensor tok =
@@ -217,27 +217,23 @@ Status PpoWorker::SftWarmup() {
       at::Tensor positions = (valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
       HY_ASSIGN_OR_RETURN(Weights w,
                           BindWeights(config_.model, ModelRole::kActor,
-                                      [&](const std::string& name) {
-                                        return actor_->View(full, name);
-                                      }));
+                                      pass->Lookup(), !pass->by_layer()));
       HY_ASSIGN_OR_RETURN(
           at::Tensor hidden,
           Trunk(config_.model, w, tok, positions, valid, TpContext{}, nullptr,
-                config_.trainer.gradient_checkpointing));
+                config_.trainer.gradient_checkpointing, pass->runner()));
       HY_ASSIGN_OR_RETURN(
           at::Tensor logits,
           LmHead(w, hidden.narrow(1, 0, max_len - 1), TpContext{}));
       at::Tensor logp =
           TokenLogProbs(logits, tok.narrow(1, 1, max_len - 1), 1.0, nullptr);
       at::Tensor loss = -(logp * target_mask).sum() / tokens;
-      loss.backward();
-      grad = full.grad();
+      HY_RETURN_IF_ERROR(pass->Backward(loss));
       loss_window += loss.item<double>();
     } else {
-      grad = at::zeros_like(full);
+      HY_RETURN_IF_ERROR(pass->Idle());
     }
-    HY_RETURN_IF_ERROR(
-        ApplyGradient(actor_.get(), grad.detach(), optim).status());
+    HY_RETURN_IF_ERROR(ApplyGradient(actor_.get(), pass.get(), optim).status());
     if ((step + 1) % 20 == 0 || step + 1 == tc.sft_steps) {
       HY_ASSIGN_OR_RETURN(auto sum, comm_->SumAcrossRanks({loss_window}));
       const int window = (step % 20) + 1;

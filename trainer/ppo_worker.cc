@@ -3,12 +3,11 @@
 
 #include "ppo_worker.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "cpu_threads.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/metrics/scoped_timer.h"
 #include "hy/recovery/node_layout.h"
@@ -58,7 +57,7 @@ Status PpoWorker::Setup() {
   if (config_.checkpoint.store_root.empty()) {
     return Status::InvalidArgument("checkpoint.store_root is empty");
   }
-  at::set_num_threads(1);  // Deterministic kernels, one core per rank.
+  UseOneCpuThread();  // Deterministic kernels, one core per rank.
   const char* world_env = std::getenv("WORLD_SIZE");
   const int env_world = world_env != nullptr ? std::atoi(world_env) : 0;
   int& tp = config_.rollout.tensor_model_parallel_size;
@@ -92,6 +91,11 @@ Status PpoWorker::Setup() {
       FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
   HY_ASSIGN_OR_RETURN(
       ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
+  if (config_.trainer.fsdp_per_layer) {
+    actor_units_ = std::make_unique<FsdpUnits>(actor_.get());
+    critic_units_ = std::make_unique<FsdpUnits>(critic_.get());
+    ref_units_ = std::make_unique<FsdpUnits>(ref_.get());
+  }
   const AlgorithmConfig& ac = config_.algorithm;
   if (ac.kl_ctrl_type == "adaptive") {
     HY_ASSIGN_OR_RETURN(
@@ -154,9 +158,22 @@ Status PpoWorker::InitFresh() {
   HY_RETURN_IF_ERROR(SftWarmup());
   ref_->params().copy_(actor_->params());
   critic_->InitFromSeed(config_.trainer.seed + 1);
-  at::Tensor full;
-  HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &full));
-  critic_->CopyCommonFrom(*actor_, full);
+  // The critic's trunk starts as the actor's, a unit at a time by layer.
+  const int units = actor_units_ != nullptr ? actor_units_->num_units() : 1;
+  for (int u = 0; u < units; ++u) {
+    at::Tensor buffer;
+    if (actor_units_ == nullptr) {
+      HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &buffer));
+      critic_->CopyCommonFrom([&](const std::string& name) {
+        return actor_->View(buffer, name);
+      });
+    } else {
+      HY_RETURN_IF_ERROR(actor_units_->Gather(comm_.get(), u, &buffer));
+      critic_->CopyCommonFrom([&](const std::string& name) {
+        return actor_units_->View(buffer, u, name);
+      });
+    }
+  }
   start_iteration_ = 0;
   data_position_ = 0;
   return Status::OK();

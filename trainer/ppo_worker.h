@@ -19,6 +19,8 @@
 
 #include "comm.h"
 #include "fsdp.h"
+#include "fsdp_pass.h"
+#include "fsdp_unit.h"
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/recovery.h"
 #include "hy/reshard/executor.h"
@@ -87,11 +89,14 @@ class PpoWorker {
                                  const RolloutConfig& rc);
   Status ComputeExperience(int64_t iteration, Experience* exp,
                            IterationReport* report);
-  // Forward of `model` (gathered in `full`) on rows [lo, hi) of exp:
+  // Forward of `model` (through `pass`) on rows [lo, hi) of exp:
   // per-response-token log-probs (actor) or values (critic) [hi - lo, R].
-  Result<at::Tensor> ScoreRows(const FsdpModel& model, const at::Tensor& full,
+  Result<at::Tensor> ScoreRows(const FsdpModel& model, const FsdpPass& pass,
                                const Experience& exp, int64_t lo, int64_t hi,
                                at::Tensor* entropy);
+  // A forward (and with `train` backward) pass over `model`: by layer
+  // under trainer.fsdp_per_layer, else over the whole flat buffer.
+  Result<std::unique_ptr<FsdpPass>> BeginPass(FsdpModel* model, bool train);
 
   // ppo_validate.cc
   // Reshards the actor to the rollout layout and decodes every
@@ -102,9 +107,9 @@ class PpoWorker {
   Status Update(int64_t iteration, const Experience& exp,
                 IterationReport* report);
   Status SftWarmup();
-  // Reduce-scatters the gradient of `full`, clips by the global norm and
-  // steps Adam. Returns the norm before clipping.
-  Result<double> ApplyGradient(FsdpModel* model, const at::Tensor& full_grad,
+  // Takes the pass's gradient piece (summed over ranks), clips by the
+  // global norm and steps Adam. Returns the norm before clipping.
+  Result<double> ApplyGradient(FsdpModel* model, FsdpPass* pass,
                                const OptimConfig& optim);
 
   // This rank's part [lo, hi) of `count` items split evenly over ranks.
@@ -114,6 +119,8 @@ class PpoWorker {
   WorkerOptions options_;
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;
+  // trainer.fsdp_per_layer: each model's units; null otherwise.
+  std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;
   std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.

@@ -28,7 +28,7 @@ TEST(DemoTest, ReadmeDemoDoublesTheRewardAndCommits) {
   hy::testing::CmdResult r = hy::testing::RunCommand(
       "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
       "-u HY_TRAIN_CONFIG_YAML HYCTL=" HYCTL_PATH " HY_DEMO_DIR=" +
-      dir + " timeout 1200 bash " HY_SOURCE_DIR "/scripts/demo.sh -o json");
+      dir + " timeout 2400 bash " HY_SOURCE_DIR "/scripts/demo.sh -o json");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   std::vector<double> rewards;
   std::vector<Json> vals;

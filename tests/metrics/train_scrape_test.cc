@@ -110,8 +110,8 @@ TEST(TrainScrapeTest, FourRankRunThroughFileSd) {
     auto check =
         testing::RunProcess({promtool, "check", "metrics"}, r->body, 30000);
     ASSERT_TRUE(check.ok());
-    EXPECT_EQ(check->exit_code, 0) << target << ": " << check->out
-                                   << check->err;
+    EXPECT_EQ(check->exit_code, 0)
+        << target << ": " << check->out << check->err;
     EXPECT_EQ(check->out + check->err, "") << target;
     std::cout << "[ scrape ] rank " << g["labels"]["rank"] << " " << target
               << ": " << r->body.size() << " bytes\n";
@@ -128,21 +128,28 @@ TEST(TrainScrapeTest, FourRankRunThroughFileSd) {
       {"__range", "5m"},
       {"__range_s", "300"},
   };
+  // Every panel's query has data (from every rank where it is per rank)
+  // once enough scrapes have seen the counters move: a rate needs two
+  // samples in its window, so a fast run may have to wait a few scrapes.
   for (const std::string& raw : Exprs(dashboard)) {
     auto expr = testing::SubstituteVariables(raw, vars);
     ASSERT_TRUE(expr.ok()) << raw;
-    auto r = p.Query(*expr);
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ((*r)["status"], "success") << *expr << "\n" << r->dump();
-    const json& result = (*r)["data"]["result"];
-    EXPECT_FALSE(result.empty()) << "no data: " << *expr;
-    if (PerRank(*expr)) {
+    json last;
+    auto has_data = [&] {
+      auto r = p.Query(*expr);
+      if (!r.ok() || (*r)["status"] != "success") return false;
+      last = *r;
+      const json& result = last["data"]["result"];
+      if (result.empty()) return false;
+      if (!PerRank(*expr)) return true;
       std::set<std::string> seen;
       for (const json& s : result) seen.insert(s["metric"].value("rank", ""));
-      EXPECT_EQ(seen.size(), static_cast<size_t>(kRanks))
-          << "not every rank: " << *expr << "\n"
-          << r->dump();
-    }
+      return seen.size() == static_cast<size_t>(kRanks);
+    };
+    EXPECT_TRUE(testing::WaitUntil(has_data, kDeadlineMs))
+        << "no data from every rank: " << *expr << "\n"
+        << last.dump() << "\n"
+        << (*train)->LogTail();
   }
 }
 

@@ -2,9 +2,11 @@
 // trainer_dist_test.cc with torchrun's environment (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT). Scenarios:
 //
-//   fsdp_step OUT    one SFT-loss Adam step on a fixed batch under FSDP over
-//                    the world; rank 0 writes the updated flat parameters
-//                    (f32) to OUT.
+//   fsdp_step OUT [whole|layer [ROWS]]
+//                    one SFT-loss Adam step on a fixed batch (its first
+//                    ROWS rows, default 6) under FSDP over the world, over
+//                    the whole flat buffer or a decoder layer at a time;
+//                    rank 0 writes the updated flat parameters (f32) to OUT.
 //   tp_forward       the actor's forward under TP (world == tp) with bf16
 //                    shards equals the whole forward on the same bf16
 //                    weights (to f32 rounding) and the f32 forward (to bf16
@@ -17,7 +19,6 @@
 // Exit status 0 on success; 1 with a message on stderr otherwise.
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +30,10 @@
 #include <vector>
 
 #include "comm.h"
+#include "cpu_threads.h"
 #include "fsdp.h"
+#include "fsdp_pass.h"
+#include "fsdp_unit.h"
 #include "hy/reshard/layout.h"
 #include "hy/reshard/shard_map.h"
 #include "hy/trainer/config.h"
@@ -74,35 +78,42 @@ void FixedBatch(at::Tensor* tokens, at::Tensor* valid) {
   }
 }
 
-int FsdpStep(const std::string& out_path) {
+// `by_layer`: FSDP a decoder layer at a time (FsdpPass over FsdpUnits),
+// else the whole flat buffer. Only the first `rows` rows of the batch are
+// used, so with more ranks than rows some ranks have none (Idle).
+int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows) {
   auto comm = Comm::FromEnv(1, 60000);
   if (!comm.ok()) return Fail(comm.status().ToString());
   Comm* c = comm.value().get();
-  auto model = FsdpModel::Create(SmallModel(), ModelRole::kActor, c->rank(),
-                                 c->world_size());
+  ModelConfig config = SmallModel();
+  config.num_layers = 3;
+  auto model =
+      FsdpModel::Create(config, ModelRole::kActor, c->rank(), c->world_size());
   if (!model.ok()) return Fail(model.status().ToString());
   FsdpModel* m = model.value().get();
   m->InitFromSeed(3);
+  FsdpUnits units(m);
   at::Tensor tokens, valid;
   FixedBatch(&tokens, &valid);
-  const int64_t rows = tokens.size(0), len = tokens.size(1);
+  rows = std::min<int64_t>(rows, tokens.size(0));
+  tokens = tokens.narrow(0, 0, rows);
+  valid = valid.narrow(0, 0, rows);
+  const int64_t len = tokens.size(1);
   const double count = valid.narrow(1, 1, len - 1).sum().item<double>();
   const int64_t lo = rows * c->rank() / c->world_size();
   const int64_t hi = rows * (c->rank() + 1) / c->world_size();
-  at::Tensor full;
-  if (!m->Gather(c, &full).ok()) return Fail("gather");
-  full.requires_grad_(true);
-  at::Tensor grad = at::zeros_like(full);
+  auto pass = FsdpPass::Begin(m, by_layer ? &units : nullptr, c, true);
+  if (!pass.ok()) return Fail(pass.status().ToString());
+  FsdpPass* p = pass.value().get();
   if (hi > lo) {
-    auto w =
-        BindWeights(m->config(), ModelRole::kActor,
-                    [&](const std::string& n) { return m->View(full, n); });
+    auto w = BindWeights(m->config(), ModelRole::kActor, p->Lookup(),
+                         !p->by_layer());
     if (!w.ok()) return Fail(w.status().ToString());
     at::Tensor t = tokens.narrow(0, lo, hi - lo);
     at::Tensor v = valid.narrow(0, lo, hi - lo);
     at::Tensor pos = (v.to(at::kLong).cumsum(1) - 1).clamp_min(0);
-    auto hidden =
-        Trunk(m->config(), w.value(), t, pos, v, TpContext{}, nullptr);
+    auto hidden = Trunk(m->config(), w.value(), t, pos, v, TpContext{}, nullptr,
+                        false, p->runner());
     if (!hidden.ok()) return Fail(hidden.status().ToString());
     auto logits =
         LmHead(w.value(), hidden.value().narrow(1, 0, len - 1), TpContext{});
@@ -110,10 +121,13 @@ int FsdpStep(const std::string& out_path) {
         TokenLogProbs(logits.value(), t.narrow(1, 1, len - 1), 1.0, nullptr);
     at::Tensor loss =
         -(logp * v.narrow(1, 1, len - 1).to(at::kFloat)).sum() / count;
-    loss.backward();
-    grad = full.grad();
+    Status s = p->Backward(loss);
+    if (!s.ok()) return Fail(s.ToString());
+  } else {
+    Status s = p->Idle();
+    if (!s.ok()) return Fail(s.ToString());
   }
-  auto piece = c->ReduceScatterSum(grad.detach());
+  auto piece = p->GradientPiece();
   if (!piece.ok()) return Fail(piece.status().ToString());
   OptimConfig optim;
   optim.lr = 1e-2;
@@ -123,6 +137,7 @@ int FsdpStep(const std::string& out_path) {
   // function of the gradient, so the comparison measures the sharding.
   optim.eps = 1e-4;
   m->AdamStep(piece.value(), optim, 1.0);
+  at::Tensor full;
   if (!m->Gather(c, &full).ok()) return Fail("gather after step");
   if (c->rank() == 0) {
     std::ofstream out(out_path, std::ios::binary);
@@ -239,11 +254,13 @@ int Run(int argc, char** argv) {
 }  // namespace hy::trainer
 
 int main(int argc, char** argv) {
-  at::set_num_threads(1);
+  hy::trainer::UseOneCpuThread();
   if (argc < 2) return hy::trainer::Fail("usage: SCENARIO ...");
   const std::string scenario = argv[1];
-  if (scenario == "fsdp_step" && argc == 3) {
-    return hy::trainer::FsdpStep(argv[2]);
+  if (scenario == "fsdp_step" && argc >= 3) {
+    return hy::trainer::FsdpStep(argv[2],
+                                 argc >= 4 && std::string(argv[3]) == "layer",
+                                 argc >= 5 ? std::atoll(argv[4]) : 6);
   }
   if (scenario == "tp_forward") return hy::trainer::TpForward();
   if (scenario == "run") return hy::trainer::Run(argc, argv);

@@ -104,6 +104,13 @@ struct TrainerSection {
   // gradient_checkpointing): the same gradients, the activations of one
   // layer at a time, about one more forward of compute per update.
   bool gradient_checkpointing = false;
+  // FSDP by decoder layer (PyTorch FSDP wrapping each layer): a layer's
+  // parameters are gathered just before it runs and freed after, its
+  // gradient reduced right after its backward, and it is recomputed in
+  // backward. Peak memory per rank: its shard + the embedding, final norm
+  // and head + one layer, instead of the whole model and its gradient. The
+  // same gradients bit for bit; more collectives per step.
+  bool fsdp_per_layer = false;
 };
 
 struct CheckpointConfig {

@@ -1,0 +1,190 @@
+#include "fsdp_pass.h"
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "comm.h"
+
+namespace hy::trainer {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+namespace {
+
+void SaveContext(AutogradContext* ctx, const LayerContext& c) {
+  ctx->saved_data["cos"] = c.cos;
+  ctx->saved_data["sin"] = c.sin;
+  ctx->saved_data["bias"] = c.bias;
+  ctx->saved_data["scale"] = c.scale;
+  ctx->saved_data["shape"] =
+      std::vector<int64_t>{c.batch, c.len, c.heads, c.kv_heads, c.rep, c.d};
+}
+
+LayerContext LoadContext(AutogradContext* ctx) {
+  LayerContext c;
+  c.cos = ctx->saved_data["cos"].toTensor();
+  c.sin = ctx->saved_data["sin"].toTensor();
+  c.bias = ctx->saved_data["bias"].toTensor();
+  c.scale = ctx->saved_data["scale"].toDouble();
+  const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
+  c.batch = shape[0];
+  c.len = shape[1];
+  c.heads = shape[2];
+  c.kv_heads = shape[3];
+  c.rep = shape[4];
+  c.d = shape[5];
+  return c;
+}
+
+// Decoder layer `layer` on x with the weights in a gathered unit buffer.
+Result<at::Tensor> LayerOn(const FsdpModel& model, const FsdpUnits& units,
+                           const at::Tensor& buffer, int layer,
+                           const at::Tensor& x, const LayerContext& c) {
+  const int unit = FsdpUnits::LayerUnit(layer);
+  HY_ASSIGN_OR_RETURN(
+      LayerWeights l,
+      BindLayer(model.config(), layer, [&](const std::string& name) {
+        return units.View(buffer, unit, name);
+      }));
+  return DecoderLayer(model.config(), l, x, c, TpContext{}, nullptr,
+                      static_cast<size_t>(layer));
+}
+
+}  // namespace
+
+// One decoder layer under FSDP by layer: forward with the weights the
+// runner gathered (kept by nobody after), saving only x; backward gathers
+// them again, runs the layer again with the graph on, backpropagates and
+// reduces the layer's gradient into the pass's piece.
+struct ShardedLayerFunction
+    : public torch::autograd::Function<ShardedLayerFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& buffer, int64_t pass,
+                            int64_t layer, LayerContext c) {
+    ctx->save_for_backward({x});
+    SaveContext(ctx, c);
+    ctx->saved_data["pass"] = pass;
+    ctx->saved_data["layer"] = layer;
+    auto* p = reinterpret_cast<FsdpPass*>(pass);
+    Result<at::Tensor> y =
+        LayerOn(*p->model_, *p->units_, buffer, static_cast<int>(layer), x, c);
+    if (!y.ok()) throw std::runtime_error(y.status().ToString());
+    return *y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* p = reinterpret_cast<FsdpPass*>(ctx->saved_data["pass"].toInt());
+    const int layer = static_cast<int>(ctx->saved_data["layer"].toInt());
+    const int unit = FsdpUnits::LayerUnit(layer);
+    const at::Tensor saved = ctx->get_saved_variables()[0];
+    auto fail = [&](const Status& s) {
+      p->backward_status_ = s;
+      throw std::runtime_error(s.ToString());
+    };
+    at::Tensor buffer;
+    Status s = p->units_->Gather(p->comm_, unit, &buffer);
+    if (!s.ok()) fail(s);
+    FsdpModel::TrackGradient(&buffer);
+    at::Tensor x = saved.detach().requires_grad_(saved.requires_grad());
+    {
+      at::AutoGradMode grad_on(true);
+      Result<at::Tensor> y =
+          LayerOn(*p->model_, *p->units_, buffer, layer, x, LoadContext(ctx));
+      if (!y.ok()) fail(y.status());
+      torch::autograd::backward({*y}, {grads[0]});
+    }
+    s = p->units_->ReduceGradient(p->comm_, unit, buffer.grad(), &p->piece_);
+    if (!s.ok()) fail(s);
+    // x, then none for the buffer, the pass, the layer and the context.
+    return {x.requires_grad() ? x.grad() : at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+Result<std::unique_ptr<FsdpPass>> FsdpPass::Begin(FsdpModel* model,
+                                                  const FsdpUnits* units,
+                                                  Comm* comm, bool train) {
+  std::unique_ptr<FsdpPass> pass(new FsdpPass());
+  pass->model_ = model;
+  pass->units_ = units;
+  pass->comm_ = comm;
+  pass->train_ = train;
+  if (units == nullptr) {
+    HY_RETURN_IF_ERROR(model->Gather(comm, &pass->full_));
+  } else {
+    HY_RETURN_IF_ERROR(units->Gather(comm, 0, &pass->full_));
+    if (train) pass->piece_ = at::zeros({model->piece()}, at::kFloat);
+    FsdpPass* raw = pass.get();
+    pass->runner_ = [raw](size_t layer, const at::Tensor& x,
+                          const LayerContext& c) {
+      return raw->RunLayer(layer, x, c);
+    };
+  }
+  if (train) FsdpModel::TrackGradient(&pass->full_);
+  return pass;
+}
+
+FsdpPass::~FsdpPass() = default;
+
+std::function<at::Tensor(const std::string&)> FsdpPass::Lookup() const {
+  return [this](const std::string& name) {
+    return units_ == nullptr ? model_->View(full_, name)
+                             : units_->View(full_, 0, name);
+  };
+}
+
+Result<at::Tensor> FsdpPass::RunLayer(size_t layer, const at::Tensor& x,
+                                      const LayerContext& c) {
+  const int unit = FsdpUnits::LayerUnit(static_cast<int>(layer));
+  at::Tensor buffer;
+  HY_RETURN_IF_ERROR(units_->Gather(comm_, unit, &buffer));
+  if (!train_ || !at::GradMode::is_enabled()) {
+    return LayerOn(*model_, *units_, buffer, static_cast<int>(layer), x, c);
+  }
+  try {
+    return ShardedLayerFunction::apply(x, buffer,
+                                       reinterpret_cast<int64_t>(this),
+                                       static_cast<int64_t>(layer), c);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("FSDP layer forward: ") + e.what());
+  }
+}
+
+Status FsdpPass::Backward(const at::Tensor& loss) {
+  try {
+    loss.backward();
+  } catch (const std::exception& e) {
+    if (!backward_status_.ok()) return backward_status_;
+    return Status::Internal(std::string("backward: ") + e.what());
+  }
+  return Status::OK();
+}
+
+Status FsdpPass::Idle() {
+  if (units_ == nullptr) return Status::OK();
+  const int layers = model_->config().num_layers;
+  at::Tensor buffer;
+  for (int i = 0; i < layers; ++i) {
+    HY_RETURN_IF_ERROR(units_->Gather(comm_, FsdpUnits::LayerUnit(i), &buffer));
+  }
+  for (int i = layers - 1; i >= 0; --i) {
+    const int unit = FsdpUnits::LayerUnit(i);
+    HY_RETURN_IF_ERROR(units_->Gather(comm_, unit, &buffer));
+    HY_RETURN_IF_ERROR(units_->ReduceGradient(
+        comm_, unit, at::zeros({units_->numel(unit)}, at::kFloat), &piece_));
+  }
+  return Status::OK();
+}
+
+Result<at::Tensor> FsdpPass::GradientPiece() {
+  if (units_ == nullptr) return comm_->ReduceScatterSum(full_.grad().detach());
+  HY_RETURN_IF_ERROR(
+      units_->ReduceGradient(comm_, 0, full_.grad().detach(), &piece_));
+  return piece_;
+}
+
+}  // namespace hy::trainer

@@ -1,0 +1,87 @@
+// FsdpPass: one forward (and, for training, one backward) of an FsdpModel
+// on this rank, with its parameters gathered either whole (one flat unit:
+// the whole f32 model and its gradient live for the pass) or a unit at a
+// time (trainer.fsdp_per_layer, PyTorch FSDP wrapping each decoder layer):
+// the root unit (embedding, final norm, head) for the pass, each decoder
+// layer only while it runs. By layer, training recomputes each layer in
+// backward (its weights and activations are not kept): the layer's weights
+// are gathered again there, the layer runs again and backpropagates, and
+// its gradient is reduced to the ranks that hold it at once. Peak memory
+// per rank is then its piece (params, two moments, gradient) + the root
+// unit and its gradient + one layer's weights and gradient + activations.
+// Both ways give bit-identical gradients (see fsdp_unit.h).
+//
+// Every rank runs the same sequence of collectives: a rank with no rows in
+// a step calls Idle() where the others run forward and backward.
+//
+// Usage:
+//   auto pass = FsdpPass::Begin(model, units, comm, /*train=*/true);
+//   Weights w = BindWeights(..., pass->Lookup(), !pass->by_layer());
+//   Trunk(..., pass->runner()); loss; pass->Backward(loss);
+//   Result<at::Tensor> piece = pass->GradientPiece();
+//
+// Internal to hy_trainer. Holds pointers to the model, units and comm,
+// which outlive it. Thread-safety: one thread.
+
+#ifndef HY_TRAINER_FSDP_PASS_H_
+#define HY_TRAINER_FSDP_PASS_H_
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "fsdp.h"
+#include "fsdp_unit.h"
+#include "model.h"
+
+namespace hy::trainer {
+
+class Comm;
+
+class FsdpPass {
+ public:
+  // Gathers what the forward needs first: the whole model (units null) or
+  // the root unit. With `train`, gradients are collected. Returns the
+  // gather's errors.
+  static Result<std::unique_ptr<FsdpPass>> Begin(FsdpModel* model,
+                                                 const FsdpUnits* units,
+                                                 Comm* comm, bool train);
+  ~FsdpPass();
+
+  bool by_layer() const { return units_ != nullptr; }
+  // Tensor by name for BindWeights (layers are the runner's when by layer).
+  std::function<at::Tensor(const std::string&)> Lookup() const;
+  // Trunk's layer runner: null for the whole model.
+  const LayerRunner* runner() const { return by_layer() ? &runner_ : nullptr; }
+
+  // loss.backward(); a layer's failed gather or reduction in backward is
+  // returned as its Status. REQUIRES: train.
+  Status Backward(const at::Tensor& loss);
+  // The collectives another rank's forward and backward make, with a zero
+  // gradient, for a rank with no rows this step. REQUIRES: train.
+  Status Idle();
+  // This rank's gradient piece [model.piece()], summed over ranks in rank
+  // order. REQUIRES: train, after Backward or Idle. Returns comm errors.
+  Result<at::Tensor> GradientPiece();
+
+ private:
+  FsdpPass() = default;
+  Result<at::Tensor> RunLayer(size_t layer, const at::Tensor& x,
+                              const LayerContext& c);
+  friend struct ShardedLayerFunction;
+
+  FsdpModel* model_ = nullptr;
+  const FsdpUnits* units_ = nullptr;
+  Comm* comm_ = nullptr;
+  bool train_ = false;
+  at::Tensor full_;   // The whole flat buffer, or the root unit's.
+  at::Tensor piece_;  // By layer: the gradient piece the units reduce into.
+  Status backward_status_;
+  LayerRunner runner_;
+};
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_FSDP_PASS_H_

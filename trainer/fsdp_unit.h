@@ -1,0 +1,80 @@
+// FsdpUnits: an FsdpModel's tensors grouped into FSDP units the way
+// PyTorch FSDP wraps each decoder layer: unit 0 is the root (embedding,
+// final norm, lm_head or score), unit 1 + i is decoder layer i. A unit's
+// parameters are gathered just before it is used and freed after; its
+// gradient is reduced to the ranks that hold it just after its backward.
+//
+// The shard geometry stays FsdpModel's (one flat buffer cut into equal
+// pieces, reshard's fsdp=N, which the store and the reshard executor read
+// in place). A unit is one or two ranges of that buffer and lies in the
+// pieces of one or a few ranks, so its gather is an all-gather of
+// variable-size parts (mostly one rank's) and the reduction of its gradient
+// an all-to-all sending each holder its part. The holder adds the parts in
+// rank order into a zeroed gradient piece, exactly as
+// Comm::ReduceScatterSum adds them: a step by units is bit-identical to a
+// step over the whole flat buffer.
+//
+// Internal to hy_trainer. Holds a pointer to the model, which must outlive
+// it. Thread-safety: one thread.
+
+#ifndef HY_TRAINER_FSDP_UNIT_H_
+#define HY_TRAINER_FSDP_UNIT_H_
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "fsdp.h"
+#include "hy/common/result.h"
+
+namespace hy::trainer {
+
+class Comm;
+
+class FsdpUnits {
+ public:
+  explicit FsdpUnits(const FsdpModel* model);
+
+  int num_units() const { return static_cast<int>(units_.size()); }
+  int64_t numel(int unit) const { return units_[unit].numel; }
+  static int LayerUnit(int layer) { return 1 + layer; }
+
+  // Unit `unit`'s parameters [numel(unit)] (f32) from every rank's piece.
+  // Returns the transport's errors; Internal if a peer sent a part of the
+  // wrong size.
+  Status Gather(Comm* comm, int unit, at::Tensor* buffer) const;
+  // Adds the sum over ranks of each rank's `grad` of `unit` ([numel(unit)])
+  // into the part of *piece (this rank's [model.piece()] gradient) the unit
+  // covers, in rank order. Returns the transport's errors; Internal if a
+  // peer sent a part of the wrong size.
+  // REQUIRES: that part of *piece is zero (each unit is reduced once).
+  Status ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
+                        at::Tensor* piece) const;
+  // Tensor `name` as a view of a gathered unit buffer; a leaf whose
+  // gradient lands in buffer.grad() when that is defined (as
+  // FsdpModel::View). Undefined if `name` is not in `unit`.
+  at::Tensor View(const at::Tensor& buffer, int unit,
+                  const std::string& name) const;
+
+ private:
+  struct Range {
+    int64_t begin = 0, end = 0;  // In the flat buffer.
+    int64_t at = 0;              // Where it starts in the unit's buffer.
+  };
+  struct Unit {
+    std::vector<Range> ranges;
+    int64_t numel = 0;
+  };
+  // The part of r inside rank p's piece (empty: begin == end).
+  Range Part(const Range& r, int p) const;
+
+  const FsdpModel* model_;
+  std::vector<Unit> units_;
+  std::vector<int> unit_of_;      // Per tensor.
+  std::vector<int64_t> unit_at_;  // Per tensor: offset in its unit buffer.
+};
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_FSDP_UNIT_H_

@@ -11,10 +11,13 @@
 //   hy_bench_train_scale [--json] [--model qwen2-0.5b|small] [--batch B]
 //                        [--seq T] [--ranks N] [--dir DIR]
 //
+// First the trainer's FSDP step (FsdpModel + FsdpPass, forward, backward,
+// gradient, Adam) at world 1 over a real one-rank Gloo group, over the
+// whole flat buffer and a decoder layer at a time (trainer.fsdp_per_layer).
 // Peak memory is the growth of this process's peak RSS (VmHWM, reset
-// through /proc/self/clear_refs) over its RSS before the step. What the
-// issue asks beyond this (GRPO on 4 ranks with per-layer FSDP, a kill and
-// a recovery at this size) is not measured here.
+// through /proc/self/clear_refs) over its RSS before the step. A multi-rank
+// GRPO job with a lost node is hyctl train's (see the issue note), not
+// this binary's.
 
 #include <fcntl.h>
 #include <malloc.h>
@@ -34,6 +37,7 @@
 #include "hy/statestore/store.h"
 #include "hy/trainer/model_config.h"
 #include "model.h"
+#include "train_scale_fsdp.h"
 
 namespace hy::bench {
 namespace {
@@ -149,22 +153,59 @@ int Main(int argc, char** argv) {
                  valid.ToString().c_str());
     return 1;
   }
+  if (!f.json) {
+    std::printf(
+        "hy_bench_train_scale: %s, batch %lld x %lld tokens, part of 1 rank "
+        "of %d\n\n",
+        f.model.c_str(), static_cast<long long>(f.batch),
+        static_cast<long long>(f.seq), f.ranks);
+    std::printf("| %-38s | %9s | %9s | %s\n", "what", "seconds", "MB", "note");
+    std::printf(
+        "|----------------------------------------|-----------|-----"
+        "------|------\n");
+  }
+  // The trainer's FSDP step at world 1, whole and by layer (first, while
+  // nothing else of this bench is resident).
+  {
+    Result<FsdpStepResult> r = MeasureFsdpStep(config, f.batch, f.seq);
+    if (!r.ok()) {
+      std::fprintf(stderr, "hy_bench_train_scale: %s\n",
+                   r.status().ToString().c_str());
+      return 1;
+    }
+    const double whole = r->rows[1].peak_growth_mb;
+    for (const FsdpStepRow& row : r->rows) {
+      char note[200];
+      std::snprintf(
+          note, sizeof(note),
+          "peak RSS growth over the state (%.0f MB); peak / (state + 2 "
+          "layers) %.2f%s",
+          r->state_mb,
+          (r->state_mb + row.peak_growth_mb) /
+              (r->state_mb + 2 * r->layer_mb),
+          row.by_layer ? "" : "; gathers the whole model and its gradient");
+      Row(f,
+          row.by_layer ? "FSDP step (1 rank), by layer"
+                       : "FSDP step (1 rank), whole model",
+          row.seconds, row.peak_growth_mb, note);
+    }
+    char note[160];
+    std::snprintf(note, sizeof(note),
+                  "by layer / whole growth %.2f; root unit %.0f MB, one "
+                  "layer %.0f MB (f32)",
+                  r->rows[0].peak_growth_mb / whole, r->root_mb, r->layer_mb);
+    Row(f, "FSDP by layer vs whole", 0, r->rows[0].peak_growth_mb - whole,
+        note);
+  }
+  malloc_trim(0);
   const auto metas = trainer::ModelTensors(config, ModelRole::kActor);
   int64_t numel = 0;
   for (const auto& m : metas) numel += m.NumElements().value();
   at::manual_seed(1);
   at::Tensor flat = at::randn({numel}) * 0.02;  // The gathered parameters.
   if (!f.json) {
-    std::printf(
-        "hy_bench_train_scale: %s, %.0fM parameters (%.0f MB f32), "
-        "batch %lld x %lld tokens, part of 1 rank of %d\n\n",
-        f.model.c_str(), numel / 1e6, numel * 4 / 1e6,
-        static_cast<long long>(f.batch), static_cast<long long>(f.seq),
-        f.ranks);
-    std::printf("| %-38s | %9s | %9s | %s\n", "what", "seconds", "MB", "note");
-    std::printf(
-        "|----------------------------------------|-----------|-----"
-        "------|------\n");
+    std::printf("(%.0fM parameters, %.0f MB f32)\n", numel / 1e6,
+                numel * 4 / 1e6);
   }
   // As the trainer does (FsdpModel::TrackGradient): leaves on the flat
   // buffer whose gradients accumulate in place into one flat gradient.

@@ -15,7 +15,8 @@
 namespace hy::cli {
 
 // "iter   3/40 reward 0.412 (exact 0.12) kl  0.0031 pg  -0.012 ..." with
-// the 1-based iteration of `total_iterations`; no newline.
+// the 1-based iteration of `total_iterations` and the largest rank's peak
+// RSS; no newline.
 std::string IterationText(const trainer::IterationReport& report,
                           int64_t total_iterations);
 
@@ -23,8 +24,9 @@ std::string IterationText(const trainer::IterationReport& report,
 // reward_mean, exact_match, kl, kl_coef, policy_loss, value_loss, entropy,
 // clip_frac, grad_norm, response_length, tokens_per_second, rollout_ms,
 // train_ms, iteration_ms, reshard_ms, reshard_bytes, reshard_logical_bytes,
-// checkpoint_step, checkpoint_state, checkpoint_ms. iteration is the
-// report's (0-based); NaN and infinities are written as null.
+// checkpoint_step, checkpoint_state, checkpoint_ms, checkpoint_durable_ms,
+// peak_rss_mb (an array, one per rank). iteration is the report's
+// (0-based); NaN and infinities are written as null.
 std::string IterationJson(const trainer::IterationReport& report);
 
 // "val after 0 iterations: exact match 0.210, reward 0.210 (200 prompts,

@@ -60,6 +60,8 @@ struct Checkpointer::Impl {
   std::unique_ptr<Store> store;
   std::vector<statestore::PeerStore> peers;  // Rank 0 only: ranks 1..W-1.
   std::thread worker;                        // The checkpoint in flight.
+  // When the checkpoint in flight was started (written before its thread).
+  std::chrono::steady_clock::time_point save_start;
   std::unique_ptr<recovery::Replicator> replicator;  // May be null.
 
   mutable std::mutex mu;
@@ -231,6 +233,7 @@ Status Checkpointer::Save(uint64_t step,
     impl_->status.in_flight_step = static_cast<int64_t>(step);
   }
   Impl* impl = impl_.get();
+  impl_->save_start = std::chrono::steady_clock::now();
   impl_->worker =
       std::thread([impl, step, h = std::move(handle), layout, rules]() mutable {
         impl->Finish(step, std::move(h), layout, rules);
@@ -285,8 +288,14 @@ void Checkpointer::Impl::Finish(uint64_t step,
     // A failed Gc loses no checkpoint; the next one retries it.
     store->Gc(gc).status().IgnoreError();
   }
+  const double seconds = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - save_start)
+                            .count();
   std::lock_guard<std::mutex> lock(mu);
-  if (s.ok()) status.committed_step = static_cast<int64_t>(step);
+  if (s.ok()) {
+    status.committed_step = static_cast<int64_t>(step);
+    status.last_durable_seconds = seconds;
+  }
   status.in_flight_step = -1;
   status.last_error = std::move(s);
 }

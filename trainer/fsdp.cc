@@ -126,15 +126,26 @@ at::Tensor FsdpModel::View(const at::Tensor& full,
 
 void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
                          double grad_scale) {
-  at::Tensor g = grad_scale == 1.0 ? grad : grad * grad_scale;
   ++adam_step_;
   const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(adam_step_));
   const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(adam_step_));
-  if (o.weight_decay != 0) params_.mul_(1.0 - o.lr * o.weight_decay);
-  exp_avg_.mul_(o.beta1).add_(g, 1.0 - o.beta1);
-  exp_avg_sq_.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
-  at::Tensor denom = (exp_avg_sq_.sqrt() / std::sqrt(bc2)).add_(o.eps);
-  params_.addcdiv_(exp_avg_, denom, -o.lr / bc1);
+  // Element-wise, so a chunk at a time gives the same values while the
+  // temporaries (the scaled gradient, the denominator) stay a chunk's size
+  // instead of the piece's (a whole f32 model at world 1).
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t at = 0; at < piece_; at += kChunk) {
+    const int64_t n = std::min(kChunk, piece_ - at);
+    at::Tensor p = params_.narrow(0, at, n);
+    at::Tensor m = exp_avg_.narrow(0, at, n);
+    at::Tensor v = exp_avg_sq_.narrow(0, at, n);
+    at::Tensor g = grad.narrow(0, at, n);
+    if (grad_scale != 1.0) g = g * grad_scale;
+    if (o.weight_decay != 0) p.mul_(1.0 - o.lr * o.weight_decay);
+    m.mul_(o.beta1).add_(g, 1.0 - o.beta1);
+    v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
+    at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(o.eps);
+    p.addcdiv_(m, denom, -o.lr / bc1);
+  }
 }
 
 void FsdpModel::ResetOptimizer() {

@@ -51,20 +51,32 @@ Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
   *buffer = at::empty({u.numel}, at::kFloat);
   float* out = buffer->data_ptr<float>();
   const float* params = model_->params_const().data_ptr<float>();
-  // Mine: my parts of the unit's ranges, in range order.
+  // Mine: my parts of the unit's ranges, in range order (sent straight
+  // from the piece when there is only one).
   std::vector<float> mine;
+  ConstBytes send;
+  int nonempty = 0;
   for (const Range& r : u.ranges) {
     const Range part = Part(r, me);
-    mine.insert(mine.end(), params + (part.begin - base),
-                params + (part.end - base));
-    std::memcpy(out + part.at, params + (part.begin - base),
-                (part.end - part.begin) * sizeof(float));
+    const size_t n = static_cast<size_t>(part.end - part.begin);
+    if (n == 0) continue;
+    const float* src = params + (part.begin - base);
+    std::memcpy(out + part.at, src, n * sizeof(float));
+    if (++nonempty == 1) {
+      send =
+          ConstBytes(reinterpret_cast<const uint8_t*>(src), n * sizeof(float));
+    } else {
+      if (nonempty == 2) {
+        const auto* first = reinterpret_cast<const float*>(send.data());
+        mine.assign(first, first + send.size() / sizeof(float));
+      }
+      mine.insert(mine.end(), src, src + n);
+      send = ConstBytes(reinterpret_cast<const uint8_t*>(mine.data()),
+                        mine.size() * sizeof(float));
+    }
   }
   std::vector<std::vector<uint8_t>> parts;
-  HY_RETURN_IF_ERROR(comm->transport()->AllGatherV(
-      ConstBytes(reinterpret_cast<const uint8_t*>(mine.data()),
-                 mine.size() * sizeof(float)),
-      &parts));
+  HY_RETURN_IF_ERROR(comm->transport()->AllGatherV(send, &parts));
   for (int p = 0; p < model_->world_size(); ++p) {
     if (p == me) continue;
     size_t at = 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu_threads.h"
+#include "hy/common/process_memory.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/metrics/scoped_timer.h"
 #include "hy/recovery/node_layout.h"
@@ -348,6 +349,7 @@ Result<RunSummary> PpoWorker::Run() {
   int64_t last_saved = start_iteration_;
   for (int64_t it = start_iteration_; it < end; ++it) {
     const auto start = Clock::now();
+    ResetPeakResident();
     IterationReport report;
     report.iteration = it;
     report.world_size = comm_->world_size();
@@ -369,6 +371,7 @@ Result<RunSummary> PpoWorker::Run() {
     }
     CheckpointStatus cs = checkpointer_->status();
     report.checkpoint_step = cs.committed_step;
+    report.checkpoint_durable_ms = cs.last_durable_seconds * 1000.0;
     if (awaiting_replicas_ && cs.in_flight_step != start_iteration_) {
       awaiting_replicas_ = false;  // The resume point's save has finished.
       const double secs = Seconds(replicate_start_);
@@ -390,6 +393,11 @@ Result<RunSummary> PpoWorker::Run() {
           "committed " + std::to_string(cs.committed_step);
     }
     reported_commit = cs.committed_step;
+    {
+      std::vector<double> peak(comm_->world_size(), 0.0);
+      peak[comm_->rank()] = PeakResidentBytes() / 1e6;
+      HY_ASSIGN_OR_RETURN(report.peak_rss_mb, comm_->SumAcrossRanks(peak));
+    }
     report.iteration_ms = Seconds(start) * 1000.0;
     if (options_.metrics != nullptr) {
       options_.metrics->iteration_duration->Observe(report.iteration_ms /

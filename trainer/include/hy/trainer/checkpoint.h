@@ -96,6 +96,9 @@ struct CheckpointStatus {
   int64_t committed_step = -1;  // Newest committed by this rank; -1 none.
   int64_t in_flight_step = -1;  // Saving or committing; -1 none.
   Status last_error;            // Of the newest finished checkpoint.
+  // Of the newest committed checkpoint: seconds from Save's call to its
+  // commit (and replication, when configured); 0 none yet.
+  double last_durable_seconds = 0;
 };
 
 class Checkpointer {

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "hy/common/result.h"
 #include "hy/trainer/config.h"
@@ -64,6 +65,13 @@ struct IterationReport {
   int64_t checkpoint_step = -1;
   std::string checkpoint_state;
   double checkpoint_ms = 0;  // Time the training loop spent on it (copy).
+  // The newest committed checkpoint's time from its start to its commit
+  // (and replication) on rank 0: the durable time; 0 none yet.
+  double checkpoint_durable_ms = 0;
+  // Per rank: its peak resident memory during this iteration (VmHWM, reset
+  // at the iteration's start; from the process start where the kernel does
+  // not allow the reset), MB.
+  std::vector<double> peak_rss_mb;
 };
 
 // Greedy decoding (temperature 0) of every data.val_files prompt by the

@@ -151,9 +151,9 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
     std::string prefix;
     bool optimizer;
   };
-  const std::vector<Part> parts = {{actor_.get(), kActorPrefix, true},
-                                   {critic_.get(), kCriticPrefix, true},
-                                   {ref_.get(), kRefPrefix, false}};
+  std::vector<Part> parts = {{actor_.get(), kActorPrefix, true}};
+  if (critic_ != nullptr) parts.push_back({critic_.get(), kCriticPrefix, true});
+  parts.push_back({ref_.get(), kRefPrefix, false});
   const int rank = comm_->rank();
   std::vector<recovery::TensorNeed> needs;
   for (const Part& part : parts) {

@@ -87,14 +87,20 @@ Status PpoWorker::Setup() {
   const int world = comm_->world_size();
   HY_ASSIGN_OR_RETURN(
       actor_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
-  HY_ASSIGN_OR_RETURN(
-      critic_,
-      FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
+  // GRPO's advantages need no value model: no critic (its parameters, Adam
+  // moments, checkpoint part and replica are a whole model's worth).
+  if (config_.algorithm.adv_estimator == AdvEstimator::kGae) {
+    HY_ASSIGN_OR_RETURN(
+        critic_,
+        FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
+  }
   HY_ASSIGN_OR_RETURN(
       ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
   if (config_.trainer.fsdp_per_layer) {
     actor_units_ = std::make_unique<FsdpUnits>(actor_.get());
-    critic_units_ = std::make_unique<FsdpUnits>(critic_.get());
+    if (critic_ != nullptr) {
+      critic_units_ = std::make_unique<FsdpUnits>(critic_.get());
+    }
     ref_units_ = std::make_unique<FsdpUnits>(ref_.get());
   }
   const AlgorithmConfig& ac = config_.algorithm;
@@ -158,6 +164,9 @@ Status PpoWorker::InitFresh() {
   }
   HY_RETURN_IF_ERROR(SftWarmup());
   ref_->params().copy_(actor_->params());
+  start_iteration_ = 0;
+  data_position_ = 0;
+  if (critic_ == nullptr) return Status::OK();
   critic_->InitFromSeed(config_.trainer.seed + 1);
   // The critic's trunk starts as the actor's, a unit at a time by layer.
   const int units = actor_units_ != nullptr ? actor_units_->num_units() : 1;
@@ -175,8 +184,6 @@ Status PpoWorker::InitFresh() {
       });
     }
   }
-  start_iteration_ = 0;
-  data_position_ = 0;
   return Status::OK();
 }
 
@@ -200,7 +207,15 @@ Status PpoWorker::ApplyStoredState(const std::string& state_text,
             : static_cast<uint64_t>(start_iteration_) *
                   static_cast<uint64_t>(config_.rollout.batch_size);
     actor_->adam_step() = state.at("actor_step").get<int64_t>();
-    critic_->adam_step() = state.at("critic_step").get<int64_t>();
+    if (critic_ != nullptr) {
+      if (!state.contains("critic_step")) {
+        return Status::InvalidArgument(
+            "resume: the store's run trained no critic (algorithm."
+            "adv_estimator: grpo); this run's gae needs one: resume with grpo "
+            "or start a new run");
+      }
+      critic_->adam_step() = state.at("critic_step").get<int64_t>();
+    }
     const double coef = state.at("kl_coef").get<double>();
     const AlgorithmConfig& ac = config_.algorithm;
     if (ac.kl_ctrl_type == "adaptive") {
@@ -222,8 +237,10 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
   const auto start = Clock::now();
   std::vector<statestore::ShardData> shards =
       actor_->ShardsForSave(kActorPrefix, true);
-  for (auto& s : critic_->ShardsForSave(kCriticPrefix, true)) {
-    shards.push_back(std::move(s));
+  if (critic_ != nullptr) {
+    for (auto& s : critic_->ShardsForSave(kCriticPrefix, true)) {
+      shards.push_back(std::move(s));
+    }
   }
   for (auto& s : ref_->ShardsForSave(kRefPrefix, false)) {
     shards.push_back(std::move(s));
@@ -231,12 +248,12 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
   nlohmann::json state = {
       {"iteration", next_iteration},
       {"actor_step", actor_->adam_step()},
-      {"critic_step", critic_->adam_step()},
       {"kl_coef", kl_->value()},
       {"seed", config_.trainer.seed},
       {"world_size", comm_->world_size()},
       {"data_position", data_position_},
   };
+  if (critic_ != nullptr) state["critic_step"] = critic_->adam_step();
   const std::string state_text = state.dump();
   const std::string config_text = ToYaml(config_);
   // Where every rank's part lives: its node, and the nodes holding its
@@ -314,6 +331,8 @@ Result<RunSummary> PpoWorker::Run() {
   co.transport = comm_->aux();
   co.keep_last = config_.checkpoint.keep_last;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
+  co.staging_bytes =
+      static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
   co.metrics = options_.metrics;
   co.run_id = run_id_;
   rec.reset();  // Closes the copies it read.

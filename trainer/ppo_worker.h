@@ -1,6 +1,7 @@
 // PpoWorker: the state and steps of one rank of the PPO run that RunWorker
-// (hy/trainer/worker.h) drives: the three FSDP models, the rollout shards
-// of the actor and the reshard executor that fills them, the checkpointer.
+// (hy/trainer/worker.h) drives: the FSDP models (actor, reference, and a
+// critic under GAE), the rollout shards of the actor and the reshard
+// executor that fills them, the checkpointer.
 // Split over ppo_worker.cc (setup, resume, checkpoint, the loop),
 // ppo_experience.cc (rollout and experience), ppo_validate.cc (greedy
 // validation) and ppo_update.cc (the minibatch updates and SFT).
@@ -118,7 +119,7 @@ class PpoWorker {
   TrainConfig config_;
   WorkerOptions options_;
   std::unique_ptr<Comm> comm_;
-  std::unique_ptr<FsdpModel> actor_, critic_, ref_;
+  std::unique_ptr<FsdpModel> actor_, critic_, ref_;  // critic_: gae only.
   // trainer.fsdp_per_layer: each model's units; null otherwise.
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
   std::unique_ptr<KlController> kl_;

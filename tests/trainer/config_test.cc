@@ -116,6 +116,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"checkpoint.replicas", S(c.checkpoint.replicas)},
       {"checkpoint.heartbeat_timeout_ms",
        S(c.checkpoint.heartbeat_timeout_ms)},
+      {"checkpoint.staging_mb", S(c.checkpoint.staging_mb)},
       {"metrics.port", S(c.metrics.port)},
       {"metrics.bind", c.metrics.bind},
       {"metrics.pushgateway", c.metrics.pushgateway},
@@ -199,7 +200,7 @@ TrainConfig Modified() {
                3,
                true,
                true};
-  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777};
+  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64};
   c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;
 }
@@ -457,6 +458,7 @@ TEST(ConfigTest, EachValidationFailureNamesItsField) {
       {{"checkpoint.keep_last=0"}, "checkpoint.keep_last"},
       {{"checkpoint.commit_timeout_ms=0"}, "checkpoint.commit_timeout_ms"},
       {{"checkpoint.replicas=-1"}, "checkpoint.replicas"},
+      {{"checkpoint.staging_mb=-1"}, "checkpoint.staging_mb"},
       {{"checkpoint.heartbeat_timeout_ms=0"},
        "checkpoint.heartbeat_timeout_ms"},
       {{"metrics.port=-2"}, "metrics.port"},

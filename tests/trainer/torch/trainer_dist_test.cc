@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "hy/statestore/store.h"
+
 extern char** environ;
 
 namespace {
@@ -154,19 +156,25 @@ class TrainerDistTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // A small, fast config; `extra` YAML lines are appended per section.
+  // With `by_layer`, FSDP by decoder layer (trainer.fsdp_per_layer) and
+  // GRPO (4 responses per prompt, no critic) instead of GAE.
   std::string WriteConfig(const std::string& name, int iterations,
-                          int rollout_tp, const std::string& root) {
+                          int rollout_tp, const std::string& root,
+                          bool grpo = false, bool by_layer = false) {
     std::ostringstream y;
     y << "model: {hidden_size: 64, intermediate_size: 128, num_layers: 2, "
          "num_heads: 4, num_kv_heads: 2}\n"
       << "task: {kinds: [reverse], min_digits: 1, max_digits: 4}\n"
       << "actor: {ppo_epochs: 2, ppo_mini_batch_size: 16, optim: {lr: 0.002}}\n"
       << "critic: {optim: {lr: 0.002}}\n"
-      << "algorithm: {kl_ctrl: {type: fixed, kl_coef: 0.01}}\n"
+      << "algorithm: {" << (grpo ? "adv_estimator: grpo, " : "")
+      << "kl_ctrl: {type: fixed, kl_coef: 0.01}}\n"
       << "rollout: {tensor_model_parallel_size: " << rollout_tp
-      << ", batch_size: 32, response_length: 6}\n"
+      << ", batch_size: " << (grpo ? 8 : 32) << ", n: " << (grpo ? 4 : 1)
+      << ", response_length: 6}\n"
       << "trainer: {total_iterations: " << iterations
-      << ", seed: 11, sft_steps: 12, sft_batch_size: 32, nproc: 2}\n"
+      << ", seed: 11, sft_steps: 12, sft_batch_size: 32, nproc: 2"
+      << (by_layer ? ", fsdp_per_layer: true" : "") << "}\n"
       << "checkpoint: {store_root: " << root
       << ", save_every: 2, keep_last: 2}\n";
     const std::string path = (dir_ / name).string();
@@ -274,6 +282,48 @@ TEST_F(TrainerDistTest, ResumeSameWorldSizeIsBitForBit) {
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(full[i], cut[i]) << "iteration " << i;
   }
+}
+
+// GRPO needs no value model: the run creates no critic (its checkpoints
+// hold actor and reference only), trains by layer, and a resumed run
+// continues it bit for bit, as a GAE run does.
+TEST_F(TrainerDistTest, GrpoRunsWithoutACriticAndResumesBitForBit) {
+  const std::string full_root = (dir_ / "full").string();
+  const std::string cut_root = (dir_ / "cut").string();
+  const std::string full_cfg =
+      WriteConfig("full.yaml", 4, 2, full_root, true, true);
+  const std::string cut_cfg =
+      WriteConfig("cut.yaml", 4, 2, cut_root, true, true);
+  const std::string full_out = (dir_ / "full_report").string();
+  const std::string cut_out = (dir_ / "cut_report").string();
+  ASSERT_TRUE(RunJob(2, {"run", full_cfg, full_out}));
+  ASSERT_TRUE(RunJob(2, {"run", cut_cfg, cut_out, "--max", "2"}));
+  ASSERT_TRUE(RunJob(2, {"run", cut_cfg, cut_out, "--resume"}));
+  const auto full = ReadReports(full_out + ".0");
+  const auto cut = ReadReports(cut_out + ".0");
+  ASSERT_EQ(full.size(), 4u);
+  ASSERT_EQ(cut.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(full[i], cut[i]) << "iteration " << i;
+  }
+  hy::statestore::StoreOptions options;
+  options.create_if_missing = false;
+  auto store =
+      hy::statestore::Store::Open(full_root + "/node-0/store", options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto latest = (*store)->LatestCommitted();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  auto manifest = (*store)->ReadManifest(*latest);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  int actor = 0, ref = 0, critic = 0;
+  for (const auto& [name, entry] : manifest->tensors) {
+    actor += name.rfind("actor/", 0) == 0;
+    ref += name.rfind("reference/", 0) == 0;
+    critic += name.rfind("critic/", 0) == 0;
+  }
+  EXPECT_GT(actor, 0);
+  EXPECT_GT(ref, 0);
+  EXPECT_EQ(critic, 0);
 }
 
 TEST_F(TrainerDistTest, ResumeOnFewerRanksStaysWithinTolerance) {

@@ -124,6 +124,10 @@ struct CheckpointConfig {
   int replicas = 1;
   // A rank whose heartbeat stalls this long counts as failed.
   int heartbeat_timeout_ms = 5000;
+  // Memory a rank's checkpoint copies through (kept between saves) and its
+  // replication messages are bounded by, MB; 0: the store's default, 1 GiB.
+  // A larger part is saved and replicated through it in pieces.
+  int staging_mb = 0;
 };
 
 struct MetricsConfig {

@@ -243,5 +243,25 @@ TEST(HyctlTrainTest, LauncherStopsWhenAWorkerFailsAndNamesTheRank) {
   EXPECT_EQ(r.out, "");  // Rank 0's stdout carries report lines only.
 }
 
+// A GRPO run keeps no critic, so its store cannot continue as GAE: the
+// resume says why instead of failing on missing tensors.
+TEST(HyctlTrainTest, GrpoStoreDoesNotResumeAsGae) {
+  TempDir dir;
+  const std::string small =
+      " --nproc 2 --metrics-port -1 --set model.hidden_size=32"
+      " --set model.intermediate_size=64 --set trainer.sft_steps=0"
+      " --set rollout.batch_size=4 --set actor.ppo_mini_batch_size=4";
+  CmdResult r = Hyctl("train --iterations 2 --store " + dir.Sub("run") +
+                      " --set algorithm=grpo --set rollout.n=2" + small);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Hyctl("train --iterations 3 --resume " + dir.Sub("run") +
+            " --set algorithm=gae --set rollout.n=1" + small);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("trained no critic"), std::string::npos) << r.err;
+  // As GRPO it continues.
+  r = Hyctl("train --iterations 3 --resume " + dir.Sub("run") + small);
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace hy::cli

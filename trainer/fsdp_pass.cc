@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm.h"
+#include "layer_checkpoint.h"
 
 namespace hy::trainer {
 
@@ -14,31 +15,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 namespace {
-
-void SaveContext(AutogradContext* ctx, const LayerContext& c) {
-  ctx->saved_data["cos"] = c.cos;
-  ctx->saved_data["sin"] = c.sin;
-  ctx->saved_data["bias"] = c.bias;
-  ctx->saved_data["scale"] = c.scale;
-  ctx->saved_data["shape"] =
-      std::vector<int64_t>{c.batch, c.len, c.heads, c.kv_heads, c.rep, c.d};
-}
-
-LayerContext LoadContext(AutogradContext* ctx) {
-  LayerContext c;
-  c.cos = ctx->saved_data["cos"].toTensor();
-  c.sin = ctx->saved_data["sin"].toTensor();
-  c.bias = ctx->saved_data["bias"].toTensor();
-  c.scale = ctx->saved_data["scale"].toDouble();
-  const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
-  c.batch = shape[0];
-  c.len = shape[1];
-  c.heads = shape[2];
-  c.kv_heads = shape[3];
-  c.rep = shape[4];
-  c.d = shape[5];
-  return c;
-}
 
 // Decoder layer `layer` on x with the weights in a gathered unit buffer.
 Result<at::Tensor> LayerOn(const FsdpModel& model, const FsdpUnits& units,
@@ -66,7 +42,7 @@ struct ShardedLayerFunction
                             const at::Tensor& buffer, int64_t pass,
                             int64_t layer, LayerContext c) {
     ctx->save_for_backward({x});
-    SaveContext(ctx, c);
+    SaveLayerContext(ctx, c);
     ctx->saved_data["pass"] = pass;
     ctx->saved_data["layer"] = layer;
     auto* p = reinterpret_cast<FsdpPass*>(pass);
@@ -92,8 +68,8 @@ struct ShardedLayerFunction
     at::Tensor x = saved.detach().requires_grad_(saved.requires_grad());
     {
       at::AutoGradMode grad_on(true);
-      Result<at::Tensor> y =
-          LayerOn(*p->model_, *p->units_, buffer, layer, x, LoadContext(ctx));
+      Result<at::Tensor> y = LayerOn(*p->model_, *p->units_, buffer, layer, x,
+                                     LoadLayerContext(ctx));
       if (!y.ok()) fail(y.status());
       torch::autograd::backward({*y}, {grads[0]});
     }

@@ -67,12 +67,7 @@ struct LayerFunction : public torch::autograd::Function<LayerFunction> {
     saved.insert(saved.end(), weights.begin(), weights.end());
     ctx->save_for_backward(saved);
     ctx->saved_data["present"] = present;
-    ctx->saved_data["cos"] = c.cos;
-    ctx->saved_data["sin"] = c.sin;
-    ctx->saved_data["bias"] = c.bias;
-    ctx->saved_data["scale"] = c.scale;
-    ctx->saved_data["shape"] =
-        std::vector<int64_t>{c.batch, c.len, c.heads, c.kv_heads, c.rep, c.d};
+    SaveLayerContext(ctx, c);
     ctx->saved_data["config"] = reinterpret_cast<int64_t>(config);
     at::NoGradGuard no_grad;
     return RunLayer(*config, Unpack(weights.vec(), present), x, c);
@@ -82,18 +77,7 @@ struct LayerFunction : public torch::autograd::Function<LayerFunction> {
     variable_list saved = ctx->get_saved_variables();
     const auto* config =
         reinterpret_cast<const ModelConfig*>(ctx->saved_data["config"].toInt());
-    LayerContext c;
-    c.cos = ctx->saved_data["cos"].toTensor();
-    c.sin = ctx->saved_data["sin"].toTensor();
-    c.bias = ctx->saved_data["bias"].toTensor();
-    c.scale = ctx->saved_data["scale"].toDouble();
-    const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
-    c.batch = shape[0];
-    c.len = shape[1];
-    c.heads = shape[2];
-    c.kv_heads = shape[3];
-    c.rep = shape[4];
-    c.d = shape[5];
+    const LayerContext c = LoadLayerContext(ctx);
     // Leaves standing for the inputs: the layer runs again on them.
     variable_list inputs;
     for (const at::Tensor& t : saved) {
@@ -131,11 +115,38 @@ struct LayerFunction : public torch::autograd::Function<LayerFunction> {
 
 }  // namespace
 
+void SaveLayerContext(AutogradContext* ctx, const LayerContext& c) {
+  ctx->saved_data["cos"] = c.cos;
+  ctx->saved_data["sin"] = c.sin;
+  ctx->saved_data["bias"] = c.bias;
+  ctx->saved_data["scale"] = c.scale;
+  ctx->saved_data["shape"] =
+      std::vector<int64_t>{c.batch, c.len, c.heads, c.kv_heads, c.rep, c.d};
+  ctx->saved_data["past"] = c.past;
+}
+
+LayerContext LoadLayerContext(AutogradContext* ctx) {
+  LayerContext c;
+  c.cos = ctx->saved_data["cos"].toTensor();
+  c.sin = ctx->saved_data["sin"].toTensor();
+  c.bias = ctx->saved_data["bias"].toTensor();
+  c.scale = ctx->saved_data["scale"].toDouble();
+  const std::vector<int64_t> shape = ctx->saved_data["shape"].toIntVector();
+  c.batch = shape[0];
+  c.len = shape[1];
+  c.heads = shape[2];
+  c.kv_heads = shape[3];
+  c.rep = shape[4];
+  c.d = shape[5];
+  c.past = ctx->saved_data["past"].toInt();
+  return c;
+}
+
 at::Tensor CheckpointedLayer(const ModelConfig& config, const LayerWeights& l,
                              const at::Tensor& x, const LayerContext& c) {
   Packed p = Pack(l);
-  return LayerFunction::apply(x, at::TensorList(p.weights), p.present,
-                              &config, c);
+  return LayerFunction::apply(x, at::TensorList(p.weights), p.present, &config,
+                              c);
 }
 
 }  // namespace hy::trainer

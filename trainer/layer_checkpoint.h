@@ -13,6 +13,10 @@
 
 #include "model.h"
 
+namespace torch::autograd {
+struct AutogradContext;
+}  // namespace torch::autograd
+
 namespace hy::trainer {
 
 // DecoderLayer(config, l, x, c) without TP or cache, checkpointed.
@@ -20,6 +24,12 @@ namespace hy::trainer {
 // config does).
 at::Tensor CheckpointedLayer(const ModelConfig& config, const LayerWeights& l,
                              const at::Tensor& x, const LayerContext& c);
+
+// A LayerContext kept in an autograd node's saved data and restored in its
+// backward (for the custom functions that run a layer again there).
+void SaveLayerContext(torch::autograd::AutogradContext* ctx,
+                      const LayerContext& c);
+LayerContext LoadLayerContext(torch::autograd::AutogradContext* ctx);
 
 }  // namespace hy::trainer
 

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "hy/common/process_memory.h"
 #include "hy/statestore/store.h"
 #include "hy/trainer/model_config.h"
 #include "model.h"
@@ -51,20 +52,6 @@ double Seconds(const std::function<void()>& fn) {
   fn();
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// A /proc/self/status field in kB, as bytes.
-int64_t StatusBytes(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) {
-      return std::atoll(line.c_str() + std::strlen(field) + 1) * 1024;
-    }
-  }
-  return 0;
-}
-
-void ResetPeak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 struct Flags {
   bool json = false;
@@ -234,8 +221,8 @@ int Main(int argc, char** argv) {
   for (bool recompute : {false, true}) {
     flat.mutable_grad().zero_();
     malloc_trim(0);  // What the last step freed goes back to the system.
-    const int64_t before = StatusBytes("VmRSS:");
-    ResetPeak();
+    const int64_t before = ResidentBytes();
+    ResetPeakResident();
     const double s = Seconds([&] {
       at::Tensor h = trainer::Trunk(config, w, tokens, positions, valid_keys,
                                     trainer::TpContext{}, nullptr, recompute)
@@ -248,7 +235,7 @@ int Main(int argc, char** argv) {
                                  tokens.narrow(1, 1, f.seq - 1).reshape({-1}));
       loss.backward();
     });
-    const double mb = (StatusBytes("VmHWM:") - before) / 1e6;
+    const double mb = (PeakResidentBytes() - before) / 1e6;
     char note[96];
     if (!recompute) {
       kept_mb = mb;

@@ -59,6 +59,10 @@ Result<std::unique_ptr<Exporter>> Exporter::Start(
   std::unique_ptr<prometheus::Exposer> exposer;
   CivetCallbacks callbacks;
   callbacks.log_message = RecordCivetError;
+  {
+    std::lock_guard<std::mutex> lock(civet_mu);
+    civet_error.clear();  // Only this start's message explains its failure.
+  }
   try {
     exposer = std::make_unique<prometheus::Exposer>(listen, 2, &callbacks);
   } catch (const std::exception& e) {

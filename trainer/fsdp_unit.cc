@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "comm.h"
 
@@ -51,30 +53,28 @@ Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
   *buffer = at::empty({u.numel}, at::kFloat);
   float* out = buffer->data_ptr<float>();
   const float* params = model_->params_const().data_ptr<float>();
-  // Mine: my parts of the unit's ranges, in range order (sent straight
-  // from the piece when there is only one).
-  std::vector<float> mine;
-  ConstBytes send;
-  int nonempty = 0;
+  // Mine: my parts of the unit's ranges, in range order; sent straight
+  // from the piece when there is one, else concatenated.
+  std::vector<std::pair<const float*, size_t>> my_parts;
   for (const Range& r : u.ranges) {
     const Range part = Part(r, me);
     const size_t n = static_cast<size_t>(part.end - part.begin);
     if (n == 0) continue;
     const float* src = params + (part.begin - base);
     std::memcpy(out + part.at, src, n * sizeof(float));
-    if (++nonempty == 1) {
-      send =
-          ConstBytes(reinterpret_cast<const uint8_t*>(src), n * sizeof(float));
-    } else {
-      if (nonempty == 2) {
-        const auto* first = reinterpret_cast<const float*>(send.data());
-        mine.assign(first, first + send.size() / sizeof(float));
-      }
-      mine.insert(mine.end(), src, src + n);
-      send = ConstBytes(reinterpret_cast<const uint8_t*>(mine.data()),
-                        mine.size() * sizeof(float));
-    }
+    my_parts.push_back({src, n});
   }
+  std::vector<float> joined;
+  if (my_parts.size() > 1) {
+    for (const auto& [src, n] : my_parts)
+      joined.insert(joined.end(), src, src + n);
+  }
+  const ConstBytes send =
+      my_parts.size() == 1
+          ? ConstBytes(reinterpret_cast<const uint8_t*>(my_parts[0].first),
+                       my_parts[0].second * sizeof(float))
+          : ConstBytes(reinterpret_cast<const uint8_t*>(joined.data()),
+                       joined.size() * sizeof(float));
   std::vector<std::vector<uint8_t>> parts;
   HY_RETURN_IF_ERROR(comm->transport()->AllGatherV(send, &parts));
   for (int p = 0; p < model_->world_size(); ++p) {

@@ -172,17 +172,13 @@ Status PpoWorker::InitFresh() {
   const int units = actor_units_ != nullptr ? actor_units_->num_units() : 1;
   for (int u = 0; u < units; ++u) {
     at::Tensor buffer;
-    if (actor_units_ == nullptr) {
-      HY_RETURN_IF_ERROR(actor_->Gather(comm_.get(), &buffer));
-      critic_->CopyCommonFrom([&](const std::string& name) {
-        return actor_->View(buffer, name);
-      });
-    } else {
-      HY_RETURN_IF_ERROR(actor_units_->Gather(comm_.get(), u, &buffer));
-      critic_->CopyCommonFrom([&](const std::string& name) {
-        return actor_units_->View(buffer, u, name);
-      });
-    }
+    HY_RETURN_IF_ERROR(actor_units_ != nullptr
+                           ? actor_units_->Gather(comm_.get(), u, &buffer)
+                           : actor_->Gather(comm_.get(), &buffer));
+    critic_->CopyCommonFrom([&](const std::string& name) {
+      return actor_units_ != nullptr ? actor_units_->View(buffer, u, name)
+                                     : actor_->View(buffer, name);
+    });
   }
   return Status::OK();
 }

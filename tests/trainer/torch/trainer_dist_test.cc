@@ -182,25 +182,36 @@ class TrainerDistTest : public ::testing::Test {
     return path;
   }
 
-  // 4 iterations in one run equal, bit for bit, 2 iterations, a stop and a
-  // resume for 2 more (2 ranks; checkpoints every 2). Leaves the runs in
-  // dir_/full and dir_/cut.
-  void ExpectResumeIsBitForBit(bool grpo, bool by_layer) {
+  // Rank 0's reports of 4 iterations in one job on `world` ranks (*full)
+  // and of 2 iterations, a stop and a resume on `resume_world` ranks for 2
+  // more (*cut), with checkpoints every 2. The runs stay in dir_/full and
+  // dir_/cut.
+  void RunWholeAndResumed(int world, int resume_world, int rollout_tp,
+                          bool grpo, bool by_layer,
+                          std::vector<std::vector<double>>* full,
+                          std::vector<std::vector<double>>* cut) {
     const std::string full_root = (dir_ / "full").string();
     const std::string cut_root = (dir_ / "cut").string();
     const std::string full_cfg =
-        WriteConfig("full.yaml", 4, 2, full_root, grpo, by_layer);
+        WriteConfig("full.yaml", 4, rollout_tp, full_root, grpo, by_layer);
     const std::string cut_cfg =
-        WriteConfig("cut.yaml", 4, 2, cut_root, grpo, by_layer);
+        WriteConfig("cut.yaml", 4, rollout_tp, cut_root, grpo, by_layer);
     const std::string full_out = (dir_ / "full_report").string();
     const std::string cut_out = (dir_ / "cut_report").string();
-    ASSERT_TRUE(RunJob(2, {"run", full_cfg, full_out}));
-    ASSERT_TRUE(RunJob(2, {"run", cut_cfg, cut_out, "--max", "2"}));
-    ASSERT_TRUE(RunJob(2, {"run", cut_cfg, cut_out, "--resume"}));
-    const auto full = ReadReports(full_out + ".0");
-    const auto cut = ReadReports(cut_out + ".0");
-    ASSERT_EQ(full.size(), 4u);
-    ASSERT_EQ(cut.size(), 4u);
+    ASSERT_TRUE(RunJob(world, {"run", full_cfg, full_out}));
+    ASSERT_TRUE(RunJob(world, {"run", cut_cfg, cut_out, "--max", "2"}));
+    ASSERT_TRUE(RunJob(resume_world, {"run", cut_cfg, cut_out, "--resume"}));
+    *full = ReadReports(full_out + ".0");
+    *cut = ReadReports(cut_out + ".0");
+    ASSERT_EQ(full->size(), 4u);
+    ASSERT_EQ(cut->size(), 4u);
+  }
+
+  // On 2 ranks, the resumed run equals the uninterrupted one bit for bit.
+  void ExpectResumeIsBitForBit(bool grpo, bool by_layer) {
+    std::vector<std::vector<double>> full, cut;
+    RunWholeAndResumed(2, 2, 2, grpo, by_layer, &full, &cut);
+    if (HasFatalFailure()) return;
     for (size_t i = 0; i < 4; ++i) {
       EXPECT_EQ(full[i], cut[i]) << "iteration " << i;
     }
@@ -321,19 +332,9 @@ TEST_F(TrainerDistTest, GrpoRunsWithoutACriticAndResumesBitForBit) {
 }
 
 TEST_F(TrainerDistTest, ResumeOnFewerRanksStaysWithinTolerance) {
-  const std::string full_root = (dir_ / "full").string();
-  const std::string cut_root = (dir_ / "cut").string();
-  const std::string full_cfg = WriteConfig("full.yaml", 4, 1, full_root);
-  const std::string cut_cfg = WriteConfig("cut.yaml", 4, 1, cut_root);
-  const std::string full_out = (dir_ / "full_report").string();
-  const std::string cut_out = (dir_ / "cut_report").string();
-  ASSERT_TRUE(RunJob(4, {"run", full_cfg, full_out}));
-  ASSERT_TRUE(RunJob(4, {"run", cut_cfg, cut_out, "--max", "2"}));
-  ASSERT_TRUE(RunJob(3, {"run", cut_cfg, cut_out, "--resume"}));
-  const auto full = ReadReports(full_out + ".0");
-  const auto cut = ReadReports(cut_out + ".0");
-  ASSERT_EQ(full.size(), 4u);
-  ASSERT_EQ(cut.size(), 4u);
+  std::vector<std::vector<double>> full, cut;
+  RunWholeAndResumed(4, 3, 1, false, false, &full, &cut);
+  if (HasFatalFailure()) return;
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(full[i], cut[i]);
   // Columns: 1 reward, 3 kl, 5 policy loss, 7 entropy.
   for (size_t i = 2; i < 4; ++i) {

@@ -1,4 +1,5 @@
-// Recovery: scan, settle, choose, verify, fetch (see hy/recovery/recovery.h).
+// Recovery: scan, settle, choose, verify (see hy/recovery/recovery.h; Fetch
+// is in fetch.cc).
 
 #include "hy/recovery/recovery.h"
 
@@ -9,29 +10,13 @@
 #include <set>
 
 #include "hy/statestore/store.h"
+#include "recovery_impl.h"
 #include "wire_util.h"
 
 namespace hy::recovery {
 
-namespace {
+namespace internal {
 
-using Clock = std::chrono::steady_clock;
-using statestore::Store;
-
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
-                                         bool read_only) {
-  statestore::StoreOptions o;
-  o.read_only = read_only;
-  o.create_if_missing = false;
-  o.threads = 4;
-  return Store::Open(path, o);
-}
-
-// Every rank's `mine`; a failure on any rank is returned on all.
 Result<std::vector<std::string>> GatherStrings(reshard::Transport* t,
                                                const std::string& mine) {
   std::vector<std::vector<uint8_t>> all;
@@ -41,7 +26,6 @@ Result<std::vector<std::string>> GatherStrings(reshard::Transport* t,
   return out;
 }
 
-// Agrees on an outcome: OK on every rank only if OK on every rank.
 Status AgreeOnStatus(reshard::Transport* t, const Status& mine) {
   const std::string text = mine.ok() ? std::string() : mine.ToString();
   HY_ASSIGN_OR_RETURN(std::vector<std::string> all, GatherStrings(t, text));
@@ -54,28 +38,26 @@ Status AgreeOnStatus(reshard::Transport* t, const Status& mine) {
   return Status::OK();
 }
 
+}  // namespace internal
+
+namespace {
+
+using internal::AgreeOnStatus;
+using internal::Clock;
+using internal::GatherStrings;
+using internal::Since;
+using statestore::Store;
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
+                                         bool read_only) {
+  statestore::StoreOptions o;
+  o.read_only = read_only;
+  o.create_if_missing = false;
+  o.threads = 4;
+  return Store::Open(path, o);
+}
+
 }  // namespace
-
-struct Recovery::Impl {
-  reshard::Transport* transport = nullptr;
-  RecoveryOptions options;
-  Catalog local;
-  Catalog global;
-  bool has_state = false;
-  Choice choice;
-  std::vector<int> server;  // Index: old rank; the new rank serving it.
-  RecoveryStats stats;
-  std::map<std::string, std::unique_ptr<Store>> open;  // By path.
-
-  int rank() const { return transport->rank(); }
-  void Log(const std::string& line) const {
-    if (options.log) options.log(line);
-  }
-  Status Scan();
-  Status Settle();
-  Status ChooseAndVerify();
-  Result<Store*> StoreAt(const std::string& path);
-};
 
 Recovery::Recovery(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Recovery::~Recovery() = default;
@@ -294,169 +276,6 @@ Result<std::string> Recovery::FetchBlob(const std::string& name) {
   if (got[0] == '+') return got.substr(1);
   if (got[0] == '?') return Status::NotFound("no blob '" + name + "'");
   return Status::DataLoss("blob '" + name + "': " + got.substr(1));
-}
-namespace {
-
-// One old rank's shard of one tensor, as the serving rank reads it.
-struct Served {
-  int old_rank = 0;
-  Store* store = nullptr;
-  uint64_t version = 0;
-  std::vector<FlatRun> runs;
-  uint64_t element_size = 4;
-};
-
-}  // namespace
-
-Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
-  Impl& m = *impl_;
-  if (!m.has_state) return Status::FailedPrecondition("nothing to recover");
-  reshard::Transport* t = m.transport;
-  const int world = t->world_size();
-  const int me = m.rank();
-  // 1. Everyone's needs.
-  nlohmann::json mine = nlohmann::json::array();
-  for (const TensorNeed& n : needs) {
-    if (n.region.length <= 0 || n.region.offset < 0 ||
-        n.out.size() % static_cast<uint64_t>(n.region.length) != 0) {
-      return Status::InvalidArgument("recovery need for '" + n.name +
-                                     "' is malformed");
-    }
-    mine.push_back({n.name, n.region.offset, n.region.length});
-  }
-  HY_ASSIGN_OR_RETURN(std::vector<std::string> all_needs,
-                      GatherStrings(t, mine.dump()));
-  // 2. The shards this rank serves, by tensor.
-  const auto read_start = Clock::now();
-  Status error;
-  std::map<std::string, std::vector<Served>> served;
-  for (int r = 0; r < m.choice.commit.world_size && error.ok(); ++r) {
-    if (m.server[r] != me) continue;
-    const CopyEntry& c = m.choice.source[r];
-    auto store = m.StoreAt(c.where.path);
-    if (!store.ok()) {
-      error = store.status();
-      break;
-    }
-    auto manifest = (*store)->ReadManifest(c.version);
-    if (!manifest.ok()) {
-      error = manifest.status().WithContext(c.where.path);
-      break;
-    }
-    for (const auto& [name, entry] : manifest->tensors) {
-      for (const statestore::ShardEntry& s : entry.shards) {
-        if (s.rank != r) continue;
-        auto runs = s.geometry.ToFlatRuns(entry.meta.shape);
-        if (!runs.ok()) {
-          error = Status::DataLoss(runs.status().message());
-          break;
-        }
-        served[name].push_back({r, *store, c.version, std::move(*runs),
-                                DTypeSize(entry.meta.dtype)});
-      }
-    }
-  }
-  // 3. Read what each rank needs from the shards served here.
-  std::vector<std::vector<uint8_t>> send(world);
-  std::vector<int64_t> covered(needs.size(), 0);
-  std::vector<uint8_t> piece;
-  for (int d = 0; d < world && error.ok(); ++d) {
-    nlohmann::json list = nlohmann::json::parse(all_needs[d], nullptr, false);
-    if (!list.is_array()) {
-      error = Status::DataLoss("need list garbled");
-      break;
-    }
-    for (size_t i = 0; i < list.size() && error.ok(); ++i) {
-      const std::string name = list[i][0].get<std::string>();
-      const FlatRun region{list[i][1].get<int64_t>(),
-                           list[i][2].get<int64_t>()};
-      auto it = served.find(name);
-      if (it == served.end()) continue;
-      for (const Served& s : it->second) {
-        for (const RunOverlap& o : IntersectRuns(s.runs, region)) {
-          const FlatRun part{o.global_offset, o.length};
-          if (d == me) {
-            const TensorNeed& n = needs[i];
-            const uint64_t es = n.out.size() / n.region.length;
-            error = s.store->ReadRegion(
-                s.version, name, part,
-                n.out.subspan((part.offset - region.offset) * es,
-                              part.length * es));
-            covered[i] += part.length;
-            m.stats.local_bytes += part.length * es;
-          } else {
-            const uint64_t es = s.element_size;
-            piece.resize(part.length * es);
-            error =
-                s.store->ReadRegion(s.version, name, part, MutableBytes(piece));
-            internal::PutBytes(&send[d], name.data(), name.size());
-            internal::PutU64(&send[d], static_cast<uint64_t>(i));
-            internal::PutU64(&send[d], static_cast<uint64_t>(part.offset));
-            internal::PutBytes(&send[d], piece.data(), piece.size());
-            m.stats.sent_bytes += piece.size();
-          }
-          if (!error.ok()) {
-            error = error.WithContext("reading '" + name + "' of old rank " +
-                                      std::to_string(s.old_rank));
-            break;
-          }
-        }
-      }
-    }
-  }
-  m.stats.read_seconds += Since(read_start);
-  // 4. Exchange (always: a rank with an error must not leave the others
-  // waiting), then agree on the outcome.
-  const auto exchange_start = Clock::now();
-  if (!error.ok()) {
-    for (auto& s : send) s.clear();
-  }
-  std::vector<ConstBytes> views;
-  for (const auto& s : send) views.emplace_back(s);
-  std::vector<std::vector<uint8_t>> recv;
-  HY_RETURN_IF_ERROR(t->AllToAllV(views, &recv));
-  send.clear();
-  for (int p = 0; p < world && error.ok(); ++p) {
-    internal::Reader in(recv[p]);
-    while (!in.done()) {
-      std::string name;
-      uint64_t index = 0, offset = 0;
-      ConstBytes data;
-      if (!in.String(&name) || !in.U64(&index) || !in.U64(&offset) ||
-          !in.Bytes(&data) || index >= needs.size() ||
-          needs[index].name != name) {
-        error = Status::DataLoss("recovery message from rank " +
-                                 std::to_string(p) + " is garbled");
-        break;
-      }
-      const TensorNeed& n = needs[index];
-      const uint64_t es = n.out.size() / n.region.length;
-      const int64_t off = static_cast<int64_t>(offset);
-      if (data.size() % es != 0 || off < n.region.offset ||
-          off + static_cast<int64_t>(data.size() / es) > n.region.end()) {
-        error = Status::DataLoss("recovery piece of '" + name +
-                                 "' falls outside the need");
-        break;
-      }
-      std::memcpy(n.out.data() + (off - n.region.offset) * es, data.data(),
-                  data.size());
-      covered[index] += static_cast<int64_t>(data.size() / es);
-      m.stats.received_bytes += data.size();
-    }
-  }
-  for (size_t i = 0; i < needs.size() && error.ok(); ++i) {
-    // Shards of one version are disjoint or equal (replicated), so full
-    // coverage is at least the region's length.
-    if (covered[i] < needs[i].region.length) {
-      error = Status::DataLoss(
-          "tensor '" + needs[i].name +
-          "': " + std::to_string(needs[i].region.length - covered[i]) + " of " +
-          std::to_string(needs[i].region.length) +
-          " needed elements are held by no surviving copy");
-    }
-  }
-  m.stats.exchange_seconds += Since(exchange_start);
-  return AgreeOnStatus(t, error);
 }
 
 }  // namespace hy::recovery

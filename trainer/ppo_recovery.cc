@@ -182,12 +182,14 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
   std::snprintf(line, sizeof(line),
                 "recovered step %llu (saved by %d ranks) on %d ranks: scan "
                 "%.3f s, verify %.3f s, read %.3f s, exchange %.3f s; rank 0 "
-                "read %.1f MB locally, received %.1f MB",
+                "read %.1f MB locally, received %.1f MB in %d rounds (at "
+                "most %.1f MB sent per round)",
                 static_cast<unsigned long long>(rec->choice().commit.step),
                 rec->choice().commit.world_size, comm_->world_size(),
                 st.scan_seconds, st.verify_seconds, st.read_seconds,
                 st.exchange_seconds, st.local_bytes / 1e6,
-                st.received_bytes / 1e6);
+                st.received_bytes / 1e6, st.fetch_rounds,
+                st.largest_round_bytes / 1e6);
   Log(line);
   if (const metrics::HyMetrics* m = options_.metrics) {
     using metrics::RecoveryPhase;

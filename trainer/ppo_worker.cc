@@ -119,19 +119,19 @@ Status PpoWorker::Setup() {
                              config_.trainer.sft_batch_size);
   } else {
     HY_ASSIGN_OR_RETURN(
-        source_, MakeDatasetSource(config_.data, config_.model.path,
-                                   HfEosTokenIds(hf_config_text_),
-                                   config_.trainer.seed,
-                                   config_.model.vocab_size));
+        source_,
+        MakeDatasetSource(config_.data, config_.model.path,
+                          HfEosTokenIds(hf_config_text_), config_.trainer.seed,
+                          config_.model.vocab_size));
     if (!config_.data.val_files.empty()) {
       DataConfig val = config_.data;
       val.train_files = config_.data.val_files;
       val.shuffle = false;
       HY_ASSIGN_OR_RETURN(
-          val_source_, MakeDatasetSource(val, config_.model.path,
-                                         HfEosTokenIds(hf_config_text_),
-                                         config_.trainer.seed,
-                                         config_.model.vocab_size));
+          val_source_,
+          MakeDatasetSource(val, config_.model.path,
+                            HfEosTokenIds(hf_config_text_),
+                            config_.trainer.seed, config_.model.vocab_size));
     }
   }
   const int longest =
@@ -242,12 +242,9 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
     shards.push_back(std::move(s));
   }
   nlohmann::json state = {
-      {"iteration", next_iteration},
-      {"actor_step", actor_->adam_step()},
-      {"kl_coef", kl_->value()},
-      {"seed", config_.trainer.seed},
-      {"world_size", comm_->world_size()},
-      {"data_position", data_position_},
+      {"iteration", next_iteration},       {"actor_step", actor_->adam_step()},
+      {"kl_coef", kl_->value()},           {"seed", config_.trainer.seed},
+      {"world_size", comm_->world_size()}, {"data_position", data_position_},
   };
   if (critic_ != nullptr) state["critic_step"] = critic_->adam_step();
   const std::string state_text = state.dump();
@@ -259,8 +256,8 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
                               {"replicas", config_.checkpoint.replicas}};
   for (int r = 0; r < comm_->world_size(); ++r) {
     std::vector<int> holders;
-    for (int h : recovery::ReplicaHolderRanks(r, nodes_,
-                                              config_.checkpoint.replicas)) {
+    for (int h :
+         recovery::ReplicaHolderRanks(r, nodes_, config_.checkpoint.replicas)) {
       holders.push_back(nodes_[h]);
     }
     placement["replica_nodes"].push_back(holders);
@@ -297,6 +294,10 @@ Result<RunSummary> PpoWorker::Run() {
   recovery::RecoveryOptions ro;
   ro.root = root;
   ro.nodes = nodes_;
+  // Fetch exchanges other ranks' shards within the checkpoint's bound.
+  if (config_.checkpoint.staging_mb > 0) {
+    ro.fetch_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
+  }
   ro.log = [this](const std::string& line) { Log("recovery: " + line); };
   HY_ASSIGN_OR_RETURN(std::unique_ptr<recovery::Recovery> rec,
                       recovery::Recovery::Open(comm_->transport(), ro));
@@ -327,8 +328,7 @@ Result<RunSummary> PpoWorker::Run() {
   co.transport = comm_->aux();
   co.keep_last = config_.checkpoint.keep_last;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
-  co.staging_bytes =
-      static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
+  co.staging_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
   co.metrics = options_.metrics;
   co.run_id = run_id_;
   rec.reset();  // Closes the copies it read.
@@ -391,13 +391,13 @@ Result<RunSummary> PpoWorker::Run() {
       awaiting_replicas_ = false;  // The resume point's save has finished.
       const double secs = Seconds(replicate_start_);
       if (options_.metrics != nullptr) {
-        options_.metrics
-            ->recovery_duration(metrics::RecoveryPhase::kReplicate)
+        options_.metrics->recovery_duration(metrics::RecoveryPhase::kReplicate)
             ->Observe(secs);
       }
       Log("recovery: step " + std::to_string(start_iteration_) +
-          (cs.last_error.ok() ? " saved and replicated" : " not saved (" +
-                                    cs.last_error.ToString() + ")") +
+          (cs.last_error.ok()
+               ? " saved and replicated"
+               : " not saved (" + cs.last_error.ToString() + ")") +
           " under the new layout, within " + std::to_string(secs) + " s");
     }
     if (!cs.last_error.ok()) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -97,9 +98,11 @@ struct Recovered {
   RecoveryStats stats;
 };
 
-// A new world of nodes.size() ranks recovers and fetches fsdp shards.
+// A new world of nodes.size() ranks recovers and fetches fsdp shards
+// (fetch_bytes 0: the default bound).
 std::vector<Recovered> Recover(const std::string& root,
-                               const std::vector<int>& nodes) {
+                               const std::vector<int>& nodes,
+                               uint64_t fetch_bytes = 0) {
   const int world = static_cast<int>(nodes.size());
   reshard::InProcessHub hub(world, 30000);
   std::vector<std::unique_ptr<reshard::Transport>> ts;
@@ -110,6 +113,7 @@ std::vector<Recovered> Recover(const std::string& root,
     RecoveryOptions o;
     o.root = root;
     o.nodes = nodes;
+    if (fetch_bytes > 0) o.fetch_bytes = fetch_bytes;
     auto rec = Recovery::Open(ts[r].get(), o);
     if (!rec.ok()) {
       mine.status = rec.status();
@@ -239,10 +243,26 @@ TEST(RecoveryTest, PartLargerThanTheStagingBudgetIsSavedReplicatedRecovered) {
   // Each rank's part (2 tensors x 250 floats + a blob) is 2000+ bytes; the
   // staging budget is 512: each checkpoint's shards are read in place while
   // Save waits (a bounded blocking copy), in 1 KiB chunks, then committed,
-  // replicated and recovered bit for bit.
+  // replicated and recovered bit for bit. The fetch sends the lost rank's
+  // shards in rounds of at most 128 bytes.
   SaveRun(dir.path(), 4, {2, 4}, {}, 512);
   std::filesystem::remove_all(NodeDir(dir.path(), 1));
-  ExpectState(Recover(dir.path(), {0, 2, 3}), 4);
+  const auto got = Recover(dir.path(), {0, 2, 3}, 128);
+  ExpectState(got, 4);
+  uint64_t received = 0;
+  int most_rounds = 0;
+  for (const Recovered& g : got) {
+    EXPECT_LE(g.stats.largest_round_bytes, 128u);
+    received += g.stats.received_bytes;
+    most_rounds = std::max(most_rounds, g.stats.fetch_rounds);
+  }
+  // More than one round's worth for all 3 ranks went over the wire, so some
+  // rank took several rounds; with the default bound one round does.
+  EXPECT_GT(received, 3 * 128u);
+  EXPECT_GT(most_rounds, 1);
+  for (const Recovered& g : Recover(dir.path(), {0, 2, 3})) {
+    EXPECT_EQ(g.stats.fetch_rounds, 1);
+  }
 }
 
 TEST(RecoveryTest, GrowsToMoreRanksOnAFreshNode) {

@@ -55,6 +55,11 @@ struct RecoveryOptions {
   std::string root;
   std::vector<int> nodes;  // Node id of each rank of the new world.
   int64_t step = -1;       // Recover this step; -1: the newest.
+  // Fetch sends other ranks their shards in rounds: a rank reads and sends
+  // at most this many bytes of tensor data per round (one element at
+  // least), so it holds that much to send and what the others send it in
+  // one round, never a whole part. Its own needs are read in place.
+  uint64_t fetch_bytes = uint64_t{64} << 20;
   // Lines saying what was lost, used and from where. May be null.
   std::function<void(const std::string&)> log;
 };
@@ -72,10 +77,12 @@ struct RecoveryStats {
   double verify_seconds = 0;  // Choice and checksum verification.
   double read_seconds = 0;    // Reading local copies (all Fetch calls).
   double exchange_seconds = 0;
-  uint64_t local_bytes = 0;     // Read from this node for this rank.
-  uint64_t sent_bytes = 0;      // Read here for other ranks.
-  uint64_t received_bytes = 0;  // From other ranks' nodes.
-  int settled_commits = 0;      // Leftover parts committed / aborted.
+  uint64_t local_bytes = 0;          // Read from this node for this rank.
+  uint64_t sent_bytes = 0;           // Read here for other ranks.
+  uint64_t received_bytes = 0;       // From other ranks' nodes.
+  int fetch_rounds = 0;              // Exchange rounds of all Fetch calls.
+  uint64_t largest_round_bytes = 0;  // Most sent by this rank in one round.
+  int settled_commits = 0;           // Leftover parts committed / aborted.
   int settled_aborts = 0;
 };
 

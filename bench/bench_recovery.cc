@@ -2,6 +2,7 @@
 // on the survivors, with its state rebuilt under the new layout.
 //
 //   hy_bench_recovery [--json] [--gib G] [--ranks W] [--warm] [--dir DIR]
+//                     [--bound-mb M]
 //
 // Setup: W ranks (threads) each hold an FSDP flat shard of 8 fp32 tensors and
 // their two Adam moments (G GiB in all, normal-ish random values so zstd has
@@ -19,6 +20,13 @@
 //              (the trainer does this in the background: training resumes
 //              once the state is rebuilt, and R copies are back when this
 //              finishes)
+//
+// --bound-mb M bounds each rank's checkpoint staging and replication
+// messages (CheckpointOptions::staging_bytes) and its fetch rounds
+// (RecoveryOptions::fetch_bytes); 0 keeps the defaults (1 GiB staging,
+// 64 MiB pieces and rounds). The ranks share one process, so the memory
+// columns are the process's peak RSS above what it held when the phase
+// began (fetch: above the rebuilt state's buffers too), for all ranks.
 //
 // Every rebuilt element is compared with the original; a mismatch exits 1.
 // Reads are cold (page cache dropped before plan) unless --warm. Seconds are
@@ -43,6 +51,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "hy/common/process_memory.h"
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/recovery.h"
@@ -66,6 +75,17 @@ struct Flags {
   int ranks = 4;
   bool warm = false;
   std::string dir = "/tmp";
+  uint64_t bound_mb = 0;
+};
+
+// Peak RSS growth of the process from now on, in MB (10^6 bytes).
+class PeakGrowth {
+ public:
+  PeakGrowth() : start_(ResidentBytes()) { ResetPeakResident(); }
+  double mb() const { return (PeakResidentBytes() - start_) / 1e6; }
+
+ private:
+  int64_t start_;
 };
 
 void Check(const Status& s, const std::string& what) {
@@ -146,7 +166,7 @@ std::vector<statestore::ShardData> Shards(const RankState& s, int64_t rows) {
 // Every rank saves step 10 with one replica per part; returns the seconds.
 double SaveAll(const std::string& root, const std::vector<int>& nodes,
                uint32_t generation, std::vector<RankState>* states,
-               int64_t rows) {
+               int64_t rows, uint64_t bound_bytes) {
   const int world = static_cast<int>(nodes.size());
   reshard::InProcessHub hub(world, kLongMs);
   const auto t0 = Clock::now();
@@ -162,6 +182,7 @@ double SaveAll(const std::string& root, const std::vector<int>& nodes,
     o.transport = transport.get();
     o.keep_last = 2;
     o.commit_timeout_ms = kLongMs;
+    o.staging_bytes = bound_bytes;
     auto ckpt = trainer::Checkpointer::Open(o);
     Check(ckpt.status(), "Checkpointer::Open rank " + std::to_string(r));
     Check((*ckpt)->Save(kStep, Shards((*states)[r], rows), {},
@@ -245,6 +266,7 @@ struct Survivor {
 // Open + Fetch on the survivors; checks every element; fills `states`.
 std::vector<Survivor> Recover(const std::string& root,
                               const std::vector<int>& nodes, int64_t rows,
+                              uint64_t bound_bytes,
                               std::vector<RankState>* states) {
   const int world = static_cast<int>(nodes.size());
   reshard::InProcessHub hub(world, kLongMs);
@@ -255,6 +277,7 @@ std::vector<Survivor> Recover(const std::string& root,
     recovery::RecoveryOptions o;
     o.root = root;
     o.nodes = nodes;
+    if (bound_bytes > 0) o.fetch_bytes = bound_bytes;
     o.log = [&me](const std::string& line) { me.log.push_back(line); };
     const std::string who = "rank " + std::to_string(r);
     auto t0 = Clock::now();
@@ -312,10 +335,12 @@ int Main(int argc, char** argv) {
       f.ranks = std::atoi(next().c_str());
     } else if (a == "--dir") {
       f.dir = next();
+    } else if (a == "--bound-mb") {
+      f.bound_mb = std::strtoull(next().c_str(), nullptr, 10);
     } else {
       std::fprintf(stderr,
                    "usage: hy_bench_recovery [--json] [--gib G] [--ranks W] "
-                   "[--warm] [--dir DIR]\n");
+                   "[--warm] [--dir DIR] [--bound-mb M]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -343,7 +368,8 @@ int Main(int argc, char** argv) {
   std::vector<RankState> old_states(world);
   RunRanks(world,
            [&](int r) { old_states[r] = MakeShards(rows, world, r, true); });
-  const double save_s = SaveAll(root, old_nodes, 0, &old_states, rows);
+  const uint64_t bound = f.bound_mb << 20;
+  const double save_s = SaveAll(root, old_nodes, 0, &old_states, rows, bound);
   old_states.clear();
   old_states.shrink_to_fit();
 
@@ -354,10 +380,16 @@ int Main(int argc, char** argv) {
   const double detect_s = Detect(world, dead, &why);
 
   std::vector<RankState> new_states(world - 1);
-  const std::vector<Survivor> sv = Recover(root, new_nodes, rows, &new_states);
+  const PeakGrowth fetch_memory;
+  const std::vector<Survivor> sv =
+      Recover(root, new_nodes, rows, bound, &new_states);
+  const double fetch_peak_mb = fetch_memory.mb() - total_mb;
   double plan_s = 0, open_s = 0, read_s = 0, exch_s = 0, fetch_s = 0;
-  uint64_t local = 0, received = 0;
+  uint64_t local = 0, received = 0, largest_round = 0;
+  int rounds = 0;
   for (const Survivor& s : sv) {
+    rounds = std::max(rounds, s.stats.fetch_rounds);
+    largest_round = std::max(largest_round, s.stats.largest_round_bytes);
     plan_s = std::max(plan_s, s.stats.scan_seconds + s.stats.verify_seconds);
     open_s = std::max(open_s, s.open_s);
     read_s = std::max(read_s, s.stats.read_seconds);
@@ -367,7 +399,10 @@ int Main(int argc, char** argv) {
     received += s.stats.received_bytes;
   }
   const uint32_t gen = sv[0].next_generation;
-  const double replicate_s = SaveAll(root, new_nodes, gen, &new_states, rows);
+  const PeakGrowth replicate_memory;
+  const double replicate_s =
+      SaveAll(root, new_nodes, gen, &new_states, rows, bound);
+  const double replicate_peak_mb = replicate_memory.mb();
   // Walls, not the stats: what the job waits for.
   const double rebuilt_s = detect_s + open_s + fetch_s;
   const double total_s = rebuilt_s;  // Training resumes here.
@@ -386,12 +421,15 @@ int Main(int argc, char** argv) {
         "\"exchange_s\":%.3f,\"fetch_wall_s\":%.3f,\"local_mb\":%.1f,"
         "\"received_mb\":%.1f,\"replicate_s\":%.3f,\"generation\":%u,"
         "\"rebuilt_s\":%.3f,\"total_s\":%.3f,\"replicas_restored_s\":%.3f,"
-        "\"target_s\":10,\"target_met\":%s,"
+        "\"target_s\":10,\"target_met\":%s,\"bound_mb\":%llu,"
+        "\"fetch_rounds\":%d,\"largest_round_mb\":%.1f,"
+        "\"fetch_peak_growth_mb\":%.1f,\"replicate_peak_growth_mb\":%.1f,"
         "\"verified\":true}\n",
         f.gib, world, dead, total_mb, f.warm ? "false" : "true", save_s,
         detect_s, plan_s, open_s, read_s, exch_s, fetch_s, local / 1e6,
         received / 1e6, replicate_s, gen, rebuilt_s, total_s, restored_s,
-        met ? "true" : "false");
+        met ? "true" : "false", static_cast<unsigned long long>(f.bound_mb),
+        rounds, largest_round / 1e6, fetch_peak_mb, replicate_peak_mb);
     return 0;
   }
   std::printf(
@@ -416,12 +454,22 @@ int Main(int argc, char** argv) {
   row("  reshard (all-to-all)", exch_s, received / 1e6, "MB from other nodes");
   row("fetch wall (read + reshard)", fetch_s, total_mb,
       "every element checked against the original");
+  std::snprintf(note, sizeof(note),
+                "%d rounds, largest %.1f MB; peak RSS above the state, "
+                "all ranks",
+                rounds, largest_round / 1e6);
+  row("  fetch working memory (MB)", 0, fetch_peak_mb, note);
   row("total: lost rank -> resumed", total_s, total_mb,
       "detect + plan wall + fetch wall: training goes on");
   std::snprintf(note, sizeof(note),
                 "step 10, generation %u, %d ranks, replicas=1, committed", gen,
                 world - 1);
   row("replicate (background save + Wait)", replicate_s, total_mb, note);
+  std::snprintf(note, sizeof(note), "peak RSS growth, all ranks; bound %s",
+                f.bound_mb == 0
+                    ? "default (1 GiB staging, 64 MiB pieces)"
+                    : (std::to_string(f.bound_mb) + " MiB").c_str());
+  row("  replicate working memory (MB)", 0, replicate_peak_mb, note);
   row("lost rank -> R copies restored", restored_s, total_mb,
       "total + replicate (beside training)");
   std::printf("\ndetected: %s\n", why.c_str());

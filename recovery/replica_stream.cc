@@ -101,68 +101,86 @@ Status PartSender::Next(std::vector<uint8_t>* out) {
   return Status::OK();
 }
 
+Status PartReceiver::Fail(Status s) {
+  if (broken_.ok()) broken_ = std::move(s);
+  writer_.reset();  // Nothing of the part gets prepared.
+  return broken_;
+}
+
+Status PartReceiver::Header(Reader* in, uint64_t version) {
+  auto garbled = [&](const std::string& why) {
+    return Fail(Status::DataLoss("replica stream: " + why));
+  };
+  std::string commit_text, manifest_text;
+  if (!in->String(&commit_text) || !in->String(&manifest_text)) {
+    return garbled("garbled header");
+  }
+  Result<statestore::CommitRecord> commit =
+      statestore::DecodeCommitRecord(commit_text);
+  if (!commit.ok()) return garbled(commit.status().ToString());
+  Result<statestore::RankManifest> manifest =
+      statestore::DecodeRankManifest(manifest_text);
+  if (!manifest.ok()) return garbled(manifest.status().ToString());
+  if (commit->version != version || manifest->version != version) {
+    return garbled("a message for another version");
+  }
+  commit_ = std::move(commit).value();
+  manifest_ = std::move(manifest).value();
+  for (const statestore::TensorEntry& t : manifest_.tensors) {
+    for (const statestore::ShardEntry& s : t.shards) {
+      shards_.push_back({t.meta, s.geometry,
+                         static_cast<uint64_t>(s.geometry.NumElements()) *
+                             DTypeSize(t.meta.dtype)});
+    }
+  }
+  Result<std::unique_ptr<statestore::PartWriter>> writer =
+      store_->NewPartWriter(version, manifest_.rank, buffer_bytes_);
+  if (writer.ok()) {
+    writer_ = std::move(writer).value();
+  } else if (writer.status().code() != StatusCode::kAlreadyExists) {
+    return Fail(writer.status());
+  }  // Prepared already: the stream is checked, not written again.
+  have_header_ = true;
+  return Status::OK();
+}
+
 Status PartReceiver::Add(const std::vector<uint8_t>& message,
                          uint64_t version) {
   if (!broken_.ok()) return broken_;
-  auto fail = [&](const std::string& why) {
-    broken_ = Status::DataLoss("replica stream: " + why);
-    return broken_;
+  auto garbled = [&](const std::string& why) {
+    return Fail(Status::DataLoss("replica stream: " + why));
   };
   Reader in(message);
-  if (!have_header_) {
-    std::string commit_text, manifest_text;
-    if (!in.String(&commit_text) || !in.String(&manifest_text)) {
-      return fail("garbled header");
-    }
-    Result<statestore::CommitRecord> commit =
-        statestore::DecodeCommitRecord(commit_text);
-    if (!commit.ok()) return fail(commit.status().ToString());
-    Result<statestore::RankManifest> manifest =
-        statestore::DecodeRankManifest(manifest_text);
-    if (!manifest.ok()) return fail(manifest.status().ToString());
-    if (commit->version != version || manifest->version != version) {
-      return fail("a message for another version");
-    }
-    commit_ = std::move(commit).value();
-    manifest_ = std::move(manifest).value();
-    part_.version = version;
-    part_.rank = manifest_.rank;
-    for (const statestore::TensorEntry& t : manifest_.tensors) {
-      for (const statestore::ShardEntry& s : t.shards) {
-        shards_.emplace_back(static_cast<size_t>(s.geometry.NumElements()) *
-                             DTypeSize(t.meta.dtype));
-        statestore::ShardData d;
-        d.meta = t.meta;
-        d.geometry = s.geometry;
-        d.data = ConstBytes(shards_.back());
-        part_.shards.push_back(std::move(d));
-      }
-    }
-    have_header_ = true;
-  }
+  if (!have_header_) HY_RETURN_IF_ERROR(Header(&in, version));
   while (!in.done()) {
     if (shard_ < shards_.size()) {
-      std::vector<uint8_t>& buf = shards_[shard_];
+      const Shard& shard = shards_[shard_];
       uint64_t length = 0;
       ConstBytes encoded;
-      if (!in.U64(&length) || !in.Bytes(&encoded)) return fail("truncated");
-      if (length > buf.size() - filled_) return fail("piece past its shard");
-      Status s = statestore::DecodeChunk(
-          encoded, {}, MutableBytes(buf.data() + filled_, length));
-      if (!s.ok()) return fail(s.ToString());
+      if (!in.U64(&length) || !in.Bytes(&encoded)) return garbled("truncated");
+      if (length > shard.bytes - filled_)
+        return garbled("piece past its shard");
+      piece_.resize(length);
+      Status s = statestore::DecodeChunk(encoded, {}, MutableBytes(piece_));
+      if (!s.ok()) return garbled(s.ToString());
+      if (writer_ != nullptr) {
+        if (filled_ == 0) {
+          s = writer_->BeginShard(shard.meta, shard.geometry, false);
+        }
+        if (s.ok()) s = writer_->Append(ConstBytes(piece_));
+        if (!s.ok()) return Fail(s);
+      }
       filled_ += length;
-      if (filled_ == buf.size()) {
+      if (filled_ == shard.bytes) {
         ++shard_;
         filled_ = 0;
       }
       continue;
     }
-    if (blobs_.size() >= manifest_.blobs.size()) return fail("too long");
+    if (blobs_.size() >= manifest_.blobs.size()) return garbled("too long");
     std::string data;
-    if (!in.String(&data)) return fail("truncated blob");
-    const statestore::BlobEntry& b = manifest_.blobs[blobs_.size()];
+    if (!in.String(&data)) return garbled("truncated blob");
     blobs_.push_back(std::move(data));
-    part_.blobs.push_back({b.name, b.rank, ConstBytes(blobs_.back())});
   }
   return Status::OK();
 }
@@ -175,6 +193,19 @@ bool PartReceiver::complete() const {
 Status PartReceiver::status() const {
   if (!broken_.ok() || complete()) return broken_;
   return Status::DataLoss("replica stream ended early (the sender failed)");
+}
+
+Status PartReceiver::Finish() {
+  if (writer_ == nullptr) return Status::OK();  // Prepared already.
+  std::vector<statestore::BlobData> blobs;
+  for (size_t b = 0; b < blobs_.size(); ++b) {
+    blobs.push_back({manifest_.blobs[b].name, manifest_.blobs[b].rank,
+                     ConstBytes(blobs_[b])});
+  }
+  Status s = writer_->Finish(blobs, nullptr);
+  writer_.reset();
+  if (s.code() == StatusCode::kAlreadyExists) return Status::OK();
+  return s;
 }
 
 }  // namespace hy::recovery::internal

@@ -9,8 +9,9 @@
 //   blobs    per blob, its bytes
 // A message carries whole records, at least one, adding records while
 // their raw bytes stay within piece_bytes. So the sender holds one shard
-// read back and one message at a time; the receiver holds the decoded part
-// (Store::Save takes a part whole) and one message.
+// read back and one message at a time; the receiver writes each piece into
+// its store as it arrives (Store::NewPartWriter) and holds one message, one
+// decoded piece and the writer's buffer, never the whole part.
 //
 // Thread-safety: one thread per object.
 
@@ -18,13 +19,14 @@
 #define HY_RECOVERY_REPLICA_STREAM_H_
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "hy/common/result.h"
 #include "hy/statestore/manifest.h"
 #include "hy/statestore/store.h"
+#include "wire_util.h"
 
 namespace hy::recovery::internal {
 
@@ -72,33 +74,53 @@ class PartSender {
   std::vector<uint8_t> raw_;
 };
 
-// Reassembles a part from its messages, in order.
+// Writes a part into a store from its messages, in order, as they arrive.
 class PartReceiver {
  public:
-  // Takes the next message. Returns DataLoss for a garbled one (the part is
-  // then unusable; later messages are ignored).
+  // REQUIRES: `store` outlives the receiver; buffer_bytes >= 1.
+  PartReceiver(statestore::Store* store, uint64_t buffer_bytes)
+      : store_(store), buffer_bytes_(buffer_bytes) {}
+
+  // Takes the next message. Returns DataLoss for a garbled one and the
+  // store's errors (the part is then unusable: nothing of it is prepared,
+  // and later messages are ignored).
   Status Add(const std::vector<uint8_t>& message, uint64_t version);
 
   // Whether every record has arrived.
   bool complete() const;
-  // Why the part is unusable: the DataLoss Add returned, or DataLoss that
-  // the stream ended early; OK when complete().
+  // Why the part is unusable: the error Add returned, or DataLoss that the
+  // stream ended early; OK when complete().
   Status status() const;
 
-  // The part and commit record. REQUIRES: complete().
-  const statestore::SavePart& part() const { return part_; }
+  // Writes the blobs, manifest and prepared record, and lets go of the
+  // store (its Gc may run). OK as well when the store held the part
+  // prepared already (a repeated replication). Returns the store's errors.
+  // REQUIRES: complete().
+  Status Finish();
+  // The part's commit record. REQUIRES: complete().
   const statestore::CommitRecord& commit() const { return commit_; }
 
  private:
+  Status Fail(Status s);
+  Status Header(Reader* in, uint64_t version);
+
+  statestore::Store* const store_;
+  const uint64_t buffer_bytes_;
+  std::unique_ptr<statestore::PartWriter> writer_;  // Null: prepared already.
   bool have_header_ = false;
   Status broken_;
   statestore::CommitRecord commit_;
   statestore::RankManifest manifest_;
-  statestore::SavePart part_;
-  std::deque<std::vector<uint8_t>> shards_;  // Stable addresses.
-  std::deque<std::string> blobs_;
-  size_t shard_ = 0;     // The shard being filled.
-  uint64_t filled_ = 0;  // Its bytes filled.
+  struct Shard {
+    TensorMeta meta;
+    ShardGeometry geometry;
+    uint64_t bytes = 0;
+  };
+  std::vector<Shard> shards_;  // In stream order.
+  std::vector<std::string> blobs_;
+  size_t shard_ = 0;            // The shard being filled.
+  uint64_t filled_ = 0;         // Its bytes filled.
+  std::vector<uint8_t> piece_;  // One decoded piece.
 };
 
 }  // namespace hy::recovery::internal

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "hy/recovery/node_layout.h"
 #include "hy/statestore/manifest.h"
@@ -38,13 +39,10 @@ Result<Store*> Replicator::ReplicaStore(int source_rank) {
   return stores_.emplace(path, std::move(s)).first->second.get();
 }
 
-Status Replicator::StorePart(int source_rank,
-                             const internal::PartReceiver& copy) {
+Status Replicator::StorePart(int source_rank, internal::PartReceiver* copy) {
+  HY_RETURN_IF_ERROR(copy->Finish());
   HY_ASSIGN_OR_RETURN(Store * store, ReplicaStore(source_rank));
-  Status s = store->Save(copy.part(), nullptr);
-  if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
-  HY_RETURN_IF_ERROR(s);
-  s = store->Commit(copy.commit());
+  Status s = store->Commit(copy->commit());
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
   HY_RETURN_IF_ERROR(s);
   statestore::GcOptions gc;
@@ -66,10 +64,11 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   // This rank's part as a stream of messages of at most piece_bytes raw
   // (plus one record), and how many each rank sends: the ranks exchange as
   // many rounds as the longest stream takes.
+  const uint64_t piece = std::max<uint64_t>(1, options_.piece_bytes);
   std::optional<internal::PartSender> sender;
   if (own_committed) {
-    Result<internal::PartSender> opened = internal::PartSender::Open(
-        own, version, std::max<uint64_t>(1, options_.piece_bytes));
+    Result<internal::PartSender> opened =
+        internal::PartSender::Open(own, version, piece);
     if (opened.ok()) {
       sender = std::move(opened).value();
       local.raw_bytes = sender->raw_bytes();
@@ -92,6 +91,7 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   const std::vector<int> sources =
       ReplicaSourceRanks(me, options_.nodes, options_.replicas);
   std::map<int, internal::PartReceiver> copies;
+  std::set<int> unopened;  // Sources whose replica store did not open.
   std::vector<uint8_t> message;
   std::vector<std::vector<uint8_t>> recv;
   for (uint64_t round = 0; round < rounds; ++round) {
@@ -113,7 +113,21 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
     for (int src : sources) {
       local.received_bytes += recv[src].size();
       if (recv[src].empty()) continue;
-      copies[src].Add(recv[src], version).IgnoreError();  // complete() says.
+      // Each piece goes into the replica store as it arrives.
+      auto it = copies.find(src);
+      if (it == copies.end() && unopened.count(src) == 0) {
+        Result<Store*> store = ReplicaStore(src);
+        if (store.ok()) {
+          it = copies.try_emplace(src, *store, piece).first;
+        } else {
+          note("copy of rank " + std::to_string(src) + " on rank " +
+               std::to_string(me) + ": " + store.status().ToString());
+          unopened.insert(src);
+        }
+      }
+      if (it != copies.end()) {
+        it->second.Add(recv[src], version).IgnoreError();  // complete() says.
+      }
     }
   }
   message.clear();
@@ -121,13 +135,13 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   for (int src : sources) {
     auto it = copies.find(src);
     if (it == copies.end()) continue;  // Its commit failed; it says so.
-    Status s = it->second.complete() ? StorePart(src, it->second)
+    Status s = it->second.complete() ? StorePart(src, &it->second)
                                      : it->second.status();
     if (!s.ok()) {
       note("copy of rank " + std::to_string(src) + " on rank " +
            std::to_string(me) + ": " + s.ToString());
     }
-    copies.erase(it);  // Frees it before the next source's Save.
+    copies.erase(it);  // An unfinished copy's writer goes (Gc drops it).
   }
   if (!own_committed && error.empty()) {
     error = "rank " + std::to_string(me) + " did not commit";

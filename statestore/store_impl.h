@@ -1,5 +1,7 @@
 // Internal: the RocksDB implementation of Store (see store.h), split over
-// store.cc (open, commit, listing), store_write.cc (Save, SaveAsync),
+// store.cc (open, plumbing), store_write.cc (Save), store_async.cc
+// (SaveAsync), part_builder.cc (the chunk pipeline both use),
+// part_writer.cc (NewPartWriter), store_commit.cc (commit, listing),
 // store_read.cc (reads, Verify) and store_gc.cc (Gc).
 
 #ifndef HY_STATESTORE_STORE_IMPL_H_
@@ -42,6 +44,8 @@ class RocksStore : public Store {
 
   Status Save(const SavePart& part, SaveStats* stats) override;
   Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) override;
+  Result<std::unique_ptr<PartWriter>> NewPartWriter(
+      uint64_t version, int rank, uint64_t buffer_bytes) override;
   Status Commit(const CommitRecord& commit) override;
   Status Abort(uint64_t version) override;
   Result<std::vector<VersionInfo>> ListVersions() override;
@@ -60,6 +64,8 @@ class RocksStore : public Store {
   Status Refresh() override;
 
  private:
+  friend class PartBuilder;
+  friend class BufferedPartWriter;
   struct EncodedChunk {
     Hash128 address;
     std::string value;

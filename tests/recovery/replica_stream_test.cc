@@ -1,7 +1,8 @@
 // A committed part streamed in bounded messages (internal to the
 // Replicator): every message but a single oversized record stays within
-// the piece size, the reassembled part is bit for bit the stored one, and a
-// garbled or cut-short stream is DataLoss, never a wrong part.
+// the piece size, the part written piece by piece into another store is bit
+// for bit the stored one, and a garbled or cut-short stream is DataLoss and
+// prepares nothing, never a wrong part.
 
 #include "replica_stream.h"
 
@@ -67,7 +68,10 @@ TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
   // Pieces of at most 1 KiB, whole records per message: [1024] [1024]
   // [1024] [928 + 4] [1024] [308 + 700 + 2].
   EXPECT_EQ(sender->messages(), 6u);
-  PartReceiver receiver;
+  std::unique_ptr<statestore::Store> copy =
+      std::move(statestore::Store::Open(dir.Sub("copy"), {})).value();
+  // A writer buffer smaller than a piece.
+  PartReceiver receiver(copy.get(), 512);
   std::vector<uint8_t> message;
   size_t largest = 0;
   for (uint64_t m = 0; m < sender->messages(); ++m) {
@@ -84,10 +88,9 @@ TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
   ASSERT_TRUE(receiver.complete());
   EXPECT_TRUE(receiver.status().ok());
 
-  // Saved elsewhere, the copy reads back exactly.
-  std::unique_ptr<statestore::Store> copy =
-      std::move(statestore::Store::Open(dir.Sub("copy"), {})).value();
-  ASSERT_TRUE(copy->Save(receiver.part(), nullptr).ok());
+  // Nothing is prepared until Finish; then the copy reads back exactly.
+  EXPECT_TRUE(copy->ListVersions()->empty());
+  ASSERT_TRUE(receiver.Finish().ok());
   ASSERT_TRUE(copy->Commit(receiver.commit()).ok());
   for (size_t t = 0; t < saved.tensors.size(); ++t) {
     std::vector<float> back(saved.tensors[t].size());
@@ -97,6 +100,18 @@ TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
     EXPECT_EQ(back, saved.tensors[t]) << t;
   }
   EXPECT_EQ(*copy->ReadBlob(3, "rng", 1), saved.blob);
+  EXPECT_TRUE(copy->Verify(3)->ok());
+
+  // The same stream again (a repeated replication) is checked, not written.
+  PartSender again =
+      std::move(PartSender::Open(saved.store.get(), 3, 1024)).value();
+  PartReceiver repeat(copy.get(), 512);
+  for (uint64_t m = 0; m < again.messages(); ++m) {
+    ASSERT_TRUE(again.Next(&message).ok());
+    ASSERT_TRUE(repeat.Add(message, 3).ok());
+  }
+  ASSERT_TRUE(repeat.complete());
+  EXPECT_TRUE(repeat.Finish().ok());
 }
 
 TEST(ReplicaStreamTest, GarbledOrShortStreamsAreDataLoss) {
@@ -112,13 +127,15 @@ TEST(ReplicaStreamTest, GarbledOrShortStreamsAreDataLoss) {
   std::vector<std::vector<uint8_t>> all = messages();
   ASSERT_GE(all.size(), 3u);
 
-  PartReceiver cut;  // The sender stopped after two messages.
+  std::unique_ptr<statestore::Store> copy =
+      std::move(statestore::Store::Open(dir.Sub("copy"), {})).value();
+  PartReceiver cut(copy.get(), 512);  // The sender stopped after two.
   ASSERT_TRUE(cut.Add(all[0], 3).ok());
   ASSERT_TRUE(cut.Add(all[1], 3).ok());
   EXPECT_FALSE(cut.complete());
   EXPECT_TRUE(cut.status().IsDataLoss()) << cut.status();
 
-  PartReceiver flipped;  // A byte flipped inside an encoded piece.
+  PartReceiver flipped(copy.get(), 512);  // A byte flipped in a piece.
   all[1][all[1].size() / 2] ^= 0x40;
   Status s = Status::OK();
   for (const auto& m : all) {
@@ -127,12 +144,14 @@ TEST(ReplicaStreamTest, GarbledOrShortStreamsAreDataLoss) {
   EXPECT_TRUE(s.IsDataLoss()) << s;
   EXPECT_FALSE(flipped.complete());
 
-  PartReceiver wrong_version;
+  PartReceiver wrong_version(copy.get(), 512);
   EXPECT_TRUE(wrong_version.Add(messages()[0], 4).IsDataLoss());
-  PartReceiver truncated;
+  PartReceiver truncated(copy.get(), 512);
   std::vector<uint8_t> head = messages()[0];
   head.resize(head.size() - 3);
   EXPECT_TRUE(truncated.Add(head, 3).IsDataLoss());
+  // None of them prepared anything in the copy's store.
+  EXPECT_TRUE(copy->ListVersions()->empty());
 }
 
 }  // namespace

@@ -6,13 +6,14 @@
 // blobs) and streams it to its holders: pieces of at most piece_bytes raw,
 // each encoded with the chunk codec (the store's own encoding), a bounded
 // message per all-to-all round (replica_stream.h), as many rounds as the
-// longest part takes; each holder decodes the pieces, saves the parts it
-// receives into the replica store
-// of the source's node and slot in its own node directory (node_layout.h)
-// with the same version, rank and commit record, and commits them there
-// (synced). Then the ranks exchange
-// outcomes: the version is fully replicated only when every holder has
-// committed every copy it was sent.
+// longest part takes; each holder decodes each piece as it arrives and
+// writes it (Store::NewPartWriter, a buffer of piece_bytes) into the replica
+// store of the source's node and slot in its own node directory
+// (node_layout.h), under the same version, rank and commit record, and
+// commits it there (synced) once the stream is complete. So neither side
+// ever holds a whole part. Then the ranks exchange outcomes: the version is
+// fully replicated only when every holder has committed every copy it was
+// sent.
 //
 // Every rank calls Replicate for the same versions in the same order (from
 // its checkpointing thread, on a transport of its own so that it runs beside
@@ -78,8 +79,8 @@ class Replicator {
  private:
   // The store holding rank `source_rank`'s copies here (its node and slot).
   Result<statestore::Store*> ReplicaStore(int source_rank);
-  // Saves and commits one received part in its replica store.
-  Status StorePart(int source_rank, const internal::PartReceiver& copy);
+  // Finishes (prepares) and commits one received part in its replica store.
+  Status StorePart(int source_rank, internal::PartReceiver* copy);
 
   reshard::Transport* transport_;
   ReplicatorOptions options_;

@@ -172,6 +172,7 @@ struct GcReport {
 };
 
 class SaveHandle;
+class PartWriter;
 
 class Store {
  public:
@@ -202,6 +203,17 @@ class Store {
   // Returns InvalidArgument for a malformed part; the save's own errors
   // come from the handle.
   virtual Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) = 0;
+
+  // A writer of (version, rank)'s part piece by piece, for a part that
+  // arrives as a stream (a replica sent by another node) or is larger than
+  // the memory at hand: it holds at most buffer_bytes of raw data (at least
+  // one chunk) plus their encoding, and stores what Save of the whole part
+  // would. The store's Gc waits while a writer lives.
+  // Returns as Save: AlreadyExists if that rank prepared the version or it
+  // is committed, FailedPrecondition if it was aborted or the store is
+  // read-only, InvalidArgument for a bad rank or version.
+  virtual Result<std::unique_ptr<PartWriter>> NewPartWriter(
+      uint64_t version, int rank, uint64_t buffer_bytes) = 0;
 
   // Makes `commit.version` visible. REQUIRES: commit.world_size >= 1.
   // Checks the prepare records of commit.LocalRanks() (every rank of the
@@ -277,6 +289,27 @@ class Store {
 };
 
 // Waits for a SaveAsync.
+// Writes one rank's part of one version shard by shard (Store::NewPartWriter).
+// After an error every later call returns it and nothing is prepared.
+// Thread-safety: one thread at a time.
+class PartWriter {
+ public:
+  virtual ~PartWriter() = default;
+  // Starts the next shard. Returns InvalidArgument for a name given twice,
+  // a geometry that does not fit `meta`, or an unfinished previous shard.
+  virtual Status BeginShard(const TensorMeta& meta,
+                            const ShardGeometry& geometry,
+                            bool cast_to_bf16) = 0;
+  // The current shard's next bytes (read during the call only). Returns
+  // InvalidArgument past the shard's end; encoding and disk errors.
+  virtual Status Append(ConstBytes bytes) = 0;
+  // Writes the rest, `blobs`, the manifest and the prepared record, synced.
+  // Returns InvalidArgument for an unfinished shard or malformed blobs,
+  // AlreadyExists if another save prepared it meanwhile, disk errors.
+  virtual Status Finish(const std::vector<BlobData>& blobs,
+                        SaveStats* stats) = 0;
+};
+
 class SaveHandle {
  public:
   virtual ~SaveHandle() = default;

@@ -200,15 +200,8 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
   // still takes part in every round (sending nothing), so none is left
   // waiting; then all agree on the outcome.
   const uint64_t my_rounds = round_starts.size() - 1;
-  std::vector<std::vector<uint8_t>> counts;
-  HY_RETURN_IF_ERROR(
-      t->AllGatherV(ConstBytes(&my_rounds, sizeof(my_rounds)), &counts));
-  uint64_t rounds = 0;
-  for (const auto& c : counts) {
-    uint64_t n = 0;
-    if (c.size() == sizeof(n)) std::memcpy(&n, c.data(), sizeof(n));
-    rounds = std::max(rounds, n);
-  }
+  HY_ASSIGN_OR_RETURN(const uint64_t rounds,
+                      internal::MaxOverRanks(t, my_rounds));
   std::vector<std::vector<uint8_t>> send(world), recv;
   std::vector<uint8_t> piece;
   for (uint64_t round = 0; round < rounds; ++round) {

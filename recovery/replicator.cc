@@ -76,16 +76,9 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
       note("rank " + std::to_string(me) + ": " + opened.status().ToString());
     }
   }
-  const uint64_t mine = sender ? sender->messages() : 0;
-  std::vector<std::vector<uint8_t>> counts;
-  HY_RETURN_IF_ERROR(
-      transport_->AllGatherV(ConstBytes(&mine, sizeof(mine)), &counts));
-  uint64_t rounds = 0;
-  for (const auto& c : counts) {
-    uint64_t n = 0;
-    if (c.size() == sizeof(n)) std::memcpy(&n, c.data(), sizeof(n));
-    rounds = std::max(rounds, n);
-  }
+  HY_ASSIGN_OR_RETURN(
+      const uint64_t rounds,
+      internal::MaxOverRanks(transport_, sender ? sender->messages() : 0));
   const std::vector<int> holders =
       ReplicaHolderRanks(me, options_.nodes, options_.replicas);
   const std::vector<int> sources =

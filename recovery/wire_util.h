@@ -1,13 +1,17 @@
-// Little helpers to pack and unpack the messages recovery sends (internal).
+// Little helpers to pack and unpack the messages recovery sends, and to
+// agree on how many rounds to send them in (internal).
 #ifndef HY_RECOVERY_WIRE_UTIL_H_
 #define HY_RECOVERY_WIRE_UTIL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "hy/common/bytes.h"
+#include "hy/common/result.h"
+#include "hy/reshard/transport.h"
 
 namespace hy::recovery::internal {
 
@@ -53,6 +57,20 @@ class Reader {
   const std::vector<uint8_t>& in_;
   size_t pos_ = 0;
 };
+
+// Collective: the largest `mine` over all ranks (how many rounds the
+// busiest rank needs). Returns the transport's errors.
+inline Result<uint64_t> MaxOverRanks(reshard::Transport* t, uint64_t mine) {
+  std::vector<std::vector<uint8_t>> all;
+  HY_RETURN_IF_ERROR(t->AllGatherV(ConstBytes(&mine, sizeof(mine)), &all));
+  uint64_t most = 0;
+  for (const auto& v : all) {
+    uint64_t n = 0;
+    if (v.size() == sizeof(n)) std::memcpy(&n, v.data(), sizeof(n));
+    most = std::max(most, n);
+  }
+  return most;
+}
 
 }  // namespace hy::recovery::internal
 

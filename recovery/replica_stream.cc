@@ -29,14 +29,22 @@ Result<PartSender> PartSender::Open(statestore::Store* own, uint64_t version,
 
   // Records and their grouping into messages, from the sizes alone.
   for (const statestore::TensorEntry& t : s.part_.tensors) {
+    const uint64_t es = DTypeSize(t.meta.dtype);
+    // Pieces end on element boundaries: each is read as a region.
+    const uint64_t most = std::max<uint64_t>(es, piece_bytes / es * es);
     for (const statestore::ShardEntry& e : t.shards) {
-      const uint64_t bytes = static_cast<uint64_t>(e.geometry.NumElements()) *
-                             DTypeSize(t.meta.dtype);
-      s.shards_.push_back({t.meta.name, e.rank, t.meta.dtype, bytes});
+      const uint64_t bytes =
+          static_cast<uint64_t>(e.geometry.NumElements()) * es;
+      Result<std::vector<FlatRun>> runs = e.geometry.ToFlatRuns(t.meta.shape);
+      if (!runs.ok()) {
+        return Status::DataLoss("replica stream: tensor '" + t.meta.name +
+                                "': " + runs.status().ToString());
+      }
+      s.shards_.push_back({t.meta.name, t.meta.dtype, bytes, *runs});
       const int index = static_cast<int>(s.shards_.size()) - 1;
       uint64_t off = 0;
       do {
-        const uint64_t n = std::min(piece_bytes, bytes - off);
+        const uint64_t n = std::min(most, bytes - off);
         s.records_.push_back({index, -1, off, n});
         off += n;
       } while (off < bytes);
@@ -81,22 +89,28 @@ Status PartSender::Next(std::vector<uint8_t>* out) {
       continue;
     }
     const Shard& s = shards_[rec.shard];
-    if (loaded_ != rec.shard) {  // Read each shard back once.
-      raw_.resize(s.bytes);
-      HY_RETURN_IF_ERROR(
-          own_->ReadShard(version_, s.tensor, s.rank, MutableBytes(raw_)));
-      loaded_ = rec.shard;
+    // The piece's elements, as regions of the tensor (a shard's local order
+    // is its flat runs', in order).
+    const int64_t es = static_cast<int64_t>(DTypeSize(s.dtype));
+    const FlatRun local{static_cast<int64_t>(rec.offset) / es,
+                        static_cast<int64_t>(rec.length) / es};
+    raw_.resize(rec.length);
+    int64_t at = 0;  // Local element offset of the run below.
+    for (const FlatRun& run : s.runs) {
+      const int64_t lo = std::max(at, local.offset);
+      const int64_t hi = std::min(at + run.length, local.end());
+      if (lo < hi) {
+        HY_RETURN_IF_ERROR(own_->ReadRegion(
+            version_, s.tensor, {run.offset + (lo - at), hi - lo},
+            MutableBytes(raw_.data() + (lo - local.offset) * es,
+                         (hi - lo) * es)));
+      }
+      at += run.length;
     }
-    HY_RETURN_IF_ERROR(statestore::EncodeChunk(
-        eo, s.dtype, ConstBytes(raw_.data() + rec.offset, rec.length), {},
-        &encoded));
+    HY_RETURN_IF_ERROR(
+        statestore::EncodeChunk(eo, s.dtype, ConstBytes(raw_), {}, &encoded));
     PutU64(out, rec.length);
     PutBytes(out, encoded.data(), encoded.size());
-    if (rec.offset + rec.length == s.bytes) {
-      raw_.clear();
-      raw_.shrink_to_fit();  // Hold one shard at a time.
-      loaded_ = -1;
-    }
   }
   return Status::OK();
 }

@@ -8,10 +8,11 @@
 //            chunk (a shard of no bytes is one empty piece)
 //   blobs    per blob, its bytes
 // A message carries whole records, at least one, adding records while
-// their raw bytes stay within piece_bytes. So the sender holds one shard
-// read back and one message at a time; the receiver writes each piece into
-// its store as it arrives (Store::NewPartWriter) and holds one message, one
-// decoded piece and the writer's buffer, never the whole part.
+// their raw bytes stay within piece_bytes. So the sender holds one piece
+// read back (a region read of just its elements) and one message at a time; the
+// receiver writes each piece into its store as it arrives
+// (Store::NewPartWriter) and holds one message, one decoded piece and the
+// writer's buffer, never the whole part.
 //
 // Thread-safety: one thread per object.
 
@@ -56,9 +57,9 @@ class PartSender {
   };
   struct Shard {
     std::string tensor;
-    int rank = 0;
     DType dtype = DType::kU8;
     uint64_t bytes = 0;
+    std::vector<FlatRun> runs;  // In the shard's local order.
   };
 
   statestore::Store* own_ = nullptr;
@@ -69,9 +70,8 @@ class PartSender {
   std::vector<Record> records_;
   std::vector<size_t> message_starts_;  // First record of each message.
   uint64_t messages_ = 0, raw_bytes_ = 0;
-  uint64_t sent_ = 0;  // Messages sent.
-  int loaded_ = -1;    // The shard in raw_.
-  std::vector<uint8_t> raw_;
+  uint64_t sent_ = 0;         // Messages sent.
+  std::vector<uint8_t> raw_;  // One piece read back.
 };
 
 // Writes a part into a store from its messages, in order, as they arrive.

@@ -23,9 +23,10 @@ class BufferedPartWriter : public PartWriter {
         gc_(store->gc_mu_),
         builder_(store, version, rank),
         chunk_bytes_(store->options_.chunk_bytes) {
-    // Whole chunks, at least one: a chunk being filled always fits.
+    // Whole chunks, at least one: a chunk being filled always fits. The
+    // buffer grows to it as bytes come (a small part takes little).
     const uint64_t chunks = std::max<uint64_t>(1, buffer_bytes / chunk_bytes_);
-    buffer_.resize(chunks * chunk_bytes_);
+    capacity_ = chunks * chunk_bytes_;
   }
 
   Status Start() { return Fail(builder_.Start()); }
@@ -56,7 +57,11 @@ class BufferedPartWriter : public PartWriter {
       const uint64_t in_chunk = used_ - chunk_start_;
       const uint64_t n = std::min<uint64_t>(
           bytes.size(), std::min(chunk_bytes_ - in_chunk, bytes_ - filled_));
-      if (used_ + n > buffer_.size()) HY_RETURN_IF_ERROR(Flush());
+      if (used_ + n > capacity_) HY_RETURN_IF_ERROR(Flush());
+      if (used_ + n > buffer_.size()) {
+        buffer_.resize(std::min(capacity_,
+                                std::max(used_ + n, 2 * buffer_.size())));
+      }
       std::memcpy(buffer_.data() + used_, bytes.data(), n);
       used_ += n;
       filled_ += n;
@@ -119,6 +124,7 @@ class BufferedPartWriter : public PartWriter {
   PartBuilder builder_;
   const uint64_t chunk_bytes_;
   Status failed_;
+  uint64_t capacity_ = 0;  // The most buffer_ grows to.
   std::vector<uint8_t> buffer_;
   uint64_t used_ = 0;                // Bytes of buffer_ in use.
   uint64_t chunk_start_ = 0;         // Where the chunk being filled starts.

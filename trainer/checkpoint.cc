@@ -147,7 +147,12 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
   impl->options = options;
   StoreOptions so;
   so.chunk_bytes = options.chunk_bytes;
-  if (options.staging_bytes > 0) so.staging_bytes = options.staging_bytes;
+  if (options.staging_bytes > 0) {
+    so.staging_bytes = options.staging_bytes;
+    // Encoded batches in flight stay within the same bound.
+    so.ingest_batch_bytes =
+        std::min(so.ingest_batch_bytes, options.staging_bytes);
+  }
   so.threads = kWriterThreads;
   so.metrics = options.metrics;
   so.run_id = options.run_id;

@@ -114,6 +114,47 @@ TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
   EXPECT_TRUE(repeat.Finish().ok());
 }
 
+TEST(ReplicaStreamTest, PiecesOfABoxShardAreReadAsRegionsInItsOrder) {
+  // Rank 0 holds columns [30, 80) of an [8, 100] tensor: 8 flat runs of 50
+  // elements. Pieces of 30 elements start and end inside rows, and the
+  // sender reads only each piece's regions back.
+  TempDir dir;
+  auto own = std::move(statestore::Store::Open(dir.Sub("own"), {})).value();
+  std::vector<float> cols(8 * 50);
+  for (size_t i = 0; i < cols.size(); ++i) cols[i] = 0.5f * i - 7;
+  statestore::SavePart part;
+  part.version = 1;
+  statestore::ShardData d;
+  d.meta = TensorMeta{"w", DType::kF32, {8, 100}};
+  d.geometry = ShardGeometry::FromBox({{0, 30}, {8, 50}});
+  d.data = ConstBytes(cols.data(), cols.size() * 4);
+  part.shards.push_back(d);
+  ASSERT_TRUE(own->Save(part, nullptr).ok());
+  statestore::CommitRecord c;
+  c.version = 1;
+  c.world_size = 2;
+  c.ranks = {0};
+  ASSERT_TRUE(own->Commit(c).ok());
+  // 121 bytes: pieces are cut to 120, whole elements.
+  PartSender sender = std::move(PartSender::Open(own.get(), 1, 121)).value();
+  EXPECT_EQ(sender.messages(), (400u + 29) / 30);
+  auto copy = std::move(statestore::Store::Open(dir.Sub("copy"), {})).value();
+  PartReceiver receiver(copy.get(), 4096);
+  std::vector<uint8_t> message;
+  for (uint64_t m = 0; m < sender.messages(); ++m) {
+    ASSERT_TRUE(sender.Next(&message).ok());
+    ASSERT_TRUE(receiver.Add(message, 1).ok());
+  }
+  ASSERT_TRUE(receiver.complete());
+  ASSERT_TRUE(receiver.Finish().ok());
+  ASSERT_TRUE(copy->Commit(receiver.commit()).ok());
+  std::vector<float> back(cols.size());
+  ASSERT_TRUE(
+      copy->ReadShard(1, "w", 0, MutableBytes(back.data(), back.size() * 4))
+          .ok());
+  EXPECT_EQ(back, cols);
+}
+
 TEST(ReplicaStreamTest, GarbledOrShortStreamsAreDataLoss) {
   TempDir dir;
   Saved saved = SavePart(dir.Sub("own"));

@@ -51,7 +51,8 @@ struct ReplicatorOptions {
   int keep_last = 2;       // Gc of the replica stores after each commit.
   std::string run_id;      // Recorded in the replica stores (run_identity.h).
   // A part goes in messages of at most this many raw bytes (plus one
-  // record), so the sender holds one shard and one message at a time.
+  // record), so the sender holds one piece and one message at a time, and
+  // a holder one message, one piece and a writer buffer of this size.
   uint64_t piece_bytes = uint64_t{64} << 20;
 };
 

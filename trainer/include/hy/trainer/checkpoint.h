@@ -79,6 +79,10 @@ struct CheckpointOptions {
   // StoreOptions::staging_bytes (0: the store's default, 1 GiB): of a part
   // larger than this, what does not fit is read in place before Save
   // returns (training waits; hy_checkpoint_blocking_seconds shows it).
+  // When set it also bounds the raw bytes encoded per ingested batch
+  // (StoreOptions::ingest_batch_bytes, 256 MiB otherwise) and the
+  // replication messages and holders' buffers (ReplicatorOptions::
+  // piece_bytes).
   uint64_t staging_bytes = 0;
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
   // Recorded in every store it writes (primary and replicas); a store of

@@ -11,7 +11,8 @@ namespace hy::trainer {
 
 Result<std::unique_ptr<FsdpModel>> FsdpModel::Create(const ModelConfig& config,
                                                      ModelRole role, int rank,
-                                                     int world_size) {
+                                                     int world_size,
+                                                     bool optimizer) {
   HY_RETURN_IF_ERROR(ValidateModelConfig(config));
   std::unique_ptr<FsdpModel> m(new FsdpModel());
   m->config_ = config;
@@ -48,8 +49,9 @@ Result<std::unique_ptr<FsdpModel>> FsdpModel::Create(const ModelConfig& config,
     }
   }
   m->params_ = at::zeros({m->piece_}, at::kFloat);
-  m->exp_avg_ = at::zeros({m->piece_}, at::kFloat);
-  m->exp_avg_sq_ = at::zeros({m->piece_}, at::kFloat);
+  const int64_t moments = optimizer ? m->piece_ : 0;
+  m->exp_avg_ = at::zeros({moments}, at::kFloat);
+  m->exp_avg_sq_ = at::zeros({moments}, at::kFloat);
   return m;
 }
 

@@ -1,7 +1,8 @@
 // FsdpModel: one model's state on one rank under FSDP (ZeRO-3, one flat
 // unit): every tensor in model-spec order, flattened and concatenated,
 // padded to a multiple of the world size and cut into equal pieces; rank r
-// holds piece r of the f32 master parameters and of the two Adam moments.
+// holds piece r of the f32 master parameters and, for a model it trains, of
+// the two Adam moments.
 // This is exactly the geometry reshard's ShardMap gives layout fsdp=N (so
 // the reshard executor and the store read the shard in place; Create
 // checks the two agree).
@@ -36,10 +37,13 @@ class Comm;
 
 class FsdpModel {
  public:
+  // A model with `optimizer` holds Adam moments; one without (a frozen
+  // reference) holds none: empty exp_avg() and exp_avg_sq().
   // Returns InvalidArgument for a config ValidateModelConfig rejects.
   static Result<std::unique_ptr<FsdpModel>> Create(const ModelConfig& config,
                                                    ModelRole role, int rank,
-                                                   int world_size);
+                                                   int world_size,
+                                                   bool optimizer = true);
 
   const ModelConfig& config() const { return config_; }
   ModelRole role() const { return role_; }
@@ -90,6 +94,7 @@ class FsdpModel {
 
   // AdamW on the local piece with gradient piece `grad`, scaled by
   // grad_scale first (clipping). Bias-corrected as torch.optim.Adam.
+  // REQUIRES: created with an optimizer.
   void AdamStep(const at::Tensor& grad, const OptimConfig& optim,
                 double grad_scale);
   // Zeroes the moments and the step (a fresh optimizer).

@@ -94,8 +94,10 @@ Status PpoWorker::Setup() {
         critic_,
         FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
   }
+  // The frozen reference: parameters only, no Adam moments.
   HY_ASSIGN_OR_RETURN(
-      ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
+      ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world,
+                              /*optimizer=*/false));
   if (config_.trainer.fsdp_per_layer) {
     actor_units_ = std::make_unique<FsdpUnits>(actor_.get());
     if (critic_ != nullptr) {

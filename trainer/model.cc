@@ -5,6 +5,7 @@
 
 #include "comm.h"
 #include "layer_checkpoint.h"
+#include "vocab_grad.h"
 
 namespace hy::trainer {
 namespace {
@@ -117,9 +118,9 @@ Result<Weights> BindWeights(
 at::Tensor RopeInvFreq(const ModelConfig& config) {
   const int64_t d = config.head_dim();
   at::Tensor inv_freq =
-      1.0 / at::pow(config.rope_theta,
-                    at::arange(0, d, 2, at::kLong).to(at::kFloat) /
-                        static_cast<double>(d));
+      1.0 /
+      at::pow(config.rope_theta, at::arange(0, d, 2, at::kLong).to(at::kFloat) /
+                                     static_cast<double>(d));
   if (config.rope_scaling_type != "llama3") return inv_freq;
   // transformers' _compute_llama3_parameters.
   const double factor = config.rope_scaling_factor;
@@ -145,9 +146,11 @@ Result<at::Tensor> DecoderLayer(const ModelConfig& config,
                                 KvCache* cache, size_t layer) {
   at::Tensor h = RmsNorm(x, l.input_norm, config.rms_norm_eps);
   at::Tensor q = Linear(h, l.q, l.q_bias).view({c.batch, c.len, c.heads, c.d});
-  at::Tensor k = Linear(h, l.k, l.k_bias).view({c.batch, c.len, c.kv_heads, c.d});
-  at::Tensor v =
-      Linear(h, l.v, l.v_bias).view({c.batch, c.len, c.kv_heads, c.d}).transpose(1, 2);
+  at::Tensor k =
+      Linear(h, l.k, l.k_bias).view({c.batch, c.len, c.kv_heads, c.d});
+  at::Tensor v = Linear(h, l.v, l.v_bias)
+                     .view({c.batch, c.len, c.kv_heads, c.d})
+                     .transpose(1, 2);
   if (l.q_norm.defined()) {  // Qwen3: RMSNorm over each head's features.
     q = RmsNorm(q, l.q_norm, config.rms_norm_eps);
     k = RmsNorm(k, l.k_norm, config.rms_norm_eps);
@@ -200,7 +203,8 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   // Embedding (vocab-parallel under TP: each rank looks up its rows).
   at::Tensor x;
   if (tp.tp == 1) {
-    x = at::embedding(F32(w.embed), tokens);
+    x = GradGoesInPlace(w.embed) ? EmbeddingIntoGrad(w.embed, tokens)
+                                 : at::embedding(F32(w.embed), tokens);
   } else {
     const int64_t rows = w.embed.size(0);
     at::Tensor local = tokens - tp.rank * rows;
@@ -241,10 +245,11 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   c.rep = rep;
   c.d = d;
   c.past = past;
-  const bool checkpoint = recompute && cache == nullptr && tp.tp == 1 &&
-                          at::GradMode::is_enabled();
-  const size_t layers =
-      runner != nullptr ? static_cast<size_t>(config.num_layers) : w.layers.size();
+  const bool checkpoint =
+      recompute && cache == nullptr && tp.tp == 1 && at::GradMode::is_enabled();
+  const size_t layers = runner != nullptr
+                            ? static_cast<size_t>(config.num_layers)
+                            : w.layers.size();
   for (size_t i = 0; i < layers; ++i) {
     if (runner != nullptr) {
       HY_ASSIGN_OR_RETURN(x, (*runner)(i, x, c));
@@ -261,6 +266,9 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
 
 Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,
                           const TpContext& tp) {
+  if (tp.tp == 1 && GradGoesInPlace(w.head)) {
+    return LinearIntoGrad(hidden, w.head);
+  }
   at::Tensor logits = Linear(hidden, w.head);
   if (tp.tp == 1) return logits;
   return tp.comm->TpAllGather(logits, -1);
@@ -287,7 +295,8 @@ at::Tensor InitTensor(uint64_t seed, const std::string& name,
   at::Tensor t = at::empty(shape, at::kFloat);
   const bool norm = name.find("norm") != std::string::npos;
   if (norm) return t.fill_(1.0);
-  const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  const bool bias =
+      name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
   if (bias || name.rfind("score.", 0) == 0) return t.zero_();
   uint64_t state = seed * 0x2545F4914F6CDD1Dull;
   for (char c : name)

@@ -14,6 +14,7 @@
 #include "model.h"
 #include "ppo.h"
 #include "rollout.h"
+#include "vocab_grad.h"
 
 namespace hy::trainer {
 namespace {
@@ -125,8 +126,11 @@ TEST(SampleTest, DeterministicTopKAndFrequencies) {
   EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 1.0, 0, 42),
             SampleToken(logits.data(), kVocabSize, 1.0, 0, 42));
   for (uint64_t s = 0; s < 50; ++s) {
-    EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 1.0, 1, s * 0x9E3779B97F4A7C15ull), 3);
-    const int t = SampleToken(logits.data(), kVocabSize, 1.0, 2, s * 0x9E3779B97F4A7C15ull);
+    EXPECT_EQ(SampleToken(logits.data(), kVocabSize, 1.0, 1,
+                          s * 0x9E3779B97F4A7C15ull),
+              3);
+    const int t = SampleToken(logits.data(), kVocabSize, 1.0, 2,
+                              s * 0x9E3779B97F4A7C15ull);
     EXPECT_TRUE(t == 3 || t == 7);
   }
   // Frequencies follow softmax(logits) (loose 5-sigma bounds).
@@ -176,10 +180,9 @@ TEST(ModelTest, KvCacheDecodeEqualsFullForward) {
   PromptBatch prompts = BuildPrompts(samples, 8, TokenSpec{});
   RolloutConfig rc;
   rc.response_length = 4;
-  at::Tensor responses =
-      GenerateResponses(config, w, TpContext{}, prompts, {0, 1}, 5, 0, rc,
-                        TokenSpec{})
-          .value();
+  at::Tensor responses = GenerateResponses(config, w, TpContext{}, prompts,
+                                           {0, 1}, 5, 0, rc, TokenSpec{})
+                             .value();
   // Re-score the sequences with one full forward: the sampled tokens must
   // be drawable again from the same logits, i.e. decoding saw the same
   // distribution. Compare logits directly.
@@ -210,7 +213,6 @@ TEST(ModelTest, KvCacheDecodeEqualsFullForward) {
         << "decode step " << t;
   }
 }
-
 
 // Activation checkpointing recomputes each layer in backward: the loss and
 // every weight's gradient (flowing into one flat buffer, as under FSDP) are
@@ -247,9 +249,10 @@ TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
         views[m.name] = full.narrow(0, at, n).view(m.shape);
         at += n;
       }
-      Weights w = BindWeights(config, ModelRole::kActor,
-                              [&](const std::string& n) { return views[n]; })
-                      .value();
+      Weights w =
+          BindWeights(config, ModelRole::kActor, [&](const std::string& n) {
+            return views[n];
+          }).value();
       at::Tensor hidden = Trunk(config, w, prompts.tokens, positions,
                                 prompts.valid, TpContext{}, nullptr, recompute)
                               .value();
@@ -263,7 +266,8 @@ TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
         todo.pop_back();
         if (node == nullptr || !seen.insert(node).second) continue;
         layer_nodes += node->name().find("LayerFunction") != std::string::npos;
-        for (const auto& e : node->next_edges()) todo.push_back(e.function.get());
+        for (const auto& e : node->next_edges())
+          todo.push_back(e.function.get());
       }
       EXPECT_EQ(layer_nodes, recompute ? config.num_layers : 0) << arch;
       loss.backward();
@@ -277,6 +281,70 @@ TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
     EXPECT_TRUE(at::equal(plain.second, checkpointed.second))
         << arch << ": max difference "
         << (plain.second - checkpointed.second).abs().max().item<double>();
+  }
+}
+
+// The embedding and the output projection add their weight's gradient
+// straight into a .grad that is already there (FsdpModel's leaves on its
+// gathered buffer): the same gradients as autograd's own accumulation, tied
+// or not, up to the order of float additions.
+TEST(ModelTest, VocabGradientsGoStraightIntoGrad) {
+  for (bool tied : {false, true}) {
+    ModelConfig config;
+    config.hidden_size = 32;
+    config.intermediate_size = 48;
+    config.num_heads = 4;
+    config.num_kv_heads = 2;
+    config.tie_word_embeddings = tied;
+    const auto metas = ModelTensors(config, ModelRole::kActor);
+    std::vector<at::Tensor> parts;
+    for (const auto& m : metas) {
+      parts.push_back(InitTensor(5, m.name, m.shape).flatten() +
+                      0.01 * at::randn({m.NumElements().value()}));
+    }
+    const at::Tensor flat = at::cat(parts);
+    std::vector<Prompt> samples = {{0, Generate(TaskConfig(), 1, 0, 0).prompt},
+                                   {1, Generate(TaskConfig(), 1, 0, 1).prompt}};
+    PromptBatch prompts = BuildPrompts(samples, 8, TokenSpec{});
+    at::Tensor positions =
+        (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
+    auto run = [&](bool into_grad) {
+      at::Tensor grad = at::zeros_like(flat);
+      std::map<std::string, at::Tensor> leaves;
+      std::map<std::string, at::Tensor> slots;
+      int64_t at = 0;
+      for (const auto& m : metas) {
+        const int64_t n = m.NumElements().value();
+        at::Tensor leaf =
+            flat.narrow(0, at, n).view(m.shape).detach().requires_grad_(true);
+        slots[m.name] = grad.narrow(0, at, n).view(m.shape);
+        if (into_grad) leaf.mutable_grad() = slots[m.name];
+        leaves[m.name] = leaf;
+        at += n;
+      }
+      Weights w =
+          BindWeights(config, ModelRole::kActor, [&](const std::string& n) {
+            return leaves[n];
+          }).value();
+      EXPECT_EQ(GradGoesInPlace(w.embed), into_grad);
+      EXPECT_EQ(GradGoesInPlace(w.head), into_grad);
+      at::Tensor hidden = Trunk(config, w, prompts.tokens, positions,
+                                prompts.valid, TpContext{}, nullptr)
+                              .value();
+      LmHead(w, hidden, TpContext{}).value().pow(2).mean().backward();
+      if (!into_grad) {
+        for (auto& [name, leaf] : leaves) {
+          if (leaf.grad().defined()) slots[name].copy_(leaf.grad());
+        }
+      }
+      return grad;
+    };
+    const at::Tensor plain = run(false);
+    const at::Tensor direct = run(true);
+    EXPECT_GT(plain.abs().sum().item<double>(), 0) << "tied " << tied;
+    EXPECT_TRUE(at::allclose(plain, direct, 1e-5, 1e-7))
+        << "tied " << tied << ": max difference "
+        << (plain - direct).abs().max().item<double>();
   }
 }
 

@@ -214,30 +214,46 @@ TEST(ModelTest, KvCacheDecodeEqualsFullForward) {
   }
 }
 
+// A model small enough for exact gradient comparisons.
+ModelConfig TinyConfig() {
+  ModelConfig config;
+  config.hidden_size = 32;
+  config.intermediate_size = 48;
+  config.num_heads = 4;
+  config.num_kv_heads = 2;
+  return config;
+}
+
+// Every tensor of `metas`, initialised and jittered, in one flat buffer.
+at::Tensor RandomFlat(const std::vector<TensorMeta>& metas, uint64_t seed) {
+  std::vector<at::Tensor> parts;
+  for (const auto& m : metas) {
+    parts.push_back(InitTensor(seed, m.name, m.shape).flatten() +
+                    0.01 * at::randn({m.NumElements().value()}));
+  }
+  return at::cat(parts);
+}
+
+// Two left-padded prompts of different lengths.
+PromptBatch TwoPrompts() {
+  std::vector<Prompt> samples = {{0, Generate(TaskConfig(), 1, 0, 0).prompt},
+                                 {1, Generate(TaskConfig(), 1, 0, 1).prompt}};
+  samples[1].tokens.resize(3);
+  return BuildPrompts(samples, 8, TokenSpec{});
+}
+
 // Activation checkpointing recomputes each layer in backward: the loss and
 // every weight's gradient (flowing into one flat buffer, as under FSDP) are
 // exactly those of the plain forward, for each family's layer (Qwen2's
 // q/k/v biases, Qwen3's q/k norms).
 TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
   for (std::string_view arch : {kLlamaArch, kQwen2Arch, kQwen3Arch}) {
-    ModelConfig config;
+    ModelConfig config = TinyConfig();
     config.architecture = std::string(arch);
-    config.hidden_size = 32;
-    config.intermediate_size = 48;
-    config.num_heads = 4;
-    config.num_kv_heads = 2;
     config.num_layers = 3;
     const auto metas = ModelTensors(config, ModelRole::kActor);
-    std::vector<at::Tensor> parts;
-    for (const auto& m : metas) {
-      parts.push_back(InitTensor(4, m.name, m.shape).flatten() +
-                      0.01 * at::randn({m.NumElements().value()}));
-    }
-    const at::Tensor flat = at::cat(parts);
-    std::vector<Prompt> samples = {{0, Generate(TaskConfig(), 1, 0, 0).prompt},
-                                   {1, Generate(TaskConfig(), 1, 0, 1).prompt}};
-    samples[1].tokens.resize(3);
-    PromptBatch prompts = BuildPrompts(samples, 8, TokenSpec{});
+    const at::Tensor flat = RandomFlat(metas, 4);
+    const PromptBatch prompts = TwoPrompts();
     at::Tensor positions =
         (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
     auto run = [&](bool recompute) {
@@ -290,22 +306,11 @@ TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
 // or not, up to the order of float additions.
 TEST(ModelTest, VocabGradientsGoStraightIntoGrad) {
   for (bool tied : {false, true}) {
-    ModelConfig config;
-    config.hidden_size = 32;
-    config.intermediate_size = 48;
-    config.num_heads = 4;
-    config.num_kv_heads = 2;
+    ModelConfig config = TinyConfig();
     config.tie_word_embeddings = tied;
     const auto metas = ModelTensors(config, ModelRole::kActor);
-    std::vector<at::Tensor> parts;
-    for (const auto& m : metas) {
-      parts.push_back(InitTensor(5, m.name, m.shape).flatten() +
-                      0.01 * at::randn({m.NumElements().value()}));
-    }
-    const at::Tensor flat = at::cat(parts);
-    std::vector<Prompt> samples = {{0, Generate(TaskConfig(), 1, 0, 0).prompt},
-                                   {1, Generate(TaskConfig(), 1, 0, 1).prompt}};
-    PromptBatch prompts = BuildPrompts(samples, 8, TokenSpec{});
+    const at::Tensor flat = RandomFlat(metas, 5);
+    const PromptBatch prompts = TwoPrompts();
     at::Tensor positions =
         (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
     auto run = [&](bool into_grad) {

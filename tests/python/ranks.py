@@ -95,8 +95,10 @@ def main():
             hy.save(path, {"w": hy.Shard(local, [rank * 14, 0], [16, 4])})
         except hy.InvalidArgument as e:
             print(json.dumps({"rank": rank, "error": str(e), "code": e.code}))
-            return
-        print(json.dumps({"rank": rank, "error": None}))
+        else:
+            print(json.dumps({"rank": rank, "error": None}))
+    # Always: a process group left alive at exit can abort the interpreter
+    # ("terminate called without an active exception" from gloo's threads).
     dist.destroy_process_group()
 
 

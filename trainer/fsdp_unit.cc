@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -19,7 +20,8 @@ int LayerOf(const std::string& name) {
 
 }  // namespace
 
-FsdpUnits::FsdpUnits(const FsdpModel* model) : model_(model) {
+FsdpUnits::FsdpUnits(const FsdpModel* model, int64_t reduce_window)
+    : model_(model), reduce_window_(std::max<int64_t>(1, reduce_window)) {
   units_.resize(1 + model->config().num_layers);
   for (int t = 0; t < model->num_tensors(); ++t) {
     const int unit = 1 + LayerOf(model->spec().tensors[t].meta.name);
@@ -100,59 +102,82 @@ Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
   return Status::OK();
 }
 
+int64_t FsdpUnits::StreamLength(int unit, int q) const {
+  int64_t n = 0;
+  for (const Range& r : units_[unit].ranges) {
+    const Range part = Part(r, q);
+    n += part.end - part.begin;
+  }
+  return n;
+}
+
+void FsdpUnits::VisitStream(
+    int unit, int q, int64_t lo, int64_t hi,
+    const std::function<void(int64_t flat, int64_t at, int64_t n, int64_t pos)>&
+        fn) const {
+  int64_t pos = 0;
+  for (const Range& r : units_[unit].ranges) {
+    if (pos >= hi) break;
+    const Range part = Part(r, q);
+    const int64_t n = part.end - part.begin;
+    const int64_t a = std::max(lo, pos), b = std::min(hi, pos + n);
+    if (a < b) fn(part.begin + (a - pos), part.at + (a - pos), b - a, a);
+    pos += n;
+  }
+}
+
 Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
                                  at::Tensor* piece) const {
-  const Unit& u = units_[unit];
   const int me = model_->rank();
   const int world = model_->world_size();
-  at::Tensor g = grad.contiguous();
-  // send[p]: my gradient of the parts rank p holds, in range order.
-  std::vector<at::Tensor> staged(world);
-  std::vector<ConstBytes> send(world);
-  for (int p = 0; p < world; ++p) {
-    if (p == me) continue;
-    std::vector<at::Tensor> segs;
-    for (const Range& r : u.ranges) {
-      const Range part = Part(r, p);
-      if (part.end > part.begin) {
-        segs.push_back(g.narrow(0, part.at, part.end - part.begin));
-      }
-    }
-    if (segs.empty()) continue;
-    staged[p] = segs.size() == 1 ? segs[0] : at::cat(segs);
-    send[p] = ConstBytes(static_cast<const uint8_t*>(staged[p].data_ptr()),
-                         static_cast<size_t>(staged[p].numel() * 4));
-  }
-  std::vector<std::vector<uint8_t>> recv;
-  HY_RETURN_IF_ERROR(comm->transport()->AllToAllV(send, &recv));
+  const at::Tensor g = grad.contiguous();
+  const float* gp = g.data_ptr<float>();
+  float* out = piece->data_ptr<float>();
   const int64_t base = me * model_->piece();
-  int64_t expected = 0;
-  for (const Range& r : u.ranges) {
-    const Range part = Part(r, me);
-    expected += part.end - part.begin;
+  // Every rank sends each owner its gradient of that owner's stream, a
+  // window of at most reduce_window_ elements per owner and round, so an
+  // owner holds world - 1 windows, not world - 1 copies of its share (a
+  // tied vocabulary is most of a rank's share of the root unit).
+  int64_t longest = 0;
+  for (int q = 0; q < world; ++q) {
+    longest = std::max(longest, StreamLength(unit, q));
   }
-  for (int p = 0; p < world; ++p) {
-    if (p != me && static_cast<int64_t>(recv[p].size()) != expected * 4) {
-      return Status::Internal("FSDP unit reduce: rank " + std::to_string(p) +
-                              " sent " + std::to_string(recv[p].size()) +
-                              " bytes, expected " +
-                              std::to_string(expected * 4));
+  const int64_t mine = StreamLength(unit, me);
+  std::vector<std::vector<float>> staged(world);
+  std::vector<std::vector<uint8_t>> recv;
+  for (int64_t lo = 0; lo < longest; lo += reduce_window_) {
+    const int64_t hi = lo + reduce_window_;
+    std::vector<ConstBytes> send(world);
+    for (int p = 0; p < world; ++p) {
+      staged[p].clear();
+      if (p == me) continue;
+      VisitStream(unit, p, lo, hi,
+                  [&](int64_t, int64_t at, int64_t n, int64_t) {
+                    staged[p].insert(staged[p].end(), gp + at, gp + at + n);
+                  });
+      send[p] = ConstBytes(reinterpret_cast<const uint8_t*>(staged[p].data()),
+                           staged[p].size() * sizeof(float));
     }
-  }
-  // Rank order, as Comm::ReduceScatterSum: 0 + g_0 + g_1 + ...
-  for (int p = 0; p < world; ++p) {
-    int64_t at = 0;
-    for (const Range& r : u.ranges) {
-      const Range part = Part(r, me);
-      const int64_t n = part.end - part.begin;
-      if (n == 0) continue;
-      at::Tensor dst = piece->narrow(0, part.begin - base, n);
-      if (p == me) {
-        dst.add_(g.narrow(0, part.at, n));
-      } else {
-        dst.add_(at::from_blob(recv[p].data() + at * 4, {n}, at::kFloat));
+    HY_RETURN_IF_ERROR(comm->transport()->AllToAllV(send, &recv));
+    const int64_t expected = std::max<int64_t>(0, std::min(hi, mine) - lo);
+    for (int p = 0; p < world; ++p) {
+      if (p != me && static_cast<int64_t>(recv[p].size()) != expected * 4) {
+        return Status::Internal("FSDP unit reduce: rank " + std::to_string(p) +
+                                " sent " + std::to_string(recv[p].size()) +
+                                " bytes, expected " +
+                                std::to_string(expected * 4));
       }
-      at += n;
+    }
+    // Rank order, as Comm::ReduceScatterSum: 0 + g_0 + g_1 + ...
+    for (int p = 0; p < world; ++p) {
+      const float* from = reinterpret_cast<const float*>(recv[p].data());
+      VisitStream(
+          unit, me, lo, hi,
+          [&](int64_t flat, int64_t at, int64_t n, int64_t pos) {
+            const float* src = p == me ? gp + at : from + (pos - lo);
+            at::from_blob(out + (flat - base), {n}, at::kFloat)
+                .add_(at::from_blob(const_cast<float*>(src), {n}, at::kFloat));
+          });
     }
   }
   return Status::OK();

@@ -22,6 +22,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,10 @@ class Comm;
 
 class FsdpUnits {
  public:
-  explicit FsdpUnits(const FsdpModel* model);
+  // reduce_window: the most elements ReduceGradient sends each owner per
+  // round (tests make it small to run many rounds).
+  explicit FsdpUnits(const FsdpModel* model,
+                     int64_t reduce_window = int64_t{8} << 20);
 
   int num_units() const { return static_cast<int>(units_.size()); }
   int64_t numel(int unit) const { return units_[unit].numel; }
@@ -46,9 +50,11 @@ class FsdpUnits {
   Status Gather(Comm* comm, int unit, at::Tensor* buffer) const;
   // Adds the sum over ranks of each rank's `grad` of `unit` ([numel(unit)])
   // into the part of *piece (this rank's [model.piece()] gradient) the unit
-  // covers, in rank order. Returns the transport's errors; Internal if a
-  // peer sent a part of the wrong size.
-  // REQUIRES: that part of *piece is zero (each unit is reduced once).
+  // covers, in rank order, exchanged in rounds of at most reduce_window
+  // elements per owner (so an owner holds world - 1 such windows, not
+  // world - 1 copies of its share). Returns the transport's errors; Internal if
+  // a peer sent a part of the wrong size. REQUIRES: that part of *piece is zero
+  // (each unit is reduced once).
   Status ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
                         at::Tensor* piece) const;
   // Tensor `name` as a view of a gathered unit buffer; a leaf whose
@@ -68,8 +74,16 @@ class FsdpUnits {
   };
   // The part of r inside rank p's piece (empty: begin == end).
   Range Part(const Range& r, int p) const;
+  // Rank q's stream of `unit`: its parts of the unit's ranges, in range
+  // order. Its length, and fn(flat offset, offset in the unit buffer,
+  // length, stream position) for each run of stream positions [lo, hi).
+  int64_t StreamLength(int unit, int q) const;
+  void VisitStream(int unit, int q, int64_t lo, int64_t hi,
+                   const std::function<void(int64_t flat, int64_t at, int64_t n,
+                                            int64_t pos)>& fn) const;
 
   const FsdpModel* model_;
+  const int64_t reduce_window_;
   std::vector<Unit> units_;
   std::vector<int> unit_of_;      // Per tensor.
   std::vector<int64_t> unit_at_;  // Per tensor: offset in its unit buffer.

@@ -92,7 +92,8 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows) {
   if (!model.ok()) return Fail(model.status().ToString());
   FsdpModel* m = model.value().get();
   m->InitFromSeed(3);
-  FsdpUnits units(m);
+  // Gradient reduction in windows of 100 elements: many rounds per unit.
+  FsdpUnits units(m, 100);
   at::Tensor tokens, valid;
   FixedBatch(&tokens, &valid);
   rows = std::min<int64_t>(rows, tokens.size(0));

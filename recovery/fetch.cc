@@ -34,20 +34,21 @@ struct Outgoing {
   FlatRun part;  // Global element offsets.
 };
 
-// Appends `o`, read from its shard, to `out`. Returns the store's errors.
-Status ReadOutgoing(const Outgoing& o, std::vector<uint8_t>* piece,
-                    std::vector<uint8_t>* out) {
-  piece->resize(o.part.length * o.served->element_size);
-  HY_RETURN_IF_ERROR(
-      o.served->store
-          ->ReadRegion(o.served->version, o.name, o.part, MutableBytes(*piece))
-          .WithContext("reading '" + o.name + "' of old rank " +
-                       std::to_string(o.served->old_rank)));
+// Appends `o` to `out`, read from its shard straight into the message.
+// Returns the store's errors.
+Status ReadOutgoing(const Outgoing& o, std::vector<uint8_t>* out) {
+  const uint64_t bytes = o.part.length * o.served->element_size;
   internal::PutBytes(out, o.name.data(), o.name.size());
   internal::PutU64(out, o.need);
   internal::PutU64(out, static_cast<uint64_t>(o.part.offset));
-  internal::PutBytes(out, piece->data(), piece->size());
-  return Status::OK();
+  internal::PutU64(out, bytes);
+  const size_t at = out->size();
+  out->resize(at + bytes);
+  return o.served->store
+      ->ReadRegion(o.served->version, o.name, o.part,
+                   MutableBytes(out->data() + at, bytes))
+      .WithContext("reading '" + o.name + "' of old rank " +
+                   std::to_string(o.served->old_rank));
 }
 
 // Copies the pieces in `message` from rank `from` into their needs.
@@ -203,15 +204,16 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
   HY_ASSIGN_OR_RETURN(const uint64_t rounds,
                       internal::MaxOverRanks(t, my_rounds));
   std::vector<std::vector<uint8_t>> send(world), recv;
-  std::vector<uint8_t> piece;
   for (uint64_t round = 0; round < rounds; ++round) {
     const auto round_read = Clock::now();
     for (auto& s : send) s.clear();
     uint64_t round_bytes = 0;
-    for (size_t k = round < my_rounds ? round_starts[round] : 0;
-         round < my_rounds && k < round_starts[round + 1] && error.ok(); ++k) {
-      error = ReadOutgoing(outgoing[k], &piece, &send[outgoing[k].dest]);
-      round_bytes += piece.size();
+    const size_t begin = round < my_rounds ? round_starts[round] : 0;
+    const size_t end = round < my_rounds ? round_starts[round + 1] : 0;
+    for (size_t k = begin; k < end && error.ok(); ++k) {
+      const Outgoing& o = outgoing[k];
+      error = ReadOutgoing(o, &send[o.dest]);
+      round_bytes += o.part.length * o.served->element_size;
     }
     if (!error.ok()) {
       for (auto& s : send) s.clear();
@@ -231,7 +233,6 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
     m.stats.exchange_seconds += Since(exchange_start);
   }
   m.stats.fetch_rounds += static_cast<int>(rounds);
-  piece = {};
   send.clear();
   recv.clear();
   for (size_t i = 0; i < needs.size() && error.ok(); ++i) {

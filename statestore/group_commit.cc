@@ -60,7 +60,6 @@ class Follower {
     return v;
   }
 
-
  private:
   std::string scratch_;
   std::unique_ptr<Store> store_;

@@ -6,6 +6,8 @@
 #include <future>
 #include <memory>
 
+#include "hy/metrics/hy_metrics.h"
+
 namespace hy::statestore {
 
 namespace {
@@ -59,13 +61,7 @@ Status PartBuilder::Start() {
 Status PartBuilder::BeginShard(const TensorMeta& meta,
                                const ShardGeometry& geometry,
                                bool cast_to_bf16) {
-  HY_RETURN_IF_ERROR(meta.Validate());
-  if (!names_.insert(meta.name).second) {
-    return Status::InvalidArgument("tensor '" + meta.name +
-                                   "' appears twice in one save");
-  }
-  HY_RETURN_IF_ERROR(
-      geometry.Validate(meta.shape).WithContext("tensor '" + meta.name + "'"));
+  HY_RETURN_IF_ERROR(CheckShard(meta, geometry, &names_));
   Shard s;
   s.meta = meta;
   s.geometry = geometry;
@@ -309,6 +305,12 @@ Status PartBuilder::Finish(const std::vector<BlobData>& blobs,
       return Status::AlreadyExists(where_ + ": prepared concurrently");
     }
     HY_RETURN_IF_ERROR(store_->WriteSynced(&batch_, where_));
+  }
+  if (const metrics::HyMetrics* m = store_->options_.metrics) {
+    m->checkpoint_written_bytes->Increment(
+        static_cast<double>(stats_.new_bytes));
+    m->checkpoint_logical_bytes->Increment(
+        static_cast<double>(stats_.logical_bytes));
   }
   if (stats) *stats = stats_;
   return Status::OK();

@@ -56,7 +56,8 @@ class PartBuilder {
                    const std::function<void()>& release);
 
   // Writes the manifest, `blobs` and the prepared record, synced with the
-  // index entries of the new chunks. Returns InvalidArgument for a shard
+  // index entries of the new chunks, and adds the part's written and
+  // logical bytes to the store's metrics. Returns InvalidArgument for a shard
   // whose chunks do not add up to its size or malformed blobs,
   // AlreadyExists if another save prepared it meanwhile, disk errors.
   Status Finish(const std::vector<BlobData>& blobs, SaveStats* stats);

@@ -9,7 +9,6 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "hy/metrics/hy_metrics.h"
 #include "part_builder.h"
 #include "store_impl.h"
 
@@ -19,8 +18,7 @@ class BufferedPartWriter : public PartWriter {
  public:
   BufferedPartWriter(RocksStore* store, uint64_t version, int rank,
                      uint64_t buffer_bytes)
-      : store_(store),
-        gc_(store->gc_mu_),
+      : gc_(store->gc_mu_),
         builder_(store, version, rank),
         chunk_bytes_(store->options_.chunk_bytes) {
     // Whole chunks, at least one: a chunk being filled always fits. The
@@ -59,8 +57,8 @@ class BufferedPartWriter : public PartWriter {
           bytes.size(), std::min(chunk_bytes_ - in_chunk, bytes_ - filled_));
       if (used_ + n > capacity_) HY_RETURN_IF_ERROR(Flush());
       if (used_ + n > buffer_.size()) {
-        buffer_.resize(std::min(capacity_,
-                                std::max(used_ + n, 2 * buffer_.size())));
+        buffer_.resize(
+            std::min(capacity_, std::max(used_ + n, 2 * buffer_.size())));
       }
       std::memcpy(buffer_.data() + used_, bytes.data(), n);
       used_ += n;
@@ -80,15 +78,8 @@ class BufferedPartWriter : public PartWriter {
     HY_RETURN_IF_ERROR(failed_);
     if (filled_ != bytes_) return Unfinished();
     HY_RETURN_IF_ERROR(Flush());
-    SaveStats st;
-    HY_RETURN_IF_ERROR(Fail(builder_.Finish(blobs, &st)));
+    HY_RETURN_IF_ERROR(Fail(builder_.Finish(blobs, stats)));
     failed_ = Status::FailedPrecondition("part writer already finished");
-    if (const metrics::HyMetrics* m = store_->options_.metrics) {
-      m->checkpoint_written_bytes->Increment(static_cast<double>(st.new_bytes));
-      m->checkpoint_logical_bytes->Increment(
-          static_cast<double>(st.logical_bytes));
-    }
-    if (stats) *stats = st;
     return Status::OK();
   }
 
@@ -119,7 +110,6 @@ class BufferedPartWriter : public PartWriter {
     return Status::OK();
   }
 
-  RocksStore* const store_;
   std::shared_lock<std::shared_mutex> gc_;  // Gc waits for the writer.
   PartBuilder builder_;
   const uint64_t chunk_bytes_;

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <map>
 
-#include "hy/metrics/scoped_timer.h"
 #include "hy/metrics/hy_metrics.h"
+#include "hy/metrics/scoped_timer.h"
 #include "store_impl.h"
 
 namespace hy::statestore {

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <utility>
@@ -26,6 +27,11 @@
 #include "staging_pool.h"
 
 namespace hy::statestore {
+
+// Returns InvalidArgument if `meta` or `geometry` is malformed or the name
+// is in *names already (then adds it).
+Status CheckShard(const TensorMeta& meta, const ShardGeometry& geometry,
+                  std::set<std::string>* names);
 
 // Returns InvalidArgument if `part` is malformed (shards whose geometry or
 // size does not fit their tensor, names given twice, bad ranks or version).

@@ -16,6 +16,17 @@
 
 namespace hy::statestore {
 
+Status CheckShard(const TensorMeta& meta, const ShardGeometry& geometry,
+                  std::set<std::string>* names) {
+  HY_RETURN_IF_ERROR(meta.Validate());
+  if (!names->insert(meta.name).second) {
+    return Status::InvalidArgument("tensor '" + meta.name +
+                                   "' appears twice in one save");
+  }
+  return geometry.Validate(meta.shape)
+      .WithContext("tensor '" + meta.name + "'");
+}
+
 Status CheckSavePart(const SavePart& part) {
   if (part.rank < 0) return Status::InvalidArgument("rank must be >= 0");
   if (part.version > kMaxVersion) {
@@ -23,13 +34,7 @@ Status CheckSavePart(const SavePart& part) {
   }
   std::set<std::string> names;
   for (const ShardData& s : part.shards) {
-    HY_RETURN_IF_ERROR(s.meta.Validate());
-    if (!names.insert(s.meta.name).second) {
-      return Status::InvalidArgument("tensor '" + s.meta.name +
-                                     "' appears twice in one save");
-    }
-    HY_RETURN_IF_ERROR(s.geometry.Validate(s.meta.shape)
-                           .WithContext("tensor '" + s.meta.name + "'"));
+    HY_RETURN_IF_ERROR(CheckShard(s.meta, s.geometry, &names));
     const uint64_t want = static_cast<uint64_t>(s.geometry.NumElements()) *
                           DTypeSize(s.meta.dtype);
     if (s.data.size() != want) {
@@ -75,17 +80,7 @@ Status RocksStore::SaveBorrowing(const SavePart& part, SaveStats* stats,
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
   const metrics::HyMetrics* m = options_.metrics;
   metrics::ScopedTimer timer(m ? m->checkpoint_save_duration : nullptr);
-  SaveStats local;
-  Status s = SaveLocked(part, &local, borrowed, [&] { releaser(); });
-  if (!s.ok()) return s;
-  if (m != nullptr) {
-    m->checkpoint_written_bytes->Increment(
-        static_cast<double>(local.new_bytes));
-    m->checkpoint_logical_bytes->Increment(
-        static_cast<double>(local.logical_bytes));
-  }
-  if (stats) *stats = local;
-  return Status::OK();
+  return SaveLocked(part, stats, borrowed, [&] { releaser(); });
 }
 
 Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats,

@@ -32,12 +32,14 @@ struct Outgoing {
   std::string name;
   const Served* served = nullptr;
   FlatRun part;  // Global element offsets.
+
+  uint64_t bytes() const { return part.length * served->element_size; }
 };
 
 // Appends `o` to `out`, read from its shard straight into the message.
 // Returns the store's errors.
 Status ReadOutgoing(const Outgoing& o, std::vector<uint8_t>* out) {
-  const uint64_t bytes = o.part.length * o.served->element_size;
+  const uint64_t bytes = o.bytes();
   internal::PutBytes(out, o.name.data(), o.name.size());
   internal::PutU64(out, o.need);
   internal::PutU64(out, static_cast<uint64_t>(o.part.offset));
@@ -184,17 +186,11 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
       }
     }
   }
-  std::vector<size_t> round_starts;
-  uint64_t in_round = 0;
-  for (size_t k = 0; k < outgoing.size(); ++k) {
-    const uint64_t bytes =
-        outgoing[k].part.length * outgoing[k].served->element_size;
-    if (k == 0 || in_round + bytes > budget) {
-      round_starts.push_back(k);
-      in_round = 0;
-    }
-    in_round += bytes;
+  std::vector<uint64_t> sizes;
+  for (const Outgoing& o : outgoing) {
+    sizes.push_back(o.bytes());
   }
+  std::vector<size_t> round_starts = internal::BatchStarts(sizes, budget);
   round_starts.push_back(outgoing.size());
   m.stats.read_seconds += Since(read_start);
   // 4. As many rounds as the rank with the most takes. A rank with an error
@@ -213,7 +209,7 @@ Status Recovery::Fetch(const std::vector<TensorNeed>& needs) {
     for (size_t k = begin; k < end && error.ok(); ++k) {
       const Outgoing& o = outgoing[k];
       error = ReadOutgoing(o, &send[o.dest]);
-      round_bytes += o.part.length * o.served->element_size;
+      round_bytes += o.bytes();
     }
     if (!error.ok()) {
       for (auto& s : send) s.clear();

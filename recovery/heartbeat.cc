@@ -71,8 +71,8 @@ void Heartbeat::Loop() {
           std::chrono::milliseconds(options_.timeout_ms)) {
         char secs[32];
         std::snprintf(secs, sizeof(secs), "%.1f", age);
-        return fail("rank " + std::to_string(r) + ": no heartbeat for " +
-                    secs + " s");
+        return fail("rank " + std::to_string(r) + ": no heartbeat for " + secs +
+                    " s");
       }
     }
   }

@@ -54,15 +54,9 @@ Result<PartSender> PartSender::Open(statestore::Store* own, uint64_t version,
   for (size_t b = 0; b < s.part_.blobs.size(); ++b) {
     s.records_.push_back({-1, static_cast<int>(b), 0, s.part_.blobs[b].size});
   }
-  uint64_t in_message = 0;
-  for (size_t r = 0; r < s.records_.size(); ++r) {
-    const uint64_t n = s.records_[r].length;
-    if (r == 0 || in_message + n > piece_bytes) {
-      s.message_starts_.push_back(r);
-      in_message = 0;
-    }
-    in_message += n;
-  }
+  std::vector<uint64_t> lengths;
+  for (const Record& r : s.records_) lengths.push_back(r.length);
+  s.message_starts_ = BatchStarts(lengths, piece_bytes);
   // A part of no records still sends its header.
   if (s.message_starts_.empty()) s.message_starts_.push_back(0);
   s.messages_ = s.message_starts_.size();

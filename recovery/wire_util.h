@@ -58,6 +58,23 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// Groups items of the given sizes, in order, into batches of at most
+// `budget` bytes (an item larger than that is a batch of its own): the index
+// of each batch's first item; empty when there are no items.
+inline std::vector<size_t> BatchStarts(const std::vector<uint64_t>& sizes,
+                                       uint64_t budget) {
+  std::vector<size_t> starts;
+  uint64_t in_batch = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i == 0 || in_batch + sizes[i] > budget) {
+      starts.push_back(i);
+      in_batch = 0;
+    }
+    in_batch += sizes[i];
+  }
+  return starts;
+}
+
 // Collective: the largest `mine` over all ranks (how many rounds the
 // busiest rank needs). Returns the transport's errors.
 inline Result<uint64_t> MaxOverRanks(reshard::Transport* t, uint64_t mine) {

@@ -9,6 +9,10 @@
 
 namespace hy::trainer {
 
+// Elements per step of the piece-wise optimizer math (its temporaries are
+// this size, not the piece's).
+constexpr int64_t kChunk = int64_t{1} << 20;
+
 Result<std::unique_ptr<FsdpModel>> FsdpModel::Create(const ModelConfig& config,
                                                      ModelRole role, int rank,
                                                      int world_size,
@@ -126,6 +130,15 @@ at::Tensor FsdpModel::View(const at::Tensor& full,
   return leaf;
 }
 
+double FsdpModel::SquaredNorm(const at::Tensor& grad) {
+  double sum = 0;
+  for (int64_t at = 0; at < grad.numel(); at += kChunk) {
+    at::Tensor g = grad.narrow(0, at, std::min(kChunk, grad.numel() - at));
+    sum += g.to(at::kDouble).pow(2).sum().item<double>();
+  }
+  return sum;
+}
+
 void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
                          double grad_scale) {
   ++adam_step_;
@@ -134,7 +147,6 @@ void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
   // Element-wise, so a chunk at a time gives the same values while the
   // temporaries (the scaled gradient, the denominator) stay a chunk's size
   // instead of the piece's (a whole f32 model at world 1).
-  constexpr int64_t kChunk = int64_t{1} << 20;
   for (int64_t at = 0; at < piece_; at += kChunk) {
     const int64_t n = std::min(kChunk, piece_ - at);
     at::Tensor p = params_.narrow(0, at, n);

@@ -92,6 +92,9 @@ class FsdpModel {
   // (params, moments or a gradient piece); empty if none.
   at::Tensor LocalSlice(const at::Tensor& piece_buffer, int t) const;
 
+  // The sum of squares of gradient piece `grad`, in double. A chunk at a
+  // time: the whole piece in double and its square were 4x its f32 bytes.
+  static double SquaredNorm(const at::Tensor& grad);
   // AdamW on the local piece with gradient piece `grad`, scaled by
   // grad_scale first (clipping). Bias-corrected as torch.optim.Adam.
   // REQUIRES: created with an optimizer.

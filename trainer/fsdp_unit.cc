@@ -49,23 +49,21 @@ FsdpUnits::Range FsdpUnits::Part(const Range& r, int p) const {
 }
 
 Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
-  const Unit& u = units_[unit];
   const int me = model_->rank();
   const int64_t base = me * model_->piece();
-  *buffer = at::empty({u.numel}, at::kFloat);
+  const int64_t all = units_[unit].numel;  // Past any stream's end.
+  *buffer = at::empty({all}, at::kFloat);
   float* out = buffer->data_ptr<float>();
   const float* params = model_->params_const().data_ptr<float>();
-  // Mine: my parts of the unit's ranges, in range order; sent straight
-  // from the piece when there is one, else concatenated.
+  // Mine: my stream, sent straight from the piece when it is one run,
+  // else concatenated.
   std::vector<std::pair<const float*, size_t>> my_parts;
-  for (const Range& r : u.ranges) {
-    const Range part = Part(r, me);
-    const size_t n = static_cast<size_t>(part.end - part.begin);
-    if (n == 0) continue;
-    const float* src = params + (part.begin - base);
-    std::memcpy(out + part.at, src, n * sizeof(float));
-    my_parts.push_back({src, n});
-  }
+  VisitStream(unit, me, 0, all,
+              [&](int64_t flat, int64_t at, int64_t n, int64_t) {
+                const float* src = params + (flat - base);
+                std::memcpy(out + at, src, n * sizeof(float));
+                my_parts.push_back({src, static_cast<size_t>(n)});
+              });
   std::vector<float> joined;
   if (my_parts.size() > 1) {
     for (const auto& [src, n] : my_parts)
@@ -81,23 +79,17 @@ Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
   HY_RETURN_IF_ERROR(comm->transport()->AllGatherV(send, &parts));
   for (int p = 0; p < model_->world_size(); ++p) {
     if (p == me) continue;
-    size_t at = 0;
-    for (const Range& r : u.ranges) {
-      const Range part = Part(r, p);
-      const size_t bytes = (part.end - part.begin) * sizeof(float);
-      if (at + bytes > parts[p].size()) {
-        return Status::Internal("FSDP unit gather: rank " + std::to_string(p) +
-                                " sent " + std::to_string(parts[p].size()) +
-                                " bytes, too few");
-      }
-      std::memcpy(out + part.at, parts[p].data() + at, bytes);
-      at += bytes;
-    }
-    if (at != parts[p].size()) {
+    const uint64_t want = StreamLength(unit, p) * sizeof(float);
+    if (parts[p].size() != want) {
       return Status::Internal("FSDP unit gather: rank " + std::to_string(p) +
                               " sent " + std::to_string(parts[p].size()) +
-                              " bytes, expected " + std::to_string(at));
+                              " bytes, expected " + std::to_string(want));
     }
+    const float* from = reinterpret_cast<const float*>(parts[p].data());
+    VisitStream(unit, p, 0, all,
+                [&](int64_t, int64_t at, int64_t n, int64_t pos) {
+                  std::memcpy(out + at, from + pos, n * sizeof(float));
+                });
   }
   return Status::OK();
 }

@@ -68,15 +68,8 @@ Result<std::unique_ptr<FsdpPass>> PpoWorker::BeginPass(FsdpModel* model,
 Result<double> PpoWorker::ApplyGradient(FsdpModel* model, FsdpPass* pass,
                                         const OptimConfig& optim) {
   HY_ASSIGN_OR_RETURN(at::Tensor grad, pass->GradientPiece());
-  // The squared norm in double, a chunk at a time: a whole piece in double
-  // and its square were 4x the piece's f32 bytes, the step's peak.
-  double local_sq = 0;
-  constexpr int64_t kChunk = int64_t{1} << 20;
-  for (int64_t at = 0; at < grad.numel(); at += kChunk) {
-    at::Tensor g = grad.narrow(0, at, std::min(kChunk, grad.numel() - at));
-    local_sq += g.to(at::kDouble).pow(2).sum().item<double>();
-  }
-  HY_ASSIGN_OR_RETURN(auto sum, comm_->SumAcrossRanks({local_sq}));
+  HY_ASSIGN_OR_RETURN(auto sum,
+                      comm_->SumAcrossRanks({FsdpModel::SquaredNorm(grad)}));
   const double norm = std::sqrt(sum[0]);
   if (!std::isfinite(norm)) {
     Log("gradient norm is not finite: update skipped");

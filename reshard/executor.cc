@@ -44,63 +44,84 @@ struct Executor::Impl {
   std::vector<Transfer> local;  // plan.local with dst_rank == rank.
   int64_t local_bytes = 0, same_node_bytes = 0, cross_node_bytes = 0;
   int64_t logical_bytes_sent = 0;
-  // Sparse delta: the wire-dtype copy of the source shards as last sent.
+  // Sparse delta: whether buckets[][] hold what was last sent (the full
+  // form of every bucket), the previous copy each delta is taken against.
   bool delta_ready = false;
-  std::vector<std::vector<uint8_t>> last_sent;
-  std::vector<bool> sends_tensor;
 
   // Per [step][peer]: whether the list can go the sparse way (one wire
   // dtype, and a link fast enough that the codec's XOR form never pays).
   std::vector<std::vector<uint8_t>> send_sparse, recv_sparse;
 
   // Buffers kept across runs (allocating and faulting in fresh pages for
-  // every bucket cost more than the copies themselves): the buckets of
-  // each step to each peer, scratch space for Pack per peer (peers are
-  // packed in parallel) and for Unpack (the calling thread's).
-  std::vector<std::vector<internal::WireBuffer>> buckets;    // [step][peer]
-  std::vector<internal::WireBuffer> pack_old, pack_scratch;  // [peer]
-  std::vector<internal::SparseScratch> sparse_scratch;       // [peer]
+  // every bucket cost more than the copies themselves): each step's full
+  // bucket to each peer (under sparse delta, also the copy last sent),
+  // the delta form when one goes instead, scratch space for Pack per peer
+  // (peers are packed in parallel) and for Unpack (the calling thread's).
+  std::vector<std::vector<internal::WireBuffer>> buckets;  // [step][peer]
+  std::vector<std::vector<internal::WireBuffer>> deltas;   // [step][peer]
+  std::vector<std::vector<uint8_t>> sends_delta;           // [step][peer]
+  std::vector<internal::WireBuffer> pack_fresh;            // [peer]
+  std::vector<internal::SparseScratch> sparse_scratch;     // [peer]
   internal::WireBuffer unpack_before, unpack_now;
   // What each step receives, kept across steps and runs: transports
   // resize it in place, so its pages stay faulted in.
   std::vector<std::vector<uint8_t>> got;
   std::unique_ptr<ThreadPool> pool;  // Packs peers in parallel; may be null.
 
-  // Packs this rank's bucket for `peer` in `step` into buckets[step][peer].
+  // The full form of `list` from `src` into *b.
+  void GatherFull(const PeerList& list, const std::vector<ConstBytes>& src,
+                  internal::WireBuffer* b) {
+    b->resize(1 + list.wire_bytes);
+    (*b)[0] = static_cast<uint8_t>(internal::BucketKind::kFull);
+    internal::GatherSource(plan->spec, options.wire, list, src, b->data() + 1);
+  }
+
+  // Packs this rank's bucket for `peer` in `step`: the full form into
+  // buckets[step][peer], and under `delta` a cheaper form against the
+  // previous full form into deltas[step][peer] when there is one
+  // (sends_delta says which goes).
   Packed PackPeer(size_t step, int peer, const std::vector<ConstBytes>& src,
-                  bool delta, const std::vector<ConstBytes>& before) {
+                  bool delta) {
     Packed p;
     const PeerList& list = send[step][peer];
     internal::WireBuffer& b = buckets[step][peer];
+    internal::WireBuffer& d = deltas[step][peer];
+    sends_delta[step][peer] = false;
     if (list.transfers.empty()) {
       b.clear();
       return p;
     }
-    if (delta && send_sparse[step][peer]) {
+    if (b.size() != static_cast<size_t>(1 + list.wire_bytes)) delta = false;
+    if (!delta) {
+      GatherFull(list, src, &b);
+      return p;
+    }
+    if (send_sparse[step][peer]) {
+      // Casts over the previous copy in place: b is the new full form
+      // whichever form goes.
       const internal::SparseOutcome outcome =
-          internal::EncodeSparse(plan->spec, options.wire, list, src, before,
-                                 &sparse_scratch[peer], &b, &p.changed);
+          internal::EncodeSparse(plan->spec, options.wire, list, src,
+                                 MutableBytes(b.data() + 1, b.size() - 1),
+                                 &sparse_scratch[peer], &d, &p.changed);
       if (outcome == internal::SparseOutcome::kEncoded) {
+        sends_delta[step][peer] = true;
         p.unchanged_buckets =
-            b[0] == static_cast<uint8_t>(internal::BucketKind::kUnchanged);
+            d[0] == static_cast<uint8_t>(internal::BucketKind::kUnchanged);
         return p;
       }
-      delta = false;  // Too dense: the full form wins.
+      if (outcome == internal::SparseOutcome::kTooDense) return p;
     }
-    b.resize(1 + list.wire_bytes);
-    b[0] = static_cast<uint8_t>(internal::BucketKind::kFull);
-    internal::GatherSource(plan->spec, options.wire, list, src, b.data() + 1);
-    if (!delta) return p;
+    // The gathered way: the new full form beside the previous one.
+    internal::WireBuffer& fresh = pack_fresh[peer];
+    GatherFull(list, src, &fresh);
     internal::DeltaCost cost;
     cost.link_bytes_per_second = options.link_bytes_per_second;
-    pack_old[peer].resize(list.wire_bytes);
-    internal::GatherWire(plan->spec, options.wire, list, before, false,
-                         pack_old[peer].data());
     int64_t changed = 0;
     p.status = internal::EncodeDelta(
-        list.dtype, list.element_size,
-        ConstBytes(pack_old[peer].data(), pack_old[peer].size()), &b, &changed,
-        cost, &pack_scratch[peer]);
+        list.dtype, list.element_size, ConstBytes(b.data() + 1, b.size() - 1),
+        ConstBytes(fresh.data() + 1, fresh.size() - 1), &d, &changed, cost);
+    std::swap(b, fresh);  // The previous copy becomes scratch.
+    sends_delta[step][peer] = !d.empty();
     p.changed = changed;
     p.unchanged_buckets = changed == 0;
     return p;
@@ -108,14 +129,9 @@ struct Executor::Impl {
 
   Packed Pack(size_t step, const std::vector<ConstBytes>& src, bool delta) {
     auto start = Clock::now();
-    buckets[step].resize(world);
-    std::vector<ConstBytes> before;
-    if (delta) {
-      for (const auto& v : last_sent) before.emplace_back(v.data(), v.size());
-    }
     std::vector<Packed> each(world);
     auto one = [&](size_t peer) {
-      each[peer] = PackPeer(step, static_cast<int>(peer), src, delta, before);
+      each[peer] = PackPeer(step, static_cast<int>(peer), src, delta);
     };
     int busy = 0;
     for (int peer = 0; peer < world; ++peer) {
@@ -134,58 +150,6 @@ struct Executor::Impl {
     }
     p.seconds = Since(start);
     return p;
-  }
-
-  // After a successful run: brings last_sent up to what was sent. Sparse
-  // pairs write their values, a whole bucket is copied, and any other
-  // bucket's source region (the gathered path's delta forms) is cast again.
-  void RememberSent(const std::vector<ConstBytes>& src, bool was_delta) {
-    const int n = static_cast<int>(plan->spec.tensors.size());
-    if (!was_delta) {
-      last_sent.resize(n);
-      for (int t = 0; t < n; ++t) {
-        if (!sends_tensor[t]) continue;
-        DType dtype = plan->spec.tensors[t].meta.dtype;
-        int64_t count = plan->src.Get(rank, t).num_elements;
-        last_sent[t].resize(count * DTypeSize(WireDType(dtype, options.wire)));
-        internal::PeerList whole;
-        whole.transfers.push_back({t, rank, rank, 0, 0, count});
-        internal::GatherSource(plan->spec, options.wire, whole, src,
-                               last_sent[t].data());
-      }
-      return;
-    }
-    std::vector<MutableBytes> last;
-    for (auto& v : last_sent) last.emplace_back(v.data(), v.size());
-    for (size_t k = 0; k < send.size(); ++k) {
-      for (int peer = 0; peer < world; ++peer) {
-        const PeerList& list = send[k][peer];
-        const internal::WireBuffer& b = buckets[k][peer];
-        // A delta run's pairs or unchanged bucket on a sparse list came
-        // from EncodeSparse (a dense one went whole).
-        const bool sparse =
-            send_sparse[k][peer] && !b.empty() &&
-            (b[0] == static_cast<uint8_t>(internal::BucketKind::kPairs) ||
-             b[0] == static_cast<uint8_t>(internal::BucketKind::kUnchanged));
-        if (sparse) {
-          internal::ApplySentPairs(list, ConstBytes(b.data(), b.size()), last);
-          continue;
-        }
-        if (!b.empty() &&
-            b[0] == static_cast<uint8_t>(internal::BucketKind::kFull)) {
-          // The bucket holds the wire bytes already: copy, do not cast.
-          PeerList at_source = list;
-          for (Transfer& t : at_source.transfers) t.dst_offset = t.src_offset;
-          internal::Scatter(plan->spec, options.wire, at_source, b.data() + 1,
-                            last);
-          continue;
-        }
-        for (Transfer t : list.transfers) {
-          t.dst_offset = t.src_offset;
-          internal::CopyLocal(plan->spec, options.wire, t, src, last);
-        }
-      }
-    }
   }
 
   // Every rank learns whether all succeeded. Returns OK if all did, else
@@ -287,8 +251,6 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
   m.options = options;
   m.rank = transport->rank();
   m.world = plan_->topology.world_size;
-  const int n = static_cast<int>(plan_->spec.tensors.size());
-  m.sends_tensor.assign(n, false);
   auto wire_es = [&](const Transfer& t) {
     return static_cast<int64_t>(DTypeSize(
         WireDType(plan_->spec.tensors[t.tensor].meta.dtype, options.wire)));
@@ -305,7 +267,6 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
     for (const Transfer& t : step.transfers) {
       if (t.src_rank == m.rank) {
         m.send.back()[t.dst_rank].transfers.push_back(t);
-        m.sends_tensor[t.tensor] = true;
         const Topology& topo = plan_->topology;
         (topo.NodeOf(t.src_rank) == topo.NodeOf(t.dst_rank)
              ? m.same_node_bytes
@@ -343,8 +304,10 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
     }
     most_peers = std::max(most_peers, peers);
   }
-  m.pack_old.resize(m.world);
-  m.pack_scratch.resize(m.world);
+  m.buckets.assign(m.send.size(), std::vector<internal::WireBuffer>(m.world));
+  m.deltas.assign(m.send.size(), std::vector<internal::WireBuffer>(m.world));
+  m.sends_delta.assign(m.send.size(), std::vector<uint8_t>(m.world, 0));
+  m.pack_fresh.resize(m.world);
   m.sparse_scratch.resize(m.world);
   const int threads = std::min<int>(
       most_peers, options.pack_threads > 0
@@ -355,10 +318,7 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
 
 Executor::~Executor() = default;
 
-void Executor::ResetDelta() {
-  impl_->delta_ready = false;
-  impl_->last_sent.clear();
-}
+void Executor::ResetDelta() { impl_->delta_ready = false; }
 
 Status Executor::Run(const std::vector<ConstBytes>& src,
                      const std::vector<MutableBytes>& dst,
@@ -403,23 +363,22 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   st.logical_bytes_sent = m.logical_bytes_sent;
   st.steps = static_cast<int>(plan.steps.size());
 
-  auto t0 = Clock::now();
-  for (const Transfer& t : m.local) {
-    internal::CopyLocal(plan.spec, m.options.wire, t, src, dst);
-  }
-  st.unpack_seconds += Since(t0);
-
   const bool delta = m.options.sparse_delta && m.delta_ready;
   auto fail = [&](Status s) {
     ResetDelta();
     return s;
   };
-  m.buckets.resize(plan.steps.size());
   std::future<Packed> next;
   if (!plan.steps.empty()) {
     next =
         std::async(std::launch::async, [&] { return m.Pack(0, src, delta); });
   }
+  // The local copies overlap the first pack.
+  auto t0 = Clock::now();
+  for (const Transfer& t : m.local) {
+    internal::CopyLocal(plan.spec, m.options.wire, t, src, dst);
+  }
+  st.unpack_seconds += Since(t0);
   // A pack or unpack error on this rank does not stop its part in the
   // remaining exchanges (the others would wait for it); the ranks agree on
   // the outcome at the end. A transport error ends the run at once.
@@ -433,22 +392,19 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     if (!packed.status.ok() && local_error.ok()) {
       local_error = packed.status;
     }
-    std::vector<internal::WireBuffer>& buckets = m.buckets[k];
-    if (!local_error.ok()) {
-      // Tell the receivers this rank has failed: they skip its buckets and
-      // the agreement below reports the cause.
-      buckets.assign(m.world, {});
-      for (int p = 0; p < m.world; ++p) {
-        if (!m.send[k][p].transfers.empty()) buckets[p] = {kPeerFailed};
-      }
-    }
     st.pack_seconds += packed.seconds;
     st.changed_elements_sent += packed.changed;
     st.buckets_unchanged += packed.unchanged_buckets;
-    std::vector<ConstBytes> out;
-    for (const auto& b : buckets) {
-      out.emplace_back(b.data(), b.size());
-      st.wire_bytes_sent += static_cast<int64_t>(b.size());
+    std::vector<ConstBytes> out(m.world);
+    for (int p = 0; p < m.world; ++p) {
+      const internal::WireBuffer& b =
+          m.sends_delta[k][p] ? m.deltas[k][p] : m.buckets[k][p];
+      if (m.send[k][p].transfers.empty()) continue;
+      // A rank that has failed tells its receivers: they skip its buckets
+      // and the agreement below reports the cause.
+      out[p] = local_error.ok() ? ConstBytes(b.data(), b.size())
+                                : ConstBytes(&kPeerFailed, 1);
+      st.wire_bytes_sent += static_cast<int64_t>(out[p].size());
     }
     std::vector<std::vector<uint8_t>>& got = m.got;
     t0 = Clock::now();
@@ -469,12 +425,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     Status agreed = m.Agree(local_error);
     if (!agreed.ok()) return fail(agreed);
   }
-  if (m.options.sparse_delta) {
-    t0 = Clock::now();
-    m.RememberSent(src, delta);
-    m.delta_ready = true;
-    st.pack_seconds += Since(t0);
-  }
+  // Every bucket's full form is what its receiver now holds.
+  m.delta_ready = m.options.sparse_delta;
   st.total_seconds = Since(start);
 
   if (m.options.metrics != nullptr) {

@@ -4,14 +4,8 @@
 #include <cstring>
 #include <string>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "hy/common/bf16.h"
+#include "hy/common/bf16_lanes.h"
 #include "hy/common/hash.h"
 
 namespace hy::reshard::internal {
@@ -104,93 +98,42 @@ void Compare(const uint8_t* now, const uint8_t* old, size_t m, size_t es,
   }
 }
 
-#if defined(__SSE2__)
-// F32BitsToBf16Bits of four lanes, sign-extended to 32 bits (so that
-// _mm_packs_epi32 keeps their 16 bits exactly).
-inline __m128i NarrowLanes(__m128i x) {
-  const __m128i lsb = _mm_and_si128(_mm_srli_epi32(x, 16), _mm_set1_epi32(1));
-  const __m128i rounded = _mm_srai_epi32(
-      _mm_add_epi32(_mm_add_epi32(x, _mm_set1_epi32(0x7FFF)), lsb), 16);
-  const __m128i nan = _mm_cmpgt_epi32(
-      _mm_and_si128(x, _mm_set1_epi32(0x7FFFFFFF)), _mm_set1_epi32(0x7F800000));
-  const __m128i quiet =
-      _mm_or_si128(_mm_srai_epi32(x, 16), _mm_set1_epi32(0x40));
-  return _mm_or_si128(_mm_and_si128(nan, quiet),
-                      _mm_andnot_si128(nan, rounded));
-}
-#endif
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define HY_SPARSE_AVX2 1
-// NarrowLanes on eight lanes.
-__attribute__((target("avx2"))) inline __m256i NarrowLanes8(__m256i x) {
-  const __m256i lsb =
-      _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srai_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), lsb),
-      16);
-  const __m256i nan =
-      _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)),
-                         _mm256_set1_epi32(0x7F800000));
-  const __m256i quiet =
-      _mm256_or_si256(_mm256_srai_epi32(x, 16), _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(rounded, quiet, nan);
-}
-
-// NarrowCompare sixteen at a time, where the CPU has AVX2. Returns how
-// many elements it did (a multiple of 16).
-__attribute__((target("avx2"))) size_t NarrowCompareAvx2(const uint8_t* in,
-                                                         const uint8_t* old,
-                                                         size_t m, uint8_t* out,
-                                                         uint64_t base,
-                                                         SparseScratch* s) {
+#if defined(HY_BF16_LANES_X86)
+// NarrowUpdate sixteen at a time, where the CPU has AVX2. Returns how many
+// elements it did (a multiple of 16).
+__attribute__((target("avx2"))) size_t NarrowUpdateAvx2(const uint8_t* in,
+                                                        uint8_t* last, size_t m,
+                                                        uint64_t base,
+                                                        SparseScratch* s) {
   size_t j = 0;
   for (; j + 16 <= m; j += 16) {
-    const __m256i lo = NarrowLanes8(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + j * 4)));
-    const __m256i hi = NarrowLanes8(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + j * 4 + 32)));
-    // packs works within 128-bit halves: put the quarters back in order.
-    const __m256i now =
-        _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * 2), now);
-    const __m256i was =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(old + j * 2));
+    const __m256i now = Narrow16(in + j * 4);
+    __m256i* at = reinterpret_cast<__m256i*>(last + j * 2);
+    const __m256i was = _mm256_loadu_si256(at);
+    _mm256_storeu_si256(at, now);
     const uint32_t same = static_cast<uint32_t>(
         _mm256_movemask_epi8(_mm256_cmpeq_epi16(now, was)));
     // Two mask bits per lane; the even ones name the changed lanes.
     for (uint32_t d = ~same & 0x55555555u; d != 0; d &= d - 1) {
-      Record(s, base, j + static_cast<size_t>(__builtin_ctz(d)) / 2, out, 2);
+      Record(s, base, j + static_cast<size_t>(__builtin_ctz(d)) / 2, last, 2);
     }
   }
   return j;
 }
-
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
 #endif
 
-// One pass for f32 sources sent as bf16: casts m elements at `in` into
-// `out` (a block in L1, hashed by the caller) and records those that
-// differ from `old`, eight at a time.
-void NarrowCompare(const uint8_t* in, const uint8_t* old, size_t m,
-                   uint8_t* out, uint64_t base, SparseScratch* s) {
+// One pass for f32 sources sent as bf16: casts m elements at `in` over
+// their previous bf16 values at `last` and records those that changed.
+void NarrowUpdate(const uint8_t* in, uint8_t* last, size_t m, uint64_t base,
+                  SparseScratch* s) {
   size_t j = 0;
-#if defined(HY_SPARSE_AVX2)
-  if (HasAvx2()) j = NarrowCompareAvx2(in, old, m, out, base, s);
-#endif
-#if defined(__SSE2__)
+#if defined(HY_BF16_LANES_X86)
+  if (HasAvx2()) j = NarrowUpdateAvx2(in, last, m, base, s);
   for (; j + 8 <= m; j += 8) {
-    const __m128i lo = NarrowLanes(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j * 4)));
-    const __m128i hi = NarrowLanes(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + j * 4 + 16)));
-    const __m128i now = _mm_packs_epi32(lo, hi);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * 2), now);
-    const __m128i was =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(old + j * 2));
+    const __m128i now = Narrow8(in + j * 4);
+    __m128i* at = reinterpret_cast<__m128i*>(last + j * 2);
+    const __m128i was = _mm_loadu_si128(at);
+    _mm_storeu_si128(at, now);
     const unsigned same =
         static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi16(now, was)));
     if (same != 0xFFFFu) {
@@ -201,7 +144,7 @@ void NarrowCompare(const uint8_t* in, const uint8_t* old, size_t m,
       size_t n = s->count;
       for (unsigned k = 0; k < 8; ++k) {
         idx[n] = static_cast<uint32_t>(base + j + k);
-        std::memcpy(val + n * 2, out + (j + k) * 2, 2);
+        std::memcpy(val + n * 2, last + (j + k) * 2, 2);
         n += ((same >> (2 * k)) & 1u) ^ 1u;
       }
       s->count = n;
@@ -209,53 +152,71 @@ void NarrowCompare(const uint8_t* in, const uint8_t* old, size_t m,
   }
 #endif
   if (j < m) {
-    CastF32ToBf16(in + j * 4, out + j * 2, m - j);
-    Compare(out + j * 2, old + j * 2, m - j, 2, base + j, s);
+    alignas(64) uint8_t now[16 * 2];
+    for (size_t done = 0; j + done < m; done += 16) {
+      const size_t n = std::min<size_t>(16, m - j - done);
+      CastF32ToBf16(in + (j + done) * 4, now, n);
+      Compare(now, last + (j + done) * 2, n, 2, base + j + done, s);
+      std::memcpy(last + (j + done) * 2, now, n * 2);
+    }
   }
 }
 
-// Finds the changes of m elements of transfer t from element i (bucket
-// index base + i), hashing the new wire bytes when `hasher` is set.
-void Scan(const ModelSpec& spec, WireFormat wire, const Transfer& t, int64_t i,
-          size_t m, size_t es, uint64_t base,
-          const std::vector<ConstBytes>& src,
-          const std::vector<ConstBytes>& last, Hasher64* hasher,
-          SparseScratch* s) {
+// Brings m elements of transfer t from element i (bucket index base + i)
+// up to date in `at` (their wire bytes as last sent), hashing the new
+// bytes. With `s`, records the changed ones; without, only casts/copies.
+void Update(const ModelSpec& spec, WireFormat wire, const Transfer& t,
+            int64_t i, size_t m, size_t es, uint64_t base,
+            const std::vector<ConstBytes>& src, uint8_t* at, Hasher64* hasher,
+            SparseScratch* s) {
   const DType sd = spec.tensors[t.tensor].meta.dtype;
   const size_t ses = DTypeSize(sd);
   const uint8_t* now = src[t.tensor].data() + (t.src_offset + i) * ses;
-  const uint8_t* old = last[t.tensor].data() + (t.src_offset + i) * es;
   if (WireDType(sd, wire) != sd) {  // f32 -> bf16.
-    alignas(64) uint8_t cast[kBlock * 2];
-    NarrowCompare(now, old, m, cast, base + i, s);
-    if (hasher != nullptr) hasher->Update(ConstBytes(cast, m * 2));
+    if (s != nullptr) {
+      NarrowUpdate(now, at, m, base + i, s);
+    } else {
+      CastF32ToBf16(now, at, m);
+    }
   } else {
-    Compare(now, old, m, es, base + i, s);
-    if (hasher != nullptr) hasher->Update(ConstBytes(now, m * es));
+    if (s != nullptr) Compare(now, at, m, es, base + i, s);
+    std::memcpy(at, now, m * es);
   }
+  hasher->Update(ConstBytes(at, m * es));
 }
 
 // The changed fraction of the bucket, estimated from kSamples windows of
-// kWindow elements spread evenly over it.
+// kWindow elements spread evenly over it (`last` is not written).
 double SampleDensity(const ModelSpec& spec, WireFormat wire,
                      const PeerList& list, const std::vector<ConstBytes>& src,
-                     const std::vector<ConstBytes>& last, SparseScratch* s) {
+                     const uint8_t* last) {
   constexpr uint64_t kSamples = 32, kWindow = 128;
+  const size_t es = list.element_size;
   Locator where(list);
   const uint64_t total = where.total();
-  uint64_t seen = 0;
-  Reserve(s, kSamples * kWindow, list.element_size);
+  uint64_t seen = 0, found = 0;
+  alignas(64) uint8_t now[kWindow * 8];
   for (uint64_t k = 0; k < kSamples; ++k) {
+    const uint64_t first = total / kSamples * k;
     int64_t off = 0;
-    const int ti = where.Find(total / kSamples * k, &off);
+    const int ti = where.Find(first, &off);
     if (ti < 0) break;
     const Transfer& t = list.transfers[ti];
     const size_t m =
         static_cast<size_t>(std::min<int64_t>(kWindow, t.length - off));
-    Scan(spec, wire, t, off, m, list.element_size, 0, src, last, nullptr, s);
+    const DType sd = spec.tensors[t.tensor].meta.dtype;
+    const uint8_t* in =
+        src[t.tensor].data() + (t.src_offset + off) * DTypeSize(sd);
+    if (WireDType(sd, wire) != sd) {
+      CastF32ToBf16(in, now, m);
+      in = now;
+    }
+    for (size_t j = 0; j < m; ++j) {
+      found += std::memcmp(in + j * es, last + (first + j) * es, es) != 0;
+    }
     seen += m;
   }
-  return seen == 0 ? 0.0 : static_cast<double>(s->count) / seen;
+  return seen == 0 ? 0.0 : static_cast<double>(found) / seen;
 }
 
 }  // namespace
@@ -273,23 +234,28 @@ bool SparseEligible(const ModelSpec& spec, WireFormat wire,
 SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
                            const PeerList& list,
                            const std::vector<ConstBytes>& src,
-                           const std::vector<ConstBytes>& last,
-                           SparseScratch* scratch, WireBuffer* bucket,
-                           int64_t* changed) {
-  if (!SparseEligible(spec, wire, list)) return SparseOutcome::kUnsupported;
+                           MutableBytes last, SparseScratch* scratch,
+                           WireBuffer* bucket, int64_t* changed) {
+  if (!SparseEligible(spec, wire, list) ||
+      last.size() != static_cast<size_t>(list.wire_bytes)) {
+    return SparseOutcome::kUnsupported;
+  }
   const size_t es = list.element_size;
   const uint64_t total = static_cast<uint64_t>(list.wire_bytes) / es;
   const size_t n_bytes = static_cast<size_t>(list.wire_bytes);
   // Pairs beat the full form only below this many changes.
   const size_t cap =
       std::max<size_t>(1, n_bytes > 16 ? (n_bytes - 16) / (4 + es) : 0);
-  // A bucket well past the break-even on a sample goes whole at once.
+  // Recording stops once the full form has won: past the break-even, or
+  // (for a bucket well past it on a sample, or after an eighth of the
+  // bucket on course for well past it) early.
+  bool dense = false;
   if (total >= 65536) {
-    const double density = SampleDensity(spec, wire, list, src, last, scratch);
+    const double density = SampleDensity(spec, wire, list, src, last.data());
     if (density * static_cast<double>(total) >
         1.25 * static_cast<double>(cap)) {
       *changed += static_cast<int64_t>(density * static_cast<double>(total));
-      return SparseOutcome::kTooDense;
+      dense = true;
     }
   }
   Reserve(scratch, cap, es);
@@ -299,19 +265,20 @@ SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
     for (int64_t i = 0; i < t.length; i += kBlock) {
       const size_t m =
           static_cast<size_t>(std::min<int64_t>(kBlock, t.length - i));
-      Scan(spec, wire, t, i, m, es, base, src, last, &hasher, scratch);
+      Update(spec, wire, t, i, m, es, base, src, last.data() + (base + i) * es,
+             &hasher, dense ? nullptr : scratch);
+      if (dense) continue;
       const uint64_t seen = base + i + m;
       const uint64_t found = scratch->count;
-      // Past the break-even, or after an eighth of the bucket on course
-      // for well past it: the full form wins.
       if (found >= cap || (seen >= total / 8 && seen >= 65536 &&
                            4 * found * total > 5 * cap * seen)) {
         *changed += static_cast<int64_t>(found);
-        return SparseOutcome::kTooDense;
+        dense = true;
       }
     }
     base += static_cast<uint64_t>(t.length);
   }
+  if (dense) return SparseOutcome::kTooDense;
   const uint64_t checksum = hasher.Digest();
   const size_t found = scratch->count;
   *changed += static_cast<int64_t>(found);
@@ -330,29 +297,6 @@ SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
   std::memcpy(out + 17, scratch->index.data(), found * 4);
   std::memcpy(out + 17 + found * 4, scratch->values.data(), found * es);
   return SparseOutcome::kEncoded;
-}
-
-void ApplySentPairs(const PeerList& list, ConstBytes bucket,
-                    const std::vector<MutableBytes>& last) {
-  if (bucket.size() < 17 ||
-      bucket.data()[0] != static_cast<uint8_t>(BucketKind::kPairs)) {
-    return;
-  }
-  const size_t es = list.element_size;
-  const uint64_t count = GetU64(bucket.data() + 9);
-  const uint8_t* idx = bucket.data() + 17;
-  const uint8_t* val = idx + count * 4;
-  Locator where(list);
-  for (uint64_t k = 0; k < count; ++k) {
-    uint32_t i;
-    std::memcpy(&i, idx + k * 4, 4);
-    int64_t off = 0;
-    const int ti = where.Find(i, &off);
-    if (ti < 0) continue;  // Not from EncodeSparse; cannot happen.
-    const Transfer& t = list.transfers[ti];
-    std::memcpy(last[t.tensor].data() + (t.src_offset + off) * es, val + k * es,
-                es);
-  }
 }
 
 Status ApplySparse(const PeerList& list, ConstBytes bucket,

@@ -1,12 +1,13 @@
 // Internal to the executor: sparse delta without gathering buckets.
 //
-// The sender compares each transfer's source elements, cast to the wire
-// dtype block by block in a small buffer, with its own copy of what it last
-// sent (`last`: wire-dtype copies of its source shards, indexed by tensor,
-// at src_offset) and writes only the changes; the receiver applies them
-// straight into its destination shards. Neither side copies a whole bucket.
-// The forms and checksums are wire.h's kUnchanged and kPairs: the checksum
-// is xxh3-64 of the new bucket bytes, hashed piece by piece.
+// The sender keeps, per bucket, the wire bytes it last sent (`last`, in
+// bucket order: the executor's full bucket itself). Encoding casts the
+// source elements to the wire dtype block by block straight over `last`,
+// recording the elements that changed as it goes, so `last` is the new
+// full bucket afterwards whatever form is sent, and nothing else is
+// copied. The receiver applies the changes straight into its destination
+// shards. The forms and checksums are wire.h's kUnchanged and kPairs: the
+// checksum is xxh3-64 of the new bucket bytes, hashed block by block.
 //
 // Only buckets whose elements share one wire dtype go this way; mixed ones
 // (and a link slow enough for the codec's XOR form to pay) use wire.h's
@@ -29,7 +30,8 @@ namespace hy::reshard::internal {
 enum class SparseOutcome {
   kEncoded,      // *bucket holds a kUnchanged or kPairs bucket.
   kTooDense,     // Pairs would not be smaller than the full form.
-  kUnsupported,  // Mixed wire dtypes, or more elements than u32 indices.
+  kUnsupported,  // Mixed wire dtypes, more elements than u32 indices, or
+                 // `last` not of the bucket's size.
 };
 
 // Scratch space one encoder keeps across calls (its capacity is reused).
@@ -42,22 +44,18 @@ struct SparseScratch {
 };
 
 // Encodes the bucket of `list` from `src` (source shards in their own
-// dtype) against `last` into *bucket. Stops early with kTooDense when the
-// changes seen so far put the pairs form well past the full one (the
-// caller then sends the full form); *changed gets the changed elements
-// found (all of them when kEncoded, those seen before stopping otherwise).
+// dtype) against `last` (the bucket's wire bytes as last sent) into
+// *bucket, and writes the new wire bytes over `last`. Returns kTooDense,
+// with `last` so written and *bucket untouched, when the pairs form would
+// not beat the full one (the caller sends `last` whole); recording stops
+// early once that is clear. *changed gets the changed elements found (all
+// of them when kEncoded, those seen before stopping otherwise).
+// kUnsupported leaves everything untouched.
 SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
                            const PeerList& list,
                            const std::vector<ConstBytes>& src,
-                           const std::vector<ConstBytes>& last,
-                           SparseScratch* scratch, WireBuffer* bucket,
-                           int64_t* changed);
-
-// Writes the new values a kPairs bucket from EncodeSparse carried into
-// `last` at their source positions (a kUnchanged bucket writes nothing).
-// REQUIRES: `bucket` came from EncodeSparse for `list`.
-void ApplySentPairs(const PeerList& list, ConstBytes bucket,
-                    const std::vector<MutableBytes>& last);
+                           MutableBytes last, SparseScratch* scratch,
+                           WireBuffer* bucket, int64_t* changed);
 
 // Receiver: applies a kUnchanged or kPairs bucket for `list` straight into
 // `dst` (at dst_offset) and checks the checksum over the result. Returns

@@ -92,38 +92,37 @@ int64_t FindChanges(const uint8_t* a, const uint8_t* b, size_t count, size_t es,
 }  // namespace
 
 Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
-                   WireBuffer* bucket, int64_t* changed, const DeltaCost& cost,
-                   WireBuffer* scratch) {
-  WireBuffer local;
-  WireBuffer& out = scratch != nullptr ? *scratch : local;
-  const size_t n_bytes = bucket->size() - 1;
+                   ConstBytes now_bytes, WireBuffer* out, int64_t* changed,
+                   const DeltaCost& cost) {
+  out->clear();
+  const size_t n_bytes = now_bytes.size();
   if (before.size() != n_bytes || es == 0 || n_bytes % es != 0) {
     return Status::Internal("EncodeDelta: bucket and previous copy differ");
   }
-  const uint8_t* now = bucket->data() + 1;
+  const uint8_t* now = now_bytes.data();
   const size_t count = n_bytes / es;
   // A counting pass first; the positions are worth a second pass only
   // when pairs can beat the full form (fewer changes than break_even).
   const size_t break_even = n_bytes > 16 ? (n_bytes - 16) / (4 + es) : 0;
   const int64_t found = FindChanges(now, before.data(), count, es, nullptr);
   *changed += found;
+  if (found == 0) {
+    const uint64_t checksum = Checksum64(now_bytes);
+    out->resize(1 + 8);
+    (*out)[0] = static_cast<uint8_t>(BucketKind::kUnchanged);
+    PutU64(out, 1, checksum);
+    return Status::OK();
+  }
   std::vector<uint32_t> index;
   const bool pairs_ok = count < (uint64_t{1} << 32) &&  // u32 indices.
                         static_cast<size_t>(found) < break_even;
-  if (pairs_ok && found > 0) {
+  if (pairs_ok) {
     index.reserve(static_cast<size_t>(found));
     FindChanges(now, before.data(), count, es, &index);
   }
-  if (found == 0) {
-    const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
-    bucket->resize(1 + 8);
-    (*bucket)[0] = static_cast<uint8_t>(BucketKind::kUnchanged);
-    PutU64(bucket, 1, checksum);
-    return Status::OK();
-  }
   const size_t pairs_size =
       pairs_ok ? 1 + 16 + index.size() * (4 + es) : SIZE_MAX;
-  // Seconds each form takes; the full form is what is in *bucket now.
+  // Seconds each form takes.
   const double link = cost.link_bytes_per_second;
   const double full_s = static_cast<double>(1 + n_bytes) / link;
   const double pairs_s = static_cast<double>(pairs_size) / link;
@@ -135,35 +134,31 @@ Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
   if (codec_s < best_s) {
     statestore::EncodeOptions options;
     options.transform = static_cast<int>(statestore::ByteTransform::kByteGroup);
-    HY_RETURN_IF_ERROR(statestore::EncodeChunk(
-        options, dtype, ConstBytes(now, n_bytes), before, &chunk));
+    HY_RETURN_IF_ERROR(
+        statestore::EncodeChunk(options, dtype, now_bytes, before, &chunk));
   }
   const size_t chunk_size = chunk.empty() ? SIZE_MAX : 1 + 8 + chunk.size();
   const double chunk_s = chunk.empty()
                              ? INFINITY
                              : codec_s + static_cast<double>(chunk_size) / link;
   if (pairs_s <= chunk_s && pairs_s < full_s) {
-    const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
-    out.resize(pairs_size);
-    out[0] = static_cast<uint8_t>(BucketKind::kPairs);
-    PutU64(&out, 1, checksum);
-    PutU64(&out, 9, index.size());
-    uint8_t* idx = out.data() + 17;
+    out->resize(pairs_size);
+    (*out)[0] = static_cast<uint8_t>(BucketKind::kPairs);
+    PutU64(out, 1, Checksum64(now_bytes));
+    PutU64(out, 9, index.size());
+    uint8_t* idx = out->data() + 17;
     std::memcpy(idx, index.data(), index.size() * 4);
     uint8_t* val = idx + index.size() * 4;
     for (size_t k = 0; k < index.size(); ++k) {
       std::memcpy(val + k * es, now + size_t{index[k]} * es, es);
     }
-    bucket->assign(out.begin(), out.end());  // Keeps its capacity.
   } else if (chunk_s < full_s) {
-    const uint64_t checksum = Checksum64(ConstBytes(now, n_bytes));
-    out.resize(chunk_size);
-    out[0] = static_cast<uint8_t>(BucketKind::kXorChunk);
-    PutU64(&out, 1, checksum);
-    std::memcpy(out.data() + 9, chunk.data(), chunk.size());
-    bucket->assign(out.begin(), out.end());  // Keeps its capacity.
+    out->resize(chunk_size);
+    (*out)[0] = static_cast<uint8_t>(BucketKind::kXorChunk);
+    PutU64(out, 1, Checksum64(now_bytes));
+    std::memcpy(out->data() + 9, chunk.data(), chunk.size());
   }
-  // else: the full form already in *bucket is the cheapest.
+  // else: the full form is the cheapest; *out stays empty.
   return Status::OK();
 }
 

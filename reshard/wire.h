@@ -115,19 +115,17 @@ struct DeltaCost {
   double codec_decode_bytes_per_second = 1.0e9;
 };
 
-// Replaces (*bucket)[1..] = `now` by its cheapest form against `before`
-// under `cost` and sets (*bucket)[0]; on entry *bucket holds the kind byte
-// then `now` (the full form), which is kept when no delta form is cheaper.
-// A delta form is built in *scratch (may be null) and copied in: both
-// keep their capacity for the next call.
-// The codec runs only when even a chunk of no bytes could win. `dtype` is
-// the elements' dtype when uniform (kU8 otherwise), `element_size` the unit
-// compared for changes. *changed gets the number of changed elements.
-// REQUIRES: before.size() == bucket->size() - 1.
+// Writes into *out the cheapest delta form (kUnchanged, kPairs or
+// kXorChunk) of the bucket `now` against `before` under `cost`, or
+// clears *out when the full form is cheapest; *out keeps its capacity for
+// the next call. The codec runs only when even a chunk of no bytes could
+// win. `dtype` is the elements' dtype when uniform (kU8 otherwise),
+// `element_size` the unit compared for changes. *changed gets the number
+// of changed elements. Returns Internal when the sizes do not fit.
+// REQUIRES: before.size() == now.size().
 Status EncodeDelta(DType dtype, size_t element_size, ConstBytes before,
-                   WireBuffer* bucket, int64_t* changed,
-                   const DeltaCost& cost = DeltaCost(),
-                   WireBuffer* scratch = nullptr);
+                   ConstBytes now, WireBuffer* out, int64_t* changed,
+                   const DeltaCost& cost = DeltaCost());
 
 // Decodes a received bucket into `now`. `before` is the receiver's previous
 // copy (needed for delta kinds; may be empty for kFull). Returns DataLoss

@@ -1,8 +1,8 @@
 // Sparse delta without gathering (internal to the executor): the fused
 // cast-and-compare finds exactly the changed bf16 values, whatever the
 // bits (NaN payloads, infinities, denormals, rounding ties), the sender's
-// copy and the receiver's destination end up equal to the plain cast, and
-// damage or a wrong previous copy is DataLoss.
+// copy (whatever form goes) and the receiver's destination end up equal
+// to the plain cast, and damage or a wrong previous copy is DataLoss.
 
 #include "sparse_delta.h"
 
@@ -77,8 +77,9 @@ TEST(SparseDeltaTest, FindsExactlyTheChangedValuesOfAnyBits) {
     if (rng() % 20 == 0)
       after[i] = (rng() % 2) ? Special(rng) : static_cast<uint32_t>(rng());
   }
-  std::vector<uint8_t> last = Cast(before);
-  const std::vector<uint8_t> want = Cast(after);
+  // The sender's copy as last sent, in bucket order.
+  std::vector<uint8_t> last = FullBucket(s.list, Cast(before));
+  const std::vector<uint8_t> want = FullBucket(s.list, Cast(after));
   int64_t expected_changes = 0;
   for (int64_t i = 0; i < n; ++i) {
     expected_changes += std::memcmp(&last[i * 2], &want[i * 2], 2) != 0;
@@ -87,39 +88,37 @@ TEST(SparseDeltaTest, FindsExactlyTheChangedValuesOfAnyBits) {
 
   std::vector<ConstBytes> src{ConstBytes(
       reinterpret_cast<const uint8_t*>(after.data()), after.size() * 4)};
-  std::vector<ConstBytes> last_view{ConstBytes(last)};
   SparseScratch scratch;
   WireBuffer bucket;
   int64_t changed = 0;
-  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
-                         &scratch, &bucket, &changed),
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src,
+                         MutableBytes(last), &scratch, &bucket, &changed),
             SparseOutcome::kEncoded);
   EXPECT_EQ(changed, expected_changes);
   ASSERT_EQ(bucket[0], static_cast<uint8_t>(BucketKind::kPairs));
   uint64_t checksum;
   std::memcpy(&checksum, bucket.data() + 1, 8);
-  EXPECT_EQ(checksum, Checksum64(ConstBytes(FullBucket(s.list, want))));
+  EXPECT_EQ(checksum, Checksum64(ConstBytes(want)));
+  // The sender's copy is the new full bucket now.
+  EXPECT_EQ(last, want);
 
-  // The receiver holds the old values at dst_offset; applying gives the new.
-  std::vector<uint8_t> dst = FullBucket(s.list, last);
+  // The receiver holds the old values at dst_offset (here in bucket order
+  // too); applying gives the new.
+  std::vector<uint8_t> dst = FullBucket(s.list, Cast(before));
   std::vector<MutableBytes> dst_view{MutableBytes(dst)};
   ASSERT_TRUE(
       ApplySparse(s.list, ConstBytes(bucket.data(), bucket.size()), dst_view)
           .ok());
-  EXPECT_EQ(dst, FullBucket(s.list, want));
-
-  // The sender's copy becomes the cast of the new values.
-  std::vector<MutableBytes> last_mut{MutableBytes(last)};
-  ApplySentPairs(s.list, ConstBytes(bucket.data(), bucket.size()), last_mut);
-  EXPECT_EQ(last, want);
+  EXPECT_EQ(dst, want);
 
   // Nothing changed now: one checksum goes, and it checks the receiver.
   changed = 0;
-  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
-                         &scratch, &bucket, &changed),
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src,
+                         MutableBytes(last), &scratch, &bucket, &changed),
             SparseOutcome::kEncoded);
   EXPECT_EQ(changed, 0);
   EXPECT_EQ(bucket.size(), 9u);
+  EXPECT_EQ(last, want);
   EXPECT_TRUE(
       ApplySparse(s.list, ConstBytes(bucket.data(), bucket.size()), dst_view)
           .ok());
@@ -139,29 +138,43 @@ TEST(SparseDeltaTest, DenseBucketsGoWholeAndSparseOnesDoNot) {
   std::vector<uint8_t> last = Cast(f);
   std::vector<ConstBytes> src{
       ConstBytes(reinterpret_cast<const uint8_t*>(f.data()), f.size() * 4)};
-  std::vector<ConstBytes> last_view{ConstBytes(last)};
   SparseScratch scratch;
   WireBuffer bucket;
-  // Half the values change: the sample sees it and the scan never runs.
+  // Half the values change: the sample sees it and nothing is recorded;
+  // the sender's copy still becomes the full new bucket.
   for (int64_t i = 0; i < n; i += 2) f[i] += 0x10000u;
   int64_t changed = 0;
-  EXPECT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
-                         &scratch, &bucket, &changed),
+  EXPECT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src,
+                         MutableBytes(last), &scratch, &bucket, &changed),
             SparseOutcome::kTooDense);
   EXPECT_NEAR(static_cast<double>(changed), n / 2.0, n / 20.0);
-  // A fifth: pairs (6 bytes each) still beat 2 bytes per element.
+  EXPECT_EQ(last, Cast(f));
+  EXPECT_TRUE(bucket.empty());  // Untouched.
+  // 36% at random: the sample says pairs may win (under 1.25x the
+  // break-even of a third), the scan finds they do not near the end.
+  for (int64_t i = 0; i < n; ++i) {
+    if (rng() % 100 < 36) f[i] += 0x10000u;
+  }
+  changed = 0;
+  EXPECT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src,
+                         MutableBytes(last), &scratch, &bucket, &changed),
+            SparseOutcome::kTooDense);
+  EXPECT_GT(changed, n / 4);
+  EXPECT_EQ(last, Cast(f));
+  // A fifth: pairs (6 bytes each) still beat 2 bytes per element. (From
+  // exact bf16 values: one ulp more of a tie can round to the same bf16.)
   for (int64_t i = 0; i < n; ++i) {
     uint16_t b;
     std::memcpy(&b, &last[i * 2], 2);
     f[i] = Bf16BitsToF32Bits(b) + ((i % 5 == 0) ? 0x10000u : 0u);
   }
-  src[0] = ConstBytes(reinterpret_cast<const uint8_t*>(f.data()), n * 4);
   changed = 0;
-  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src, last_view,
-                         &scratch, &bucket, &changed),
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src,
+                         MutableBytes(last), &scratch, &bucket, &changed),
             SparseOutcome::kEncoded);
   EXPECT_EQ(changed, (n + 4) / 5);
   EXPECT_EQ(bucket.size(), 17u + static_cast<size_t>(changed) * 6);
+  EXPECT_EQ(last, Cast(f));
 }
 
 TEST(SparseDeltaTest, DamagedBucketsAreDataLoss) {

@@ -5,8 +5,9 @@
 // Per step, the executor packs what this rank sends to each peer into one
 // bucket per peer (cast to the wire dtype, optionally delta-encoded), hands
 // the buckets to Transport::AllToAllV and unpacks what arrives into the
-// destination buffers. Packing step k+1 overlaps the exchange of step k.
-// Local copies (plan.local) run first and never touch the transport.
+// destination buffers. Packing step k+1 overlaps the exchange of step k;
+// local copies (plan.local) overlap the packing of the first step and never
+// touch the transport.
 //
 // Wire formats:
 //   kRaw   elements travel in their own dtype.
@@ -14,8 +15,10 @@
 //          at the sender: bit-identical to casting at the destination.
 //          Other dtypes travel raw.
 // Sparse delta (ExecutorOptions::sparse_delta), on top of either: the
-// sender keeps a wire-dtype copy of its source shards as last sent, the
-// receiver's destination buffers are its previous copy, and each bucket
+// sender keeps each bucket's full form as last sent (the bucket buffers
+// it keeps anyway; the new values are cast over them as changes are
+// found), the receiver's destination buffers are its previous copy, and
+// each bucket
 // carries only what changed: nothing for an unchanged bucket, else the
 // smaller of index/value pairs and an XOR-delta chunk through the codec
 // (byte grouping + zstd). Every delta bucket carries the checksum of the
@@ -87,7 +90,7 @@ struct ReshardStats {
   // Sparse delta only: changed elements found (in a bucket that turned out
   // dense enough to go whole, those found before that was clear).
   int64_t changed_elements_sent = 0;
-  int64_t buckets_unchanged = 0;      // Sparse delta only.
+  int64_t buckets_unchanged = 0;  // Sparse delta only.
   int steps = 0;
 
   // Adds another rank's figures (sums bytes, max of seconds).

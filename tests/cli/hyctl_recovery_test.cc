@@ -3,11 +3,10 @@
 // job on what is left, and hy::recovery rebuilds the state from primaries
 // and replicas. Runs the real hyctl binary (HYCTL_PATH) with 4 ranks.
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cmath>
@@ -55,8 +54,8 @@ class Job {
  public:
   Job(const std::string& dir, const std::string& args) : dir_(dir) {
     fs::create_directories(dir);
-    const std::string cmd = std::string(HYCTL_PATH) + " train" + args +
-                            " > " + dir + "/out 2> " + dir + "/err";
+    const std::string cmd = std::string(HYCTL_PATH) + " train" + args + " > " +
+                            dir + "/out 2> " + dir + "/err";
     pid_ = fork();
     if (pid_ == 0) {
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
@@ -118,13 +117,27 @@ pid_t WorkerPid(const std::string& root, int node) {
   return pid;
 }
 
+// Deletes a node's directory whole, as a lost disk, while its worker may
+// still be writing there: a file the worker removes between remove_all's
+// listing and its deletion fails that pass (ENOENT), so it goes again.
+void DeleteNodeDir(const std::string& root, int node) {
+  const std::string dir = hy::recovery::NodeDir(root, node);
+  std::error_code ec;
+  for (int pass = 0; pass < 50; ++pass) {
+    fs::remove_all(dir, ec);
+    if (!ec) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "cannot delete " << dir << ": " << ec.message();
+}
+
 // Kills the worker on `node` (SIGKILL) and, for a lost machine, deletes its
 // directory.
 void KillNode(const std::string& root, int node, bool delete_dir) {
   const pid_t pid = WorkerPid(root, node);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0) << std::strerror(errno);
-  if (delete_dir) fs::remove_all(hy::recovery::NodeDir(root, node));
+  if (delete_dir) DeleteNodeDir(root, node);
 }
 
 int RandomIteration(int lo, int hi) {
@@ -170,8 +183,8 @@ void ExpectResumePointBitwiseEqual(const std::string& root, int64_t step) {
 class HyctlRecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "hyctl-recovery-" +
-           std::to_string(getpid()) + "-" +
+    dir_ = ::testing::TempDir() + "hyctl-recovery-" + std::to_string(getpid()) +
+           "-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     root_ = dir_ + "/run";
@@ -224,8 +237,8 @@ TEST_F(HyctlRecoveryTest, LostNodeJobFinishesOnThreeRanks) {
   // Every committed version before the failure still verifies (some copy).
   for (int64_t s = 2; s <= step; s += 2) {
     auto reader = hy::trainer::CheckpointReader::Open(root_, s, 0);
-    EXPECT_TRUE(reader.ok()) << "step " << s << ": "
-                             << reader.status().ToString();
+    EXPECT_TRUE(reader.ok())
+        << "step " << s << ": " << reader.status().ToString();
   }
   // The final reward is that of the unfailed run, within tolerance (a
   // different world size changes the rollout split, not the task).
@@ -241,14 +254,13 @@ TEST_F(HyctlRecoveryTest, KillDuringCommitAndDuringRecoveryOnASharedStore) {
   // replicas 0: the node directories live on shared storage and outlive
   // their workers. A killed worker whose directory is still there is a
   // process crash: the job restarts on the same nodes.
-  Job job(dir_ + "/job", SmallArgs(root_, 14) +
-                             " --set checkpoint.replicas=0");
+  Job job(dir_ + "/job", SmallArgs(root_, 14) + " --set checkpoint.replicas=0");
   // Kill rank 1 the moment a checkpoint is being saved and committed.
   ASSERT_TRUE(job.WaitFor([&] {
     const auto lines = job.Lines();
     return lines.size() >= 3 &&
-           lines.back()["checkpoint_state"].get<std::string>().rfind(
-               "saving", 0) == 0;
+           lines.back()["checkpoint_state"].get<std::string>().rfind("saving",
+                                                                     0) == 0;
   })) << job.err();
   KillNode(root_, 1, /*delete_dir=*/false);
   // Then kill the restarted worker on node 3 while it recovers.
@@ -269,8 +281,8 @@ TEST_F(HyctlRecoveryTest, KillDuringCommitAndDuringRecoveryOnASharedStore) {
 
   // The shared store continued on 3 workers: node 3's store is read in
   // place by rank 0 (no replica needed), bit for bit.
-  Job more(dir_ + "/more", " -o json --nproc 3 --iterations 16 --resume " +
-                               root_);
+  Job more(dir_ + "/more",
+           " -o json --nproc 3 --iterations 16 --resume " + root_);
   ASSERT_EQ(more.Wait(), 0) << more.err();
   EXPECT_EQ(RecoveredStep(more.err()), 14) << more.err();
   EXPECT_EQ(more.Lines().back()["world_size"], 3);
@@ -282,7 +294,7 @@ TEST_F(HyctlRecoveryTest, EveryCopyLostEndsWithAClearError) {
   ASSERT_TRUE(job.WaitFor([&] { return job.Lines().size() >= 4; }))
       << job.err();
   // Rank 1's primary (node 1) and its only replica (node 2) both go.
-  fs::remove_all(hy::recovery::NodeDir(root_, 2));
+  DeleteNodeDir(root_, 2);
   KillNode(root_, 1, /*delete_dir=*/true);
   EXPECT_EQ(job.Wait(), hy::recovery::kExitUnrecoverable) << job.err();
   const std::string err = job.err();
@@ -306,7 +318,8 @@ TEST_F(HyctlRecoveryTest, FewerNodesThanMinNodesEndsWithAClearError) {
 // before a step that rank 0 had reported committed.
 TEST_F(HyctlRecoveryTest, Soak) {
   if (std::getenv("HY_SOAK") == nullptr) {
-    GTEST_SKIP() << "opt-in: HY_SOAK=1 " << "hy_cli_recovery_test "
+    GTEST_SKIP() << "opt-in: HY_SOAK=1 "
+                 << "hy_cli_recovery_test "
                  << "--gtest_filter='*Soak*'";
   }
   Job job(dir_ + "/job", SmallArgs(root_, 400) + " --max-restarts 25");
@@ -342,9 +355,10 @@ TEST_F(HyctlRecoveryTest, Soak) {
     EXPECT_GE(recovered[i], committed_before[i]) << "failure " << i;
   }
   EXPECT_EQ(job.Lines().back()["iteration"], 399);
-  std::printf("soak: 20 failures (%d nodes lost), %zu recoveries, 0 "
-              "committed steps lost\n",
-              deleted, recovered.size());
+  std::printf(
+      "soak: 20 failures (%d nodes lost), %zu recoveries, 0 "
+      "committed steps lost\n",
+      deleted, recovered.size());
 }
 
 }  // namespace

@@ -4,9 +4,10 @@
 // every activation kept and with gradient checkpointing
 // (trainer.gradient_checkpointing), and a checkpoint of one rank's part at
 // --ranks ranks (its 1/N of the parameters and both Adam moments) through
-// the store's SaveAsync, beside a memcpy of the same bytes (the limit of a
-// blocking copy) and torch.save of the same bytes (Debian's python3-torch,
-// when present).
+// the store's SaveAsync (twice) and SaveBorrowed (read in place: the call,
+// and how long the buffers stay the store's after it), beside a memcpy of
+// the same bytes (the limit of a blocking copy) and torch.save of the same
+// bytes (Debian's python3-torch, when present).
 //
 //   hy_bench_train_scale [--json] [--model qwen2-0.5b|small] [--batch B]
 //                        [--seq T] [--ranks N] [--dir DIR]
@@ -168,8 +169,7 @@ int Main(int argc, char** argv) {
           "peak RSS growth over the state (%.0f MB); peak / (state + 2 "
           "layers) %.2f%s",
           r->state_mb,
-          (r->state_mb + row.peak_growth_mb) /
-              (r->state_mb + 2 * r->layer_mb),
+          (r->state_mb + row.peak_growth_mb) / (r->state_mb + 2 * r->layer_mb),
           row.by_layer ? "" : "; gathers the whole model and its gradient");
       Row(f,
           row.by_layer ? "FSDP step (1 rank), by layer"
@@ -280,8 +280,11 @@ int Main(int argc, char** argv) {
   auto store = statestore::Store::Open(tmpl + "/store", o);
   if (!store.ok()) return 1;
   double durable_s = 0;
-  for (uint64_t v = 1; v <= 2; ++v) {
-    if (v == 2) {  // An optimizer step later: every f32 value moves.
+  // 1, 2: SaveAsync (copied into staging); 3: SaveBorrowed (read in place,
+  // as the trainer's checkpoint.read_in_place does between two optimizer
+  // steps).
+  for (uint64_t v = 1; v <= 3; ++v) {
+    if (v >= 2) {  // An optimizer step later: every f32 value moves.
       at::NoGradGuard no_grad;
       for (auto& t : part) t.mul_(1.0 + 1e-3 * at::randn_like(t));
     }
@@ -296,8 +299,14 @@ int Main(int argc, char** argv) {
       p.shards.push_back(d);
     }
     std::unique_ptr<statestore::SaveHandle> h;
-    const double blocking = Seconds(
-        [&] { h = std::move((*store)->SaveAsync(std::move(p))).value(); });
+    const double blocking = Seconds([&] {
+      h = std::move(v == 3 ? (*store)->SaveBorrowed(std::move(p))
+                           : (*store)->SaveAsync(std::move(p)))
+              .value();
+    });
+    // How long the buffers stay the store's after the call: an update
+    // that comes sooner waits for the rest.
+    const double held = Seconds([&] { h->WaitRead(); });
     statestore::SaveStats stats;
     const double rest = Seconds([&] {
       Status s = h->Wait(&stats);
@@ -307,21 +316,23 @@ int Main(int argc, char** argv) {
       if (s.ok()) s = (*store)->Commit(c);
       if (!s.ok()) std::fprintf(stderr, "save: %s\n", s.ToString().c_str());
     });
-    durable_s = blocking + rest;
-    char note[128];
+    const double durable = blocking + held + rest;
+    if (v == 2) durable_s = durable;
+    char note[160];
     std::snprintf(note, sizeof(note),
-                  "%.2fx memcpy; durable %.2f s (%.0f MB/s), %.0f MB written",
-                  blocking / memcpy_s, durable_s, part_bytes / 1e6 / durable_s,
-                  stats.new_bytes / 1e6);
-    Row(f,
-        v == 1 ? "SaveAsync blocking, 1st checkpoint"
-               : "SaveAsync blocking, 2nd checkpoint",
-        blocking, part_bytes / 1e6, note);
+                  "%.2fx memcpy; buffers held %.2f s more; durable %.2f s "
+                  "(%.0f MB/s), %.0f MB written",
+                  blocking / memcpy_s, held, durable,
+                  part_bytes / 1e6 / durable, stats.new_bytes / 1e6);
+    const char* what[] = {"", "SaveAsync blocking, 1st checkpoint",
+                          "SaveAsync blocking, 2nd checkpoint",
+                          "SaveBorrowed call (read in place), 3rd"};
+    Row(f, what[v], blocking, part_bytes / 1e6, note);
   }
 
   // torch.save of the same bytes, durable (fsync), if python3-torch is here.
   const std::string raw = tmpl + "/part.bin";
-  {  // The bytes of the 2nd checkpoint.
+  {  // The bytes of the last checkpoint (the size of every one).
     int64_t off = 0;
     for (const auto& t : part) {
       std::memcpy(copy.data() + off, t.data_ptr(), t.numel() * 4);

@@ -1,10 +1,12 @@
-// Store::SaveAsync: snapshot the caller's buffers into bounded staging
-// memory, then save in the background (see store.h). A part larger than
-// the budget is a bounded blocking copy: what does not fit is read in place
-// while the call waits.
+// Store::SaveAsync and Store::SaveBorrowed: snapshot what is not read in
+// place into bounded staging memory, then save in the background (see
+// store.h). A part larger than SaveAsync's budget is a bounded blocking
+// copy: what does not fit is read in place while the call waits; a
+// borrowed part is read in place after the call returns.
 
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -23,6 +25,9 @@ namespace {
 
 class AsyncHandle : public SaveHandle {
  public:
+  explicit AsyncHandle(std::shared_future<void> read)
+      : read_(std::move(read)) {}
+
   Status Wait(SaveStats* stats) override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_; });
@@ -33,6 +38,7 @@ class AsyncHandle : public SaveHandle {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
+  void WaitRead() override { read_.wait(); }
   void Finish(Status s, const SaveStats& stats) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -44,6 +50,7 @@ class AsyncHandle : public SaveHandle {
   }
 
  private:
+  const std::shared_future<void> read_;  // Ready once the buffers are free.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -57,6 +64,7 @@ class HandleRef : public SaveHandle {
   explicit HandleRef(std::shared_ptr<AsyncHandle> h) : h_(std::move(h)) {}
   Status Wait(SaveStats* stats) override { return h_->Wait(stats); }
   bool Done() const override { return h_->Done(); }
+  void WaitRead() override { h_->WaitRead(); }
 
  private:
   std::shared_ptr<AsyncHandle> h_;
@@ -67,19 +75,34 @@ class HandleRef : public SaveHandle {
 Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   if (read_only()) return Status::FailedPrecondition("store is read-only");
   HY_RETURN_IF_ERROR(CheckSavePart(part));
-  auto staged = std::make_shared<Staged>();
-  uint64_t total = 0;
-  for (const ShardData& s : part.shards) total += s.data.size();
-  for (const BlobData& b : part.blobs) total += b.data.size();
   // A part larger than the whole budget: its first shards stay borrowed
   // from the caller (read in place while this call waits), the rest is
   // copied into staging as usual. The split keeps the copy within budget.
+  uint64_t total = 0;
+  for (const ShardData& s : part.shards) total += s.data.size();
+  for (const BlobData& b : part.blobs) total += b.data.size();
   size_t borrowed = 0;
-  staged->bytes = total;
-  while (staged->bytes > options_.staging_bytes &&
-         borrowed < part.shards.size()) {
-    staged->bytes -= part.shards[borrowed++].data.size();
+  while (total > options_.staging_bytes && borrowed < part.shards.size()) {
+    total -= part.shards[borrowed++].data.size();
   }
+  return StartSave(std::move(part), borrowed, /*wait_read=*/true);
+}
+
+Result<std::unique_ptr<SaveHandle>> RocksStore::SaveBorrowed(SavePart part) {
+  if (read_only()) return Status::FailedPrecondition("store is read-only");
+  HY_RETURN_IF_ERROR(CheckSavePart(part));
+  const size_t borrowed = part.shards.size();
+  return StartSave(std::move(part), borrowed, /*wait_read=*/false);
+}
+
+Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
+                                                          size_t borrowed,
+                                                          bool wait_read) {
+  auto staged = std::make_shared<Staged>();
+  for (size_t i = borrowed; i < part.shards.size(); ++i) {
+    staged->bytes += part.shards[i].data.size();
+  }
+  for (const BlobData& b : part.blobs) staged->bytes += b.data.size();
   {
     std::unique_lock<std::mutex> lock(staging_mu_);
     staging_cv_.wait(lock, [&] {
@@ -90,7 +113,7 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   }
   // Snapshot every buffer not borrowed now; the caller may reuse its memory
   // on return.
-  staged->buffers.reserve(part.shards.size() + part.blobs.size());
+  staged->buffers.reserve(part.shards.size() - borrowed + part.blobs.size());
   auto snapshot = [&](ConstBytes* data) {
     StagingPool::Buffer b = staging_pool_->Acquire(data->size());
     if (!data->empty()) std::memcpy(b.data.get(), data->data(), data->size());
@@ -100,16 +123,23 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   for (size_t i = borrowed; i < part.shards.size(); ++i) {
     snapshot(&part.shards[i].data);
   }
-
   for (BlobData& b : part.blobs) snapshot(&b.data);
   staged->part = std::move(part);
-  auto handle = std::make_shared<AsyncHandle>();
+  // Ready once nothing reads the caller's buffers: at once when every one
+  // was copied, else when the save lets the borrowed ones go (exactly
+  // once, whatever its outcome).
   auto released = std::make_shared<std::promise<void>>();
-  std::future<void> borrowed_free = released->get_future();
-  async_pool_->Schedule([this, staged, handle, borrowed, released] {
+  std::shared_future<void> read = released->get_future().share();
+  std::function<void()> release;
+  if (borrowed == 0) {
+    released->set_value();
+  } else {
+    release = [released] { released->set_value(); };
+  }
+  auto handle = std::make_shared<AsyncHandle>(read);
+  async_pool_->Schedule([this, staged, handle, borrowed, release] {
     SaveStats stats;
-    Status s = SaveBorrowing(staged->part, &stats, borrowed,
-                             [released] { released->set_value(); });
+    Status s = SaveBorrowing(staged->part, &stats, borrowed, release);
     {
       std::lock_guard<std::mutex> lock(staging_mu_);
       staging_used_ -= staged->bytes;
@@ -121,8 +151,9 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
     staged->buffers.clear();
     handle->Finish(std::move(s), stats);
   });
-  // The borrowed shards are the caller's memory: wait until they are read.
-  if (borrowed > 0) borrowed_free.wait();
+  // SaveAsync: the borrowed shards are the caller's memory; wait until
+  // they are read.
+  if (wait_read) read.wait();
   return std::unique_ptr<SaveHandle>(new HandleRef(handle));
 }
 

@@ -50,6 +50,7 @@ class RocksStore : public Store {
 
   Status Save(const SavePart& part, SaveStats* stats) override;
   Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) override;
+  Result<std::unique_ptr<SaveHandle>> SaveBorrowed(SavePart part) override;
   Result<std::unique_ptr<PartWriter>> NewPartWriter(
       uint64_t version, int rank, uint64_t buffer_bytes) override;
   Status Commit(const CommitRecord& commit) override;
@@ -80,6 +81,11 @@ class RocksStore : public Store {
     std::string encoding;  // Only set when repacking.
   };
   struct Staged;  // SaveAsync's copy of a part.
+  // SaveAsync and SaveBorrowed: part.shards[0, borrowed) are read in place
+  // in the background, the rest and the blobs are copied first; with
+  // `wait_read` this returns only once nothing reads the borrowed shards.
+  Result<std::unique_ptr<SaveHandle>> StartSave(SavePart part, size_t borrowed,
+                                                bool wait_read);
 
   bool read_only() const {
     return options_.read_only || !options_.secondary_path.empty();

@@ -60,6 +60,9 @@ struct Checkpointer::Impl {
   std::unique_ptr<Store> store;
   std::vector<statestore::PeerStore> peers;  // Rank 0 only: ranks 1..W-1.
   std::thread worker;                        // The checkpoint in flight.
+  // Its save while it may still read the caller's shards (read_in_place;
+  // the caller's thread only). Shared with `worker`.
+  std::shared_ptr<statestore::SaveHandle> reading;
   // When the checkpoint in flight was started (written before its thread).
   std::chrono::steady_clock::time_point save_start;
   std::unique_ptr<recovery::Replicator> replicator;  // May be null.
@@ -70,7 +73,7 @@ struct Checkpointer::Impl {
   // Settles versions a dead run left prepared but undecided.
   Status ResolveLeftovers();
   // The background half of a checkpoint: waits for the save, commits, Gcs.
-  void Finish(uint64_t step, std::unique_ptr<statestore::SaveHandle> handle,
+  void Finish(uint64_t step, std::shared_ptr<statestore::SaveHandle> handle,
               const std::string& layout, const std::string& rules);
   Status Commit(uint64_t step, const statestore::SaveStats& stats,
                 const std::string& layout, const std::string& rules);
@@ -231,8 +234,13 @@ Status Checkpointer::Save(uint64_t step,
   part.rank = impl_->options.rank;
   part.shards = std::move(shards);
   part.blobs = std::move(blobs);
-  HY_ASSIGN_OR_RETURN(std::unique_ptr<statestore::SaveHandle> handle,
-                      impl_->store->SaveAsync(std::move(part)));
+  std::shared_ptr<statestore::SaveHandle> handle;
+  if (impl_->options.read_in_place) {
+    HY_ASSIGN_OR_RETURN(handle, impl_->store->SaveBorrowed(std::move(part)));
+    impl_->reading = handle;
+  } else {
+    HY_ASSIGN_OR_RETURN(handle, impl_->store->SaveAsync(std::move(part)));
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->status.in_flight_step = static_cast<int64_t>(step);
@@ -247,7 +255,7 @@ Status Checkpointer::Save(uint64_t step,
 }
 
 void Checkpointer::Impl::Finish(uint64_t step,
-                                std::unique_ptr<statestore::SaveHandle> handle,
+                                std::shared_ptr<statestore::SaveHandle> handle,
                                 const std::string& layout,
                                 const std::string& rules) {
   const uint64_t version = Version(step);
@@ -294,8 +302,8 @@ void Checkpointer::Impl::Finish(uint64_t step,
     store->Gc(gc).status().IgnoreError();
   }
   const double seconds = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - save_start)
-                            .count();
+                             std::chrono::steady_clock::now() - save_start)
+                             .count();
   std::lock_guard<std::mutex> lock(mu);
   if (s.ok()) {
     status.committed_step = static_cast<int64_t>(step);
@@ -329,8 +337,14 @@ CheckpointStatus Checkpointer::status() const {
   return impl_->status;
 }
 
+void Checkpointer::WaitRead() {
+  if (impl_->reading != nullptr) impl_->reading->WaitRead();
+  impl_->reading.reset();
+}
+
 Status Checkpointer::Wait() {
   if (impl_->worker.joinable()) impl_->worker.join();
+  impl_->reading.reset();
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->status.last_error;
 }

@@ -10,7 +10,6 @@
 #include "cpu_threads.h"
 #include "hy/common/process_memory.h"
 #include "hy/metrics/hy_metrics.h"
-#include "hy/metrics/scoped_timer.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/reshard/model_spec.h"
 
@@ -281,9 +280,27 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
       static_cast<uint64_t>(next_iteration), std::move(shards),
       std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),
       rules_yaml_));
-  report->checkpoint_ms = Seconds(start) * 1000.0;
+  report->checkpoint_ms += Seconds(start) * 1000.0;
   report->checkpoint_state = "saving " + std::to_string(next_iteration);
   return Status::OK();
+}
+
+void PpoWorker::WaitForCheckpointRead(IterationReport* report) {
+  const auto start = Clock::now();
+  checkpointer_->WaitRead();
+  const double waited = Seconds(start);
+  report->checkpoint_ms += waited * 1000.0;
+  if (checkpoint_blocking_s_ >= 0) {
+    checkpoint_blocking_s_ += waited;
+    ObserveCheckpointBlocking();
+  }
+}
+
+void PpoWorker::ObserveCheckpointBlocking() {
+  if (options_.metrics != nullptr) {
+    options_.metrics->checkpoint_blocking->Observe(checkpoint_blocking_s_);
+  }
+  checkpoint_blocking_s_ = -1;
 }
 
 Result<RunSummary> PpoWorker::Run() {
@@ -331,6 +348,7 @@ Result<RunSummary> PpoWorker::Run() {
   co.keep_last = config_.checkpoint.keep_last;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
   co.staging_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
+  co.read_in_place = config_.checkpoint.read_in_place;
   co.metrics = options_.metrics;
   co.run_id = run_id_;
   rec.reset();  // Closes the copies it read.
@@ -374,16 +392,22 @@ Result<RunSummary> PpoWorker::Run() {
     HY_RETURN_IF_ERROR(ReshardToRollout(&report));
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
     HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
+    // The first write of the parameters and optimizer state since the
+    // last checkpoint: it may still be reading them in place.
+    WaitForCheckpointRead(&report);
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
     const bool last = it + 1 == end;
     if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
       // What the step waits for: the previous checkpoint, and copying
-      // this one's data (the rest runs in the background).
-      metrics::ScopedTimer blocking(options_.metrics != nullptr
-                                        ? options_.metrics->checkpoint_blocking
-                                        : nullptr);
+      // this one's data, or with read_in_place its blobs only (the shards
+      // are read in the background; the next update waits for that).
+      const auto save_start = Clock::now();
       HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, &report));
+      checkpoint_blocking_s_ = Seconds(save_start);
+      if (!config_.checkpoint.read_in_place || last) {
+        ObserveCheckpointBlocking();
+      }
       last_saved = it + 1;
     }
     CheckpointStatus cs = checkpointer_->status();

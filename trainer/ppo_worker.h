@@ -77,6 +77,12 @@ class PpoWorker {
   // Rebuilds this rank's shards of the chosen version.
   Status ResumeFrom(recovery::Recovery* rec);
   Status SaveCheckpoint(int64_t next_iteration, IterationReport* report);
+  // Before an update: waits until the checkpoint in flight no longer reads
+  // the parameters and optimizer state (checkpoint.read_in_place), adds
+  // the wait to the report and completes that checkpoint's blocking time.
+  void WaitForCheckpointRead(IterationReport* report);
+  // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
+  void ObserveCheckpointBlocking();
   void Log(const std::string& line) const;
 
   // ppo_experience.cc
@@ -142,6 +148,9 @@ class PpoWorker {
   Weights rollout_weights_;
 
   std::unique_ptr<Checkpointer> checkpointer_;
+  // What training has waited for the checkpoint in flight so far (its
+  // Save call, then the wait before the next update); < 0: none pending.
+  double checkpoint_blocking_s_ = -1;
   std::string rules_yaml_;
   std::string hf_config_text_;  // config.json of model.path, if any.
 };

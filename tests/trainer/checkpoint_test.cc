@@ -2,7 +2,6 @@
 // Each rank is a thread with its own Checkpointer and its own store, as the
 // processes of a run would be.
 
-#include "hy/recovery/node_layout.h"
 #include "hy/trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +13,7 @@
 #include <functional>
 #include <thread>
 
+#include "hy/recovery/node_layout.h"
 #include "hy/statestore/store.h"
 
 namespace hy::trainer {
@@ -226,6 +226,35 @@ TEST(CheckpointTest, SaveReturnsBeforeCommitAndCopiesTheBuffers) {
   ExpectState(reader->get(), 3);
 }
 
+TEST(CheckpointTest, ReadInPlaceHoldsTheBuffersUntilWaitRead) {
+  TempDir dir;
+  const State s = MakeState(4);
+  RunRanks(2, [&](int r) {
+    CheckpointOptions o = Options(dir.path(), r, 2);
+    o.read_in_place = true;
+    o.staging_bytes = 16;  // Far below the part: only the blobs are copied.
+    auto ckpt = Checkpointer::Open(o);
+    ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+    (*ckpt)->WaitRead();  // Nothing in flight: returns at once.
+    State mine = s;       // The rank's live tensors.
+    auto part = MakePart(mine, 2, r);
+    ASSERT_TRUE(
+        (*ckpt)->Save(4, part->shards, part->blobs, Layout(2), "rules").ok());
+    // The blobs are the caller's again at once; the tensors after WaitRead
+    // (the next optimizer step), while the commit goes on.
+    std::fill(mine.rng.begin(), mine.rng.end(), 'x');
+    (*ckpt)->WaitRead();
+    std::fill(mine.w.begin(), mine.w.end(), -7.0f);
+    std::fill(mine.b.begin(), mine.b.end(), 0xffff);
+    std::fill(part->tp.begin(), part->tp.end(), -7.0f);
+    EXPECT_TRUE((*ckpt)->Wait().ok()) << (*ckpt)->Wait();
+    EXPECT_EQ((*ckpt)->status().committed_step, 4);
+  });
+  auto reader = CheckpointReader::Open(dir.path(), 4);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ExpectState(reader->get(), 4);
+}
+
 TEST(CheckpointTest, SuccessiveCheckpointsKeepTheNewest) {
   TempDir dir;
   const State states[] = {MakeState(10), MakeState(20), MakeState(30)};
@@ -256,7 +285,7 @@ TEST(CheckpointTest, SuccessiveCheckpointsKeepTheNewest) {
       if (v.committed) committed.push_back(v.version);
     }
     EXPECT_EQ(committed, (std::vector<uint64_t>{recovery::MakeVersion(20, 0),
-                                              recovery::MakeVersion(30, 0)}))
+                                                recovery::MakeVersion(30, 0)}))
         << "rank " << r;
   }
   EXPECT_TRUE(CheckpointReader::Open(dir.path(), 10).status().IsNotFound());
@@ -305,11 +334,11 @@ void SaveDeadPart(const std::string& root, int world, int r, uint64_t v) {
   o.chunk_bytes = 1024;
   auto store = statestore::Store::Open(RankStorePath(root, r), o);
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)
-                  ->Save({recovery::MakeVersion(v, 0), r, part->shards,
-                          part->blobs},
-                         nullptr)
-                  .ok());
+  ASSERT_TRUE(
+      (*store)
+          ->Save({recovery::MakeVersion(v, 0), r, part->shards, part->blobs},
+                 nullptr)
+          .ok());
 }
 
 TEST(CheckpointTest, LeftoverOfADeadRunIsAbortedOnOpen) {

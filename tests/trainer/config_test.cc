@@ -49,17 +49,18 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"model.rope_scaling.rope_type", c.model.rope_scaling_type},
       {"model.rope_scaling.factor", D(c.model.rope_scaling_factor)},
       {"model.rope_scaling.low_freq_factor", D(c.model.rope_low_freq_factor)},
-      {"model.rope_scaling.high_freq_factor",
-       D(c.model.rope_high_freq_factor)},
+      {"model.rope_scaling.high_freq_factor", D(c.model.rope_high_freq_factor)},
       {"model.rope_scaling.original_max_position_embeddings",
        S(c.model.rope_original_max_position_embeddings)},
       {"model.torch_dtype", c.model.torch_dtype},
-      {"data.train_files", [&] {
+      {"data.train_files",
+       [&] {
          std::string f;
          for (const auto& x : c.data.train_files) f += x + ",";
          return f;
        }()},
-      {"data.val_files", [&] {
+      {"data.val_files",
+       [&] {
          std::string f;
          for (const auto& x : c.data.val_files) f += x + ",";
          return f;
@@ -114,9 +115,10 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
       {"checkpoint.commit_timeout_ms", S(c.checkpoint.commit_timeout_ms)},
       {"checkpoint.replicas", S(c.checkpoint.replicas)},
-      {"checkpoint.heartbeat_timeout_ms",
-       S(c.checkpoint.heartbeat_timeout_ms)},
+      {"checkpoint.heartbeat_timeout_ms", S(c.checkpoint.heartbeat_timeout_ms)},
       {"checkpoint.staging_mb", S(c.checkpoint.staging_mb)},
+      {"checkpoint.read_in_place",
+       c.checkpoint.read_in_place ? "true" : "false"},
       {"metrics.port", S(c.metrics.port)},
       {"metrics.bind", c.metrics.bind},
       {"metrics.pushgateway", c.metrics.pushgateway},
@@ -200,7 +202,7 @@ TrainConfig Modified() {
                3,
                true,
                true};
-  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64};
+  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false};
   c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;
 }
@@ -219,9 +221,9 @@ TEST(ConfigTest, ToYamlWritesEveryKeyInSectionsWithShortDoubles) {
   for (const char* part :
        {"model:\n  path: \"\"\n  architecture: LlamaForCausalLM\n"
         "  vocab_size: 32\n",
-        "  rope_scaling:\n    rope_type: \"\"\n",
-        "data:\n  train_files: []\n", "  rope_theta: 10000.0\n",
-        "  rms_norm_eps: 1.0e-06\n", "task:\n  kinds: [reverse]\n",
+        "  rope_scaling:\n    rope_type: \"\"\n", "data:\n  train_files: []\n",
+        "  rope_theta: 10000.0\n", "  rms_norm_eps: 1.0e-06\n",
+        "task:\n  kinds: [reverse]\n",
         "actor:\n  optim:\n    lr: 0.002\n    beta1: 0.9\n",
         "    eps: 1.0e-08\n", "    weight_decay: 0.0\n", "  ppo_epochs: 2\n",
         "critic:\n  optim:\n    lr: 0.002\n",
@@ -252,8 +254,7 @@ TEST(ConfigTest, RoundTripIsExact) {
   const auto def = FieldValues(TrainConfig{}), mod = FieldValues(modified),
              q3 = FieldValues(qwen3);
   for (size_t i = 0; i < def.size(); ++i) {
-    EXPECT_TRUE(def[i].second != mod[i].second ||
-                def[i].second != q3[i].second)
+    EXPECT_TRUE(def[i].second != mod[i].second || def[i].second != q3[i].second)
         << def[i].first << " unchanged";
   }
   for (const TrainConfig& c : {TrainConfig{}, modified, qwen3}) {

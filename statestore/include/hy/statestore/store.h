@@ -204,6 +204,19 @@ class Store {
   // come from the handle.
   virtual Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) = 0;
 
+  // Like SaveAsync, but copies no shard and returns at once: the shards are
+  // read in place in the background (blobs are copied), so the caller must
+  // leave their buffers unchanged and alive until the handle's WaitRead()
+  // returns; it may overwrite them then, while the writes and the sync go
+  // on. For state that stays unchanged for a while anyway, such as a
+  // trainer's parameters and optimizer state between two optimizer steps:
+  // no copy and no staging memory, and the caller waits only if it wants
+  // its buffers back before they are read. The stored version holds the
+  // values the buffers have while they are read.
+  // Returns InvalidArgument for a malformed part; the save's own errors
+  // come from the handle.
+  virtual Result<std::unique_ptr<SaveHandle>> SaveBorrowed(SavePart part) = 0;
+
   // A writer of (version, rank)'s part piece by piece, for a part that
   // arrives as a stream (a replica sent by another node) or is larger than
   // the memory at hand: it holds at most buffer_bytes of raw data (at least
@@ -315,6 +328,12 @@ class SaveHandle {
   virtual ~SaveHandle() = default;
   // Blocks until the save has finished; returns its status. Idempotent.
   virtual Status Wait(SaveStats* stats = nullptr) = 0;
+  // Blocks until the save no longer reads the caller's buffers (at once
+  // for SaveAsync, which copied or read them before returning; for
+  // SaveBorrowed, once every new chunk of its shards is encoded, or the
+  // save has failed). Idempotent; not to be called from two threads at
+  // once.
+  virtual void WaitRead() = 0;
   // True once Wait would not block.
   virtual bool Done() const = 0;
 };

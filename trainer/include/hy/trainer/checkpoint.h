@@ -11,7 +11,9 @@
 // only once every copy is durable.
 //
 // Saving: Save() copies the rank's shards (Store::SaveAsync), so the caller
-// may update its tensors as soon as it returns, and a background thread
+// may update its tensors as soon as it returns (or, with read_in_place,
+// reads them where they are: the caller updates them after WaitRead()),
+// and a background thread
 // then waits for the save, and runs the commit, then Gc. Training goes on
 // meanwhile; at most one checkpoint is in flight per rank (Save waits for the
 // previous one). The version number is recovery::MakeVersion(step, generation):
@@ -84,6 +86,11 @@ struct CheckpointOptions {
   // replication messages and holders' buffers (ReplicatorOptions::
   // piece_bytes).
   uint64_t staging_bytes = 0;
+  // Save reads the shards in place in the background instead of copying
+  // them (Store::SaveBorrowed): the caller leaves them unchanged until
+  // WaitRead(), e.g. from one optimizer step to the next. Blobs are copied
+  // either way.
+  bool read_in_place = false;
   const metrics::HyMetrics* metrics = nullptr;  // Not owned; may be null.
   // Recorded in every store it writes (primary and replicas); a store of
   // another run is refused (hy/recovery/run_identity.h). "": none.
@@ -118,8 +125,10 @@ class Checkpointer {
   ~Checkpointer();  // Waits for the checkpoint in flight.
 
   // Starts checkpoint `step`: copies the data of `shards` and `blobs`
-  // before returning; the commit record carries `layout` and `rules` (rank
-  // 0's are the ones recorded). Waits first for the previous checkpoint.
+  // before returning (with read_in_place, only the blobs: the shards must
+  // stay unchanged until WaitRead() returns); the commit record carries
+  // `layout` and `rules` (rank 0's are the ones recorded). Waits first for
+  // the previous checkpoint.
   // Returns InvalidArgument for malformed shards or blobs (and a step
   // beyond statestore::kMaxVersion); errors of the checkpoint itself
   // (saving, committing, an aborted step) are reported in status() and
@@ -127,6 +136,11 @@ class Checkpointer {
   Status Save(uint64_t step, std::vector<statestore::ShardData> shards,
               std::vector<statestore::BlobData> blobs,
               const std::string& layout, const std::string& rules);
+
+  // Blocks until the checkpoint in flight no longer reads the shards Save
+  // was given (at once without read_in_place, or if none is in flight).
+  // Its errors come from status() and Wait().
+  void WaitRead();
 
   // Non-blocking.
   CheckpointStatus status() const;

@@ -32,10 +32,10 @@ struct DataConfig {
   std::vector<std::string> val_files;
   std::string tokenizer;  // tokenizer.json or its directory; "": model.path.
   std::string reward = "exact_match";  // exact_match | format | ...+format
-  bool require_eos = true;      // A response must end to be exact.
-  bool shuffle = true;          // A seeded permutation per epoch.
-  bool enable_thinking = false;  // Qwen3 chat templates.
-  int max_prompt_length = 256;  // Tokens; a longer prompt is an error.
+  bool require_eos = true;             // A response must end to be exact.
+  bool shuffle = true;                 // A seeded permutation per epoch.
+  bool enable_thinking = false;        // Qwen3 chat templates.
+  int max_prompt_length = 256;         // Tokens; a longer prompt is an error.
   // Resume even if the files changed (the position is kept, the order is
   // the new files').
   bool allow_changed_dataset = false;
@@ -68,7 +68,7 @@ struct RolloutConfig {
   int tensor_model_parallel_size = 2;  // t_g; must divide the world size.
   int batch_size = 64;                 // Prompts per iteration.
   int n = 1;                           // Responses per prompt (GRPO > 1).
-  int response_length = 6;            // Max generated tokens.
+  int response_length = 6;             // Max generated tokens.
   double temperature = 1.0;
   int top_k = 0;  // 0: no top-k filter.
 };
@@ -115,7 +115,7 @@ struct TrainerSection {
 
 struct CheckpointConfig {
   std::string store_root;  // Empty: runs/<timestamp> chosen by hyctl.
-  int save_every = 10;      // Iterations between checkpoints; 0 = never.
+  int save_every = 10;     // Iterations between checkpoints; 0 = never.
   int keep_last = 2;       // Committed versions Gc keeps per rank store.
   int commit_timeout_ms = 60000;
   // Copies of each committed part on other nodes (the ring rule of
@@ -128,6 +128,11 @@ struct CheckpointConfig {
   // replication messages are bounded by, MB; 0: the store's default, 1 GiB.
   // A larger part is saved and replicated through it in pieces.
   int staging_mb = 0;
+  // A checkpoint reads the parameters and optimizer state in place in the
+  // background, and the next update waits until it has (usually long done
+  // by then: the rollout reads them only); false: they are copied through
+  // staging before training goes on.
+  bool read_in_place = true;
 };
 
 struct MetricsConfig {
@@ -136,8 +141,8 @@ struct MetricsConfig {
   // prometheus-targets.json (file_sd).
   int port = -1;
   std::string bind = "127.0.0.1";  // Address the exporters listen on.
-  std::string pushgateway;  // host:port; empty: no push. Grouping key
-                            // {job="hyctl_train", run, rank}.
+  std::string pushgateway;         // host:port; empty: no push. Grouping key
+                                   // {job="hyctl_train", run, rank}.
 };
 
 struct TrainConfig {

@@ -61,9 +61,11 @@ struct ShardedLayerFunction
       p->backward_status_ = s;
       throw std::runtime_error(s.ToString());
     };
-    at::Tensor buffer;
-    Status s = p->units_->Gather(p->comm_, unit, &buffer);
-    if (!s.ok()) fail(s);
+    Result<at::Tensor> gathered = p->TakeUnit(unit);
+    if (!gathered.ok()) fail(gathered.status());
+    at::Tensor buffer = std::move(gathered).value();
+    // Backward runs the layers in reverse: the one below is next.
+    if (layer > 0) p->StartPrefetch(FsdpUnits::LayerUnit(layer - 1));
     FsdpModel::TrackGradient(&buffer);
     at::Tensor x = saved.detach().requires_grad_(saved.requires_grad());
     {
@@ -73,6 +75,8 @@ struct ShardedLayerFunction
       if (!y.ok()) fail(y.status());
       torch::autograd::backward({*y}, {grads[0]});
     }
+    Status s = p->FinishPrefetch();  // Before this rank's next collective.
+    if (!s.ok()) fail(s);
     s = p->units_->ReduceGradient(p->comm_, unit, buffer.grad(), &p->piece_);
     if (!s.ok()) fail(s);
     // x, then none for the buffer, the pass, the layer and the context.
@@ -104,7 +108,34 @@ Result<std::unique_ptr<FsdpPass>> FsdpPass::Begin(FsdpModel* model,
   return pass;
 }
 
-FsdpPass::~FsdpPass() = default;
+FsdpPass::~FsdpPass() { FinishPrefetch().IgnoreError(); }
+
+void FsdpPass::StartPrefetch(int unit) {
+  prefetch_unit_ = unit;
+  prefetch_status_ = Status::OK();
+  prefetched_ = at::Tensor();
+  prefetch_ = std::async(std::launch::async, [this, unit] {
+    return units_->Gather(comm_, unit, &prefetched_);
+  });
+}
+
+Status FsdpPass::FinishPrefetch() {
+  if (prefetch_.valid()) prefetch_status_ = prefetch_.get();
+  return prefetch_status_;
+}
+
+Result<at::Tensor> FsdpPass::TakeUnit(int unit) {
+  const Status s = FinishPrefetch();
+  const bool mine = prefetch_unit_ == unit;
+  prefetch_unit_ = -1;
+  prefetch_status_ = Status::OK();
+  at::Tensor buffer = std::move(prefetched_);
+  prefetched_ = at::Tensor();
+  HY_RETURN_IF_ERROR(s);
+  if (mine) return buffer;
+  HY_RETURN_IF_ERROR(units_->Gather(comm_, unit, &buffer));
+  return buffer;
+}
 
 std::function<at::Tensor(const std::string&)> FsdpPass::Lookup() const {
   return [this](const std::string& name) {
@@ -116,8 +147,11 @@ std::function<at::Tensor(const std::string&)> FsdpPass::Lookup() const {
 Result<at::Tensor> FsdpPass::RunLayer(size_t layer, const at::Tensor& x,
                                       const LayerContext& c) {
   const int unit = FsdpUnits::LayerUnit(static_cast<int>(layer));
-  at::Tensor buffer;
-  HY_RETURN_IF_ERROR(units_->Gather(comm_, unit, &buffer));
+  HY_ASSIGN_OR_RETURN(at::Tensor buffer, TakeUnit(unit));
+  // The layer computes without collectives: gather the next one meanwhile.
+  if (static_cast<int>(layer) + 1 < model_->config().num_layers) {
+    StartPrefetch(FsdpUnits::LayerUnit(static_cast<int>(layer) + 1));
+  }
   if (!train_ || !at::GradMode::is_enabled()) {
     return LayerOn(*model_, *units_, buffer, static_cast<int>(layer), x, c);
   }
@@ -147,9 +181,18 @@ Status FsdpPass::Idle() {
   for (int i = 0; i < layers; ++i) {
     HY_RETURN_IF_ERROR(units_->Gather(comm_, FsdpUnits::LayerUnit(i), &buffer));
   }
+  // Backward's order with prefetch: layer i's gather (the last layer's
+  // alone, the others prefetched), the gather of layer i - 1, then layer
+  // i's reduction.
   for (int i = layers - 1; i >= 0; --i) {
     const int unit = FsdpUnits::LayerUnit(i);
-    HY_RETURN_IF_ERROR(units_->Gather(comm_, unit, &buffer));
+    if (i == layers - 1) {
+      HY_RETURN_IF_ERROR(units_->Gather(comm_, unit, &buffer));
+    }
+    if (i > 0) {
+      HY_RETURN_IF_ERROR(
+          units_->Gather(comm_, FsdpUnits::LayerUnit(i - 1), &buffer));
+    }
     HY_RETURN_IF_ERROR(units_->ReduceGradient(
         comm_, unit, at::zeros({units_->numel(unit)}, at::kFloat), &piece_));
   }
@@ -158,6 +201,8 @@ Status FsdpPass::Idle() {
 
 Result<at::Tensor> FsdpPass::GradientPiece() {
   if (units_ == nullptr) return comm_->ReduceScatterSum(full_.grad().detach());
+  HY_RETURN_IF_ERROR(FinishPrefetch());  // None is left in flight; if one
+                                         // were, it must end first.
   HY_RETURN_IF_ERROR(
       units_->ReduceGradient(comm_, 0, full_.grad().detach(), &piece_));
   return piece_;

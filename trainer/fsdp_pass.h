@@ -6,9 +6,10 @@
 // layer only while it runs. By layer, training recomputes each layer in
 // backward (its weights and activations are not kept): the layer's weights
 // are gathered again there, the layer runs again and backpropagates, and
-// its gradient is reduced to the ranks that hold it at once. Peak memory
-// per rank is then its piece (params, two moments, gradient) + the root
-// unit and its gradient + one layer's weights and gradient + activations.
+// its gradient is reduced to the ranks that hold it at once. The next
+// layer's gather runs while a layer computes (prefetch). Peak memory per
+// rank is then its piece (params, two moments, gradient) + the root unit
+// and its gradient + two layers' weights and one's gradient + activations.
 // Both ways give bit-identical gradients (see fsdp_unit.h).
 //
 // Every rank runs the same sequence of collectives: a rank with no rows in
@@ -29,6 +30,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -72,6 +74,20 @@ class FsdpPass {
                               const LayerContext& c);
   friend struct ShardedLayerFunction;
 
+  // Prefetch (PyTorch FSDP's forward and backward prefetch): the gather of
+  // the layer that runs next starts on another thread while the current
+  // one computes. At most one is in flight, and it is finished before this
+  // rank makes any other collective, so the collectives keep one order on
+  // every rank (Idle makes the same sequence).
+  // Starts gathering `unit`. REQUIRES: none in flight.
+  void StartPrefetch(int unit);
+  // Waits for the gather in flight, if any; returns its status (kept, with
+  // its buffer, for TakeUnit).
+  Status FinishPrefetch();
+  // `unit` gathered: the prefetched buffer if it is that unit's, else
+  // gathered now (after finishing any other prefetch).
+  Result<at::Tensor> TakeUnit(int unit);
+
   FsdpModel* model_ = nullptr;
   const FsdpUnits* units_ = nullptr;
   Comm* comm_ = nullptr;
@@ -80,6 +96,10 @@ class FsdpPass {
   at::Tensor piece_;  // By layer: the gradient piece the units reduce into.
   Status backward_status_;
   LayerRunner runner_;
+  int prefetch_unit_ = -1;  // The unit prefetched (in flight or done).
+  std::future<Status> prefetch_;
+  Status prefetch_status_;
+  at::Tensor prefetched_;
 };
 
 }  // namespace hy::trainer

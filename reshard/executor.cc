@@ -64,7 +64,9 @@ struct Executor::Impl {
   std::vector<internal::SparseScratch> sparse_scratch;     // [peer]
   internal::WireBuffer unpack_before, unpack_now;
   // What each step receives, kept across steps and runs: transports
-  // resize it in place, so its pages stay faulted in.
+  // resize it in place, so its pages stay faulted in (a buffer much larger
+  // than anything a run received is freed after it: sparse deltas after
+  // a full first run would otherwise keep the full size for good).
   std::vector<std::vector<uint8_t>> got;
   std::unique_ptr<ThreadPool> pool;  // Packs peers in parallel; may be null.
 
@@ -379,6 +381,9 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     internal::CopyLocal(plan.spec, m.options.wire, t, src, dst);
   }
   st.unpack_seconds += Since(t0);
+  // The largest message from each peer this run: a receive buffer far
+  // larger (kept from a dense run, now that deltas are small) is let go.
+  std::vector<size_t> most_received(m.world, 0);
   // A pack or unpack error on this rank does not stop its part in the
   // remaining exchanges (the others would wait for it); the ranks agree on
   // the outcome at the end. A transport error ends the run at once.
@@ -407,6 +412,7 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       st.wire_bytes_sent += static_cast<int64_t>(out[p].size());
     }
     std::vector<std::vector<uint8_t>>& got = m.got;
+    got.resize(m.world);
     t0 = Clock::now();
     Status s = m.transport->AllToAllV(out, &got);
     st.transfer_seconds += Since(t0);
@@ -414,8 +420,10 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       if (next.valid()) next.wait();
       return fail(s);
     }
-    for (const auto& g : got)
-      st.wire_bytes_received += static_cast<int64_t>(g.size());
+    for (int p = 0; p < m.world; ++p) {
+      st.wire_bytes_received += static_cast<int64_t>(got[p].size());
+      most_received[p] = std::max(most_received[p], got[p].size());
+    }
     if (!local_error.ok()) continue;
     t0 = Clock::now();
     local_error = m.Unpack(k, got, dst);
@@ -427,6 +435,11 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   }
   // Every bucket's full form is what its receiver now holds.
   m.delta_ready = m.options.sparse_delta;
+  for (int p = 0; p < m.world && p < static_cast<int>(m.got.size()); ++p) {
+    if (m.got[p].capacity() > 2 * most_received[p] + (size_t{1} << 20)) {
+      std::vector<uint8_t>().swap(m.got[p]);
+    }
+  }
   st.total_seconds = Since(start);
 
   if (m.options.metrics != nullptr) {

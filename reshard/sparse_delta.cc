@@ -163,8 +163,9 @@ void NarrowUpdate(const uint8_t* in, uint8_t* last, size_t m, uint64_t base,
 }
 
 // Brings m elements of transfer t from element i (bucket index base + i)
-// up to date in `at` (their wire bytes as last sent), hashing the new
-// bytes. With `s`, records the changed ones; without, only casts/copies.
+// up to date in `at` (their wire bytes as last sent). With `s`, records the
+// changed ones and hashes the new bytes into *hasher; without (a bucket
+// that goes whole), only casts or copies.
 void Update(const ModelSpec& spec, WireFormat wire, const Transfer& t,
             int64_t i, size_t m, size_t es, uint64_t base,
             const std::vector<ConstBytes>& src, uint8_t* at, Hasher64* hasher,
@@ -182,19 +183,21 @@ void Update(const ModelSpec& spec, WireFormat wire, const Transfer& t,
     if (s != nullptr) Compare(now, at, m, es, base + i, s);
     std::memcpy(at, now, m * es);
   }
-  hasher->Update(ConstBytes(at, m * es));
+  if (s != nullptr) hasher->Update(ConstBytes(at, m * es));
 }
 
 // The changed fraction of the bucket, estimated from kSamples windows of
-// kWindow elements spread evenly over it (`last` is not written).
+// kWindow elements spread evenly over it (`last` is not written; the
+// changes seen are recorded in *s).
 double SampleDensity(const ModelSpec& spec, WireFormat wire,
                      const PeerList& list, const std::vector<ConstBytes>& src,
-                     const uint8_t* last) {
+                     const uint8_t* last, SparseScratch* s) {
   constexpr uint64_t kSamples = 32, kWindow = 128;
   const size_t es = list.element_size;
   Locator where(list);
   const uint64_t total = where.total();
-  uint64_t seen = 0, found = 0;
+  uint64_t seen = 0;
+  Reserve(s, kSamples * kWindow, es);
   alignas(64) uint8_t now[kWindow * 8];
   for (uint64_t k = 0; k < kSamples; ++k) {
     const uint64_t first = total / kSamples * k;
@@ -211,12 +214,10 @@ double SampleDensity(const ModelSpec& spec, WireFormat wire,
       CastF32ToBf16(in, now, m);
       in = now;
     }
-    for (size_t j = 0; j < m; ++j) {
-      found += std::memcmp(in + j * es, last + (first + j) * es, es) != 0;
-    }
+    Compare(in, last + first * es, m, es, first, s);
     seen += m;
   }
-  return seen == 0 ? 0.0 : static_cast<double>(found) / seen;
+  return seen == 0 ? 0.0 : static_cast<double>(s->count) / seen;
 }
 
 }  // namespace
@@ -251,7 +252,8 @@ SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
   // bucket on course for well past it) early.
   bool dense = false;
   if (total >= 65536) {
-    const double density = SampleDensity(spec, wire, list, src, last.data());
+    const double density =
+        SampleDensity(spec, wire, list, src, last.data(), scratch);
     if (density * static_cast<double>(total) >
         1.25 * static_cast<double>(cap)) {
       *changed += static_cast<int64_t>(density * static_cast<double>(total));

@@ -73,8 +73,6 @@ class HandleRef : public SaveHandle {
 }  // namespace
 
 Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
-  if (read_only()) return Status::FailedPrecondition("store is read-only");
-  HY_RETURN_IF_ERROR(CheckSavePart(part));
   // A part larger than the whole budget: its first shards stay borrowed
   // from the caller (read in place while this call waits), the rest is
   // copied into staging as usual. The split keeps the copy within budget.
@@ -89,8 +87,6 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
 }
 
 Result<std::unique_ptr<SaveHandle>> RocksStore::SaveBorrowed(SavePart part) {
-  if (read_only()) return Status::FailedPrecondition("store is read-only");
-  HY_RETURN_IF_ERROR(CheckSavePart(part));
   const size_t borrowed = part.shards.size();
   return StartSave(std::move(part), borrowed, /*wait_read=*/false);
 }
@@ -98,6 +94,8 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveBorrowed(SavePart part) {
 Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
                                                           size_t borrowed,
                                                           bool wait_read) {
+  if (read_only()) return Status::FailedPrecondition("store is read-only");
+  HY_RETURN_IF_ERROR(CheckSavePart(part));
   auto staged = std::make_shared<Staged>();
   for (size_t i = borrowed; i < part.shards.size(); ++i) {
     staged->bytes += part.shards[i].data.size();

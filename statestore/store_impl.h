@@ -81,9 +81,10 @@ class RocksStore : public Store {
     std::string encoding;  // Only set when repacking.
   };
   struct Staged;  // SaveAsync's copy of a part.
-  // SaveAsync and SaveBorrowed: part.shards[0, borrowed) are read in place
-  // in the background, the rest and the blobs are copied first; with
-  // `wait_read` this returns only once nothing reads the borrowed shards.
+  // SaveAsync and SaveBorrowed: checks the part; part.shards[0, borrowed)
+  // are read in place in the background, the rest and the blobs are copied
+  // first; with `wait_read` this returns only once nothing reads the
+  // borrowed shards.
   Result<std::unique_ptr<SaveHandle>> StartSave(SavePart part, size_t borrowed,
                                                 bool wait_read);
 

@@ -51,6 +51,11 @@ struct Executor::Impl {
   // Per [step][peer]: whether the list can go the sparse way (one wire
   // dtype, and a link fast enough that the codec's XOR form never pays).
   std::vector<std::vector<uint8_t>> send_sparse, recv_sparse;
+  // Per [step][peer]: the first peer whose list takes the same source
+  // elements in the same order (the planner cuts such twins, e.g. the dp
+  // replicas of one tp shard, in lockstep), whose bucket goes to this peer
+  // too; the peer itself if none. Only such first peers are packed.
+  std::vector<std::vector<int>> packed_as;
 
   // Buffers kept across runs (allocating and faulting in fresh pages for
   // every bucket cost more than the copies themselves): each step's full
@@ -133,11 +138,13 @@ struct Executor::Impl {
     auto start = Clock::now();
     std::vector<Packed> each(world);
     auto one = [&](size_t peer) {
+      if (packed_as[step][peer] != static_cast<int>(peer)) return;
       each[peer] = PackPeer(step, static_cast<int>(peer), src, delta);
     };
     int busy = 0;
     for (int peer = 0; peer < world; ++peer) {
-      busy += !send[step][peer].transfers.empty();
+      busy += !send[step][peer].transfers.empty() &&
+              packed_as[step][peer] == peer;
     }
     if (pool != nullptr && busy > 1) {
       pool->ParallelFor(world, one);
@@ -295,9 +302,14 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
   for (size_t k = 0; k < m.send.size(); ++k) {
     m.send_sparse.emplace_back(m.world);
     m.recv_sparse.emplace_back(m.world);
+    m.packed_as.emplace_back(m.world);
     int peers = 0;
     for (int p = 0; p < m.world; ++p) {
-      peers += !m.send[k][p].transfers.empty();
+      int& as = m.packed_as[k][p];
+      for (as = 0; as < p; ++as) {
+        if (internal::SameSource(m.send[k][as], m.send[k][p])) break;
+      }
+      peers += !m.send[k][p].transfers.empty() && as == p;
       m.send_sparse[k][p] =
           codec_never_pays &&
           internal::SparseEligible(plan_->spec, options.wire, m.send[k][p]);
@@ -402,9 +414,11 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     st.buckets_unchanged += packed.unchanged_buckets;
     std::vector<ConstBytes> out(m.world);
     for (int p = 0; p < m.world; ++p) {
-      const internal::WireBuffer& b =
-          m.sends_delta[k][p] ? m.deltas[k][p] : m.buckets[k][p];
       if (m.send[k][p].transfers.empty()) continue;
+      const int q = m.packed_as[k][p];
+      st.buckets_shared += q != p;
+      const internal::WireBuffer& b =
+          m.sends_delta[k][q] ? m.deltas[k][q] : m.buckets[k][q];
       // A rank that has failed tells its receivers: they skip its buckets
       // and the agreement below reports the cause.
       out[p] = local_error.ok() ? ConstBytes(b.data(), b.size())

@@ -24,6 +24,10 @@ struct PeerList {
 // Describes `transfers` (sets wire_bytes, dtype, element_size).
 void Describe(const ModelSpec& spec, WireFormat wire, PeerList* list);
 
+// Whether a and b, both non-empty, take the same source elements in the
+// same order: the same bucket goes to both.
+bool SameSource(const PeerList& a, const PeerList& b);
+
 // Writes the elements of list.transfers, read from `src` (source shards in
 // their own dtype, at src_offset) and cast to the wire dtype, one after
 // another at `out`.

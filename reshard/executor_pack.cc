@@ -46,6 +46,21 @@ void Describe(const ModelSpec& spec, WireFormat wire, PeerList* list) {
   list->element_size = DTypeSize(list->dtype);
 }
 
+bool SameSource(const PeerList& a, const PeerList& b) {
+  if (a.transfers.empty() || a.transfers.size() != b.transfers.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.transfers.size(); ++i) {
+    const Transfer& x = a.transfers[i];
+    const Transfer& y = b.transfers[i];
+    if (x.tensor != y.tensor || x.src_offset != y.src_offset ||
+        x.length != y.length) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void GatherSource(const ModelSpec& spec, WireFormat wire, const PeerList& list,
                   const std::vector<ConstBytes>& src, uint8_t* out) {
   for (const Transfer& t : list.transfers) {

@@ -56,6 +56,7 @@ void ReshardStats::Merge(const ReshardStats& o) {
   wire_bytes_received += o.wire_bytes_received;
   changed_elements_sent += o.changed_elements_sent;
   buckets_unchanged += o.buckets_unchanged;
+  buckets_shared += o.buckets_shared;
   steps = std::max(steps, o.steps);
 }
 

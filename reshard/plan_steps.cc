@@ -26,43 +26,89 @@ void CutSteps(std::vector<Transfer> network, TransferPlan* plan) {
     total_send[t.src_rank] += bytes;
     total_recv[t.dst_rank] += bytes;
   }
+  // Twins: destinations that get the same source elements in the same
+  // order from one sender (replicas of one destination shard, e.g. the dp
+  // copies of a tp shard). They are cut in lockstep, so their buckets in a
+  // step are byte-identical and the executor packs one for all of them.
+  struct Group {
+    int src;
+    std::vector<int> dsts;
+  };
+  auto same_source = [](const std::deque<Transfer>& a,
+                        const std::deque<Transfer>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].tensor != b[i].tensor || a[i].src_offset != b[i].src_offset ||
+          a[i].length != b[i].length) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::vector<Group> groups;
+  for (const auto& [key, q] : queues) {
+    Group* twin = nullptr;
+    for (Group& g : groups) {
+      if (g.src == key.first &&
+          same_source(queues.at({g.src, g.dsts[0]}), q)) {
+        twin = &g;
+        break;
+      }
+    }
+    if (twin != nullptr) {
+      twin->dsts.push_back(key.second);
+    } else {
+      groups.push_back({key.first, {key.second}});
+    }
+  }
   plan->stats.num_transfers = 0;
   size_t rotate = 0;
   std::vector<std::vector<int64_t>> step_send, step_recv;  // [step][rank]
-  while (!queues.empty()) {
+  while (!groups.empty()) {
     Step step;
     std::vector<int64_t> send(world, 0), recv(world, 0);
-    // Visit pairs starting at a rotating position so no pair starves.
-    std::vector<std::pair<int, int>> keys;
-    for (const auto& entry : queues) keys.push_back(entry.first);
-    size_t first = rotate++ % keys.size();
-    for (size_t k = 0; k < keys.size(); ++k) {
-      const auto key = keys[(first + k) % keys.size()];
-      std::deque<Transfer>& q = queues[key];
-      const int s = key.first;
-      const int d = key.second;
-      while (!q.empty()) {
-        Transfer& t = q.front();
-        const int64_t es = es_of(t);
-        int64_t room = std::min(bucket - send[s], bucket - recv[d]) / es;
+    // Visit groups starting at a rotating position so none starves.
+    const size_t first = rotate++ % groups.size();
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const Group& g = groups[(first + k) % groups.size()];
+      const int s = g.src;
+      const int64_t copies = static_cast<int64_t>(g.dsts.size());
+      std::deque<Transfer>& lead = queues[{s, g.dsts[0]}];
+      while (!lead.empty()) {
+        const int64_t es = es_of(lead.front());
+        int64_t room = (bucket - send[s]) / (es * copies);
+        bool used = send[s] != 0;
+        for (int d : g.dsts) {
+          room = std::min(room, (bucket - recv[d]) / es);
+          used = used || recv[d] != 0;
+        }
         if (room <= 0) {
-          if (send[s] != 0 || recv[d] != 0) break;  // Budget used up.
+          if (used) break;  // Budget used up.
           room = 1;  // An element larger than the bucket goes alone.
         }
-        int64_t take = std::min(t.length, room);
-        Transfer part = t;
-        part.length = take;
-        step.transfers.push_back(part);
-        send[s] += take * es;
-        recv[d] += take * es;
-        t.length -= take;
-        t.src_offset += take;
-        t.dst_offset += take;
-        if (t.length != 0) break;  // Only part fitted: the budget is full.
-        q.pop_front();
+        const int64_t take = std::min(lead.front().length, room);
+        const bool whole = take == lead.front().length;
+        for (int d : g.dsts) {
+          std::deque<Transfer>& q = queues[{s, d}];
+          Transfer& t = q.front();
+          Transfer part = t;
+          part.length = take;
+          step.transfers.push_back(part);
+          send[s] += take * es;
+          recv[d] += take * es;
+          t.length -= take;
+          t.src_offset += take;
+          t.dst_offset += take;
+          if (whole) q.pop_front();
+        }
+        if (!whole) break;  // Only part fitted: the budget is full.
       }
-      if (q.empty()) queues.erase(key);
     }
+    groups.erase(std::remove_if(groups.begin(), groups.end(),
+                                [&](const Group& g) {
+                                  return queues[{g.src, g.dsts[0]}].empty();
+                                }),
+                 groups.end());
     std::stable_sort(step.transfers.begin(), step.transfers.end(),
                      [](const Transfer& a, const Transfer& b) {
                        return a.src_rank < b.src_rank ||

@@ -108,6 +108,9 @@ TEST(ExecutorTest, SparseDeltaIsBitIdenticalAndMovesProportionallyLess) {
   ASSERT_TRUE(full.Run(src, &fs).ok());
   ASSERT_TRUE(delta.Run(src, &ds).ok());  // First run: everything.
   EXPECT_EQ(full.dst(), delta.dst());
+  // Each sender's buckets to the two dp replicas of a tp shard are one.
+  EXPECT_GT(fs.buckets_shared, 0);
+  EXPECT_EQ(ds.buckets_shared, fs.buckets_shared);
   const int64_t full_bytes = fs.wire_bytes_sent;
   EXPECT_GE(ds.wire_bytes_sent, full_bytes);  // Full buckets, same size.
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <random>
 
@@ -171,6 +172,50 @@ TEST(PlannerTest, StepsRespectTheBucket) {
   EXPECT_LE(plan->stats.peak_staging_bytes, 3 * bucket);
   EXPECT_GT(plan->stats.peak_staging_bytes, 0);
   EXPECT_NE(plan->Summary().find("peak staging"), std::string::npos);
+}
+
+// The dp replicas of one tp shard need the same source elements: the
+// planner cuts their lists in lockstep, so each sender's buckets to them are
+// the same bytes (the executor packs one).
+TEST(PlannerTest, ReplicasOfAShardGetTheSameBucketsInEachStep) {
+  ModelSpec spec = TinyLlama(4, 32, 64);
+  auto plan = Plan(L("fsdp=4"), L("tp=2,dp=2"), spec, Topology{4, 2},
+                   PlanOptions{1024});
+  ASSERT_TRUE(plan.ok());
+  ExpectOptimal(*plan);
+  auto replicas = [&](int a, int b) {
+    for (int t = 0; t < plan->dst.num_tensors(); ++t) {
+      const auto& x = plan->dst.Get(a, t).runs;
+      const auto& y = plan->dst.Get(b, t).runs;
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (x[i].offset != y[i].offset || x[i].length != y[i].length) {
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  int twins = 0;
+  for (const Step& s : plan->steps) {
+    // [src][dst] -> (tensor, src_offset, length) in order.
+    std::map<std::pair<int, int>, std::vector<std::array<int64_t, 3>>> lists;
+    for (const Transfer& t : s.transfers) {
+      lists[{t.src_rank, t.dst_rank}].push_back(
+          {t.tensor, t.src_offset, t.length});
+    }
+    for (int src = 0; src < 4; ++src) {
+      for (int a = 0; a < 4; ++a) {
+        for (int b = a + 1; b < 4; ++b) {
+          if (a == src || b == src || !replicas(a, b)) continue;
+          ++twins;
+          EXPECT_TRUE((lists[{src, a}] == lists[{src, b}]))
+              << "sender " << src << ", replicas " << a << " and " << b;
+        }
+      }
+    }
+  }
+  EXPECT_GT(twins, 0);
 }
 
 TEST(PlannerTest, BadInputIsAClearErrorBeforeAnythingMoves) {

@@ -91,6 +91,10 @@ struct ReshardStats {
   // dense enough to go whole, those found before that was clear).
   int64_t changed_elements_sent = 0;
   int64_t buckets_unchanged = 0;  // Sparse delta only.
+  // Buckets that went to a peer as a copy of another peer's (the same
+  // source elements, e.g. to two dp replicas of one tp shard): packed,
+  // cast and delta-encoded once.
+  int64_t buckets_shared = 0;
   int steps = 0;
 
   // Adds another rank's figures (sums bytes, max of seconds).

@@ -15,18 +15,28 @@ std::string IterationText(const trainer::IterationReport& r,
     ckpt = r.checkpoint_step < 0 ? "-"
                                  : "step " + std::to_string(r.checkpoint_step);
   }
+  // The phase whose peak is the iteration's, where known.
+  std::string where;
+  double most = -1;
+  for (const auto& p : r.phase_peak_rss_mb) {
+    if (p.mb > most) {
+      most = p.mb;
+      where = " (" + p.phase + ")";
+    }
+  }
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "iter %*" PRId64 "/%" PRId64
                 " reward %.3f (exact %.2f) kl %7.4f pg %7.3f vf %6.3f ent "
-                "%5.2f tok/s %6.0f reshard %6.1f ms (%5.2f MB) rss %5.0f MB "
+                "%5.2f tok/s %6.0f reshard %6.1f ms (%5.2f MB) rss %5.0f MB%s "
                 "ckpt ",
                 width, r.iteration + 1, total_iterations, r.reward_mean,
                 r.exact_match, r.kl, r.policy_loss, r.value_loss, r.entropy,
                 r.tokens_per_second, r.reshard_ms, r.reshard_bytes / 1e6,
                 r.peak_rss_mb.empty() ? 0.0
                                       : *std::max_element(r.peak_rss_mb.begin(),
-                                                          r.peak_rss_mb.end()));
+                                                          r.peak_rss_mb.end()),
+                where.c_str());
   return buf + ckpt;
 }
 
@@ -56,6 +66,9 @@ std::string IterationJson(const trainer::IterationReport& r) {
   j["checkpoint_ms"] = r.checkpoint_ms;
   j["checkpoint_durable_ms"] = r.checkpoint_durable_ms;
   j["peak_rss_mb"] = r.peak_rss_mb;
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  for (const auto& p : r.phase_peak_rss_mb) phases[p.phase] = p.mb;
+  j["phase_peak_rss_mb"] = phases;
   // NaN / inf dump as null; invalid UTF-8 in a state message is replaced.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -77,7 +77,7 @@ struct ShardedLayerFunction
     }
     Status s = p->FinishPrefetch();  // Before this rank's next collective.
     if (!s.ok()) fail(s);
-    s = p->units_->ReduceGradient(p->comm_, unit, buffer.grad(), &p->piece_);
+    s = p->units_->ReduceGradient(p->comm_, unit, buffer.grad(), p->Piece());
     if (!s.ok()) fail(s);
     // x, then none for the buffer, the pass, the layer and the context.
     return {x.requires_grad() ? x.grad() : at::Tensor(), at::Tensor(),
@@ -97,7 +97,6 @@ Result<std::unique_ptr<FsdpPass>> FsdpPass::Begin(FsdpModel* model,
     HY_RETURN_IF_ERROR(model->Gather(comm, &pass->full_));
   } else {
     HY_RETURN_IF_ERROR(units->Gather(comm, 0, &pass->full_));
-    if (train) pass->piece_ = at::zeros({model->piece()}, at::kFloat);
     FsdpPass* raw = pass.get();
     pass->runner_ = [raw](size_t layer, const at::Tensor& x,
                           const LayerContext& c) {
@@ -137,10 +136,21 @@ Result<at::Tensor> FsdpPass::TakeUnit(int unit) {
   return buffer;
 }
 
+at::Tensor* FsdpPass::Piece() {
+  if (!piece_.defined()) piece_ = at::zeros({model_->piece()}, at::kFloat);
+  return &piece_;
+}
+
 std::function<at::Tensor(const std::string&)> FsdpPass::Lookup() const {
   return [this](const std::string& name) {
-    return units_ == nullptr ? model_->View(full_, name)
-                             : units_->View(full_, 0, name);
+    if (units_ == nullptr) return model_->View(full_, name);
+    // The vocabulary matrices go through vocab_grad.h's functions, which
+    // keep no hold on them once used; the rest of the root unit (norm,
+    // value head: small) is copied, so that autograd holding it does not
+    // hold the root unit's buffer through the backward.
+    const bool vocab =
+        name == "model.embed_tokens.weight" || name == "lm_head.weight";
+    return units_->View(full_, 0, name, train_ && !vocab);
   };
 }
 
@@ -165,6 +175,13 @@ Result<at::Tensor> FsdpPass::RunLayer(size_t layer, const at::Tensor& x,
 }
 
 Status FsdpPass::Backward(const at::Tensor& loss) {
+  if (by_layer()) {
+    // The root unit's weights are needed in backward only by the head
+    // (which holds them until its backward has run): let them go then,
+    // before the layers' backward, keeping the gradient.
+    root_grad_ = full_.grad();
+    full_ = at::Tensor();
+  }
   try {
     loss.backward();
   } catch (const std::exception& e) {
@@ -194,7 +211,7 @@ Status FsdpPass::Idle() {
           units_->Gather(comm_, FsdpUnits::LayerUnit(i - 1), &buffer));
     }
     HY_RETURN_IF_ERROR(units_->ReduceGradient(
-        comm_, unit, at::zeros({units_->numel(unit)}, at::kFloat), &piece_));
+        comm_, unit, at::zeros({units_->numel(unit)}, at::kFloat), Piece()));
   }
   return Status::OK();
 }
@@ -203,8 +220,8 @@ Result<at::Tensor> FsdpPass::GradientPiece() {
   if (units_ == nullptr) return comm_->ReduceScatterSum(full_.grad().detach());
   HY_RETURN_IF_ERROR(FinishPrefetch());  // None is left in flight; if one
                                          // were, it must end first.
-  HY_RETURN_IF_ERROR(
-      units_->ReduceGradient(comm_, 0, full_.grad().detach(), &piece_));
+  const at::Tensor root = root_grad_.defined() ? root_grad_ : full_.grad();
+  HY_RETURN_IF_ERROR(units_->ReduceGradient(comm_, 0, root.detach(), Piece()));
   return piece_;
 }
 

@@ -7,9 +7,12 @@
 // backward (its weights and activations are not kept): the layer's weights
 // are gathered again there, the layer runs again and backpropagates, and
 // its gradient is reduced to the ranks that hold it at once. The next
-// layer's gather runs while a layer computes (prefetch). Peak memory per
-// rank is then its piece (params, two moments, gradient) + the root unit
-// and its gradient + two layers' weights and one's gradient + activations.
+// layer's gather runs while a layer computes (prefetch). The root unit's
+// weights are let go once the head's backward has run, and the gradient
+// piece is allocated at the first layer's reduction, after it. Peak memory
+// per rank is then its piece (params, two moments) + the root unit's
+// gradient + the larger of (the root unit's weights) and (the gradient
+// piece + two layers' weights and one's gradient) + activations.
 // Both ways give bit-identical gradients (see fsdp_unit.h).
 //
 // Every rank runs the same sequence of collectives: a rank with no rows in
@@ -93,7 +96,12 @@ class FsdpPass {
   Comm* comm_ = nullptr;
   bool train_ = false;
   at::Tensor full_;   // The whole flat buffer, or the root unit's.
-  at::Tensor piece_;  // By layer: the gradient piece the units reduce into.
+  // By layer, training: the root unit's gradient (full_'s .grad, kept here
+  // once Backward lets full_ go), and the gradient piece the units reduce
+  // into (allocated at the first reduction, after the head's backward).
+  at::Tensor root_grad_;
+  at::Tensor piece_;
+  at::Tensor* Piece();
   Status backward_status_;
   LayerRunner runner_;
   int prefetch_unit_ = -1;  // The unit prefetched (in flight or done).

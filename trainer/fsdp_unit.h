@@ -59,9 +59,11 @@ class FsdpUnits {
                         at::Tensor* piece) const;
   // Tensor `name` as a view of a gathered unit buffer; a leaf whose
   // gradient lands in buffer.grad() when that is defined (as
-  // FsdpModel::View). Undefined if `name` is not in `unit`.
-  at::Tensor View(const at::Tensor& buffer, int unit,
-                  const std::string& name) const;
+  // FsdpModel::View). Undefined if `name` is not in `unit`. With `copy`,
+  // the values are a copy of the buffer's (the gradient still lands in
+  // buffer.grad()), so holding the tensor does not hold the buffer.
+  at::Tensor View(const at::Tensor& buffer, int unit, const std::string& name,
+                  bool copy = false) const;
 
  private:
   struct Range {

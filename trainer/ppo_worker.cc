@@ -384,18 +384,31 @@ Result<RunSummary> PpoWorker::Run() {
   int64_t last_saved = start_iteration_;
   for (int64_t it = start_iteration_; it < end; ++it) {
     const auto start = Clock::now();
-    ResetPeakResident();
+    // Each phase's peak resident memory: VmHWM read and reset at its end.
+    static constexpr const char* kPhases[] = {"sync", "rollout", "experience",
+                                              "update", "checkpoint"};
+    constexpr int kNumPhases = 5;
+    std::vector<double> phase_peak(kNumPhases, 0.0);
+    bool phases_ok = ResetPeakResident();
+    auto end_phase = [&](int phase) {
+      phase_peak[phase] = PeakResidentBytes() / 1e6;
+      phases_ok = ResetPeakResident() && phases_ok;
+    };
     IterationReport report;
     report.iteration = it;
     report.world_size = comm_->world_size();
     Experience exp;
     HY_RETURN_IF_ERROR(ReshardToRollout(&report));
+    end_phase(0);
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
+    end_phase(1);
     HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
+    end_phase(2);
     // The first write of the parameters and optimizer state since the
     // last checkpoint: it may still be reading them in place.
     WaitForCheckpointRead(&report);
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
+    end_phase(3);
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
     const bool last = it + 1 == end;
     if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
@@ -435,9 +448,31 @@ Result<RunSummary> PpoWorker::Run() {
     }
     reported_commit = cs.committed_step;
     {
-      std::vector<double> peak(comm_->world_size(), 0.0);
-      peak[comm_->rank()] = PeakResidentBytes() / 1e6;
-      HY_ASSIGN_OR_RETURN(report.peak_rss_mb, comm_->SumAcrossRanks(peak));
+      end_phase(4);
+      // [rank][phase], and a last column: 1 where the resets worked.
+      const int world = comm_->world_size();
+      std::vector<double> peaks((kNumPhases + 1) * world, 0.0);
+      for (int ph = 0; ph < kNumPhases; ++ph) {
+        peaks[comm_->rank() * (kNumPhases + 1) + ph] = phase_peak[ph];
+      }
+      peaks[comm_->rank() * (kNumPhases + 1) + kNumPhases] = phases_ok;
+      HY_ASSIGN_OR_RETURN(peaks, comm_->SumAcrossRanks(peaks));
+      bool all_ok = true;
+      report.peak_rss_mb.assign(world, 0.0);
+      std::vector<double> phase_max(kNumPhases, 0.0);
+      for (int r = 0; r < world; ++r) {
+        const double* row = &peaks[r * (kNumPhases + 1)];
+        all_ok = all_ok && row[kNumPhases] > 0.5;
+        for (int ph = 0; ph < kNumPhases; ++ph) {
+          report.peak_rss_mb[r] = std::max(report.peak_rss_mb[r], row[ph]);
+          phase_max[ph] = std::max(phase_max[ph], row[ph]);
+        }
+      }
+      if (all_ok) {
+        for (int ph = 0; ph < kNumPhases; ++ph) {
+          report.phase_peak_rss_mb.push_back({kPhases[ph], phase_max[ph]});
+        }
+      }
     }
     report.iteration_ms = Seconds(start) * 1000.0;
     if (options_.metrics != nullptr) {

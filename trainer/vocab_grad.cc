@@ -8,11 +8,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Both functions take the weight detached (with its .grad passed beside
+// it) and a tiny anchor leaf as their differentiable input: the graph then
+// holds no reference to the weight's leaf, so the weight's memory is freed
+// once nothing else holds it (the lookup keeps none after its forward, the
+// projection until its backward has run).
 struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& /*anchor*/,
+                            const at::Tensor& w, const at::Tensor& grad,
                             const at::Tensor& tokens) {
     ctx->save_for_backward({tokens});
-    ctx->saved_data["grad"] = w.grad();  // The leaf's, filled in place.
+    ctx->saved_data["grad"] = grad;  // The leaf's, filled in place.
     at::NoGradGuard no_grad;
     return at::embedding(w, tokens);
   }
@@ -21,15 +27,16 @@ struct EmbeddingFunction : public torch::autograd::Function<EmbeddingFunction> {
     at::Tensor into = ctx->saved_data["grad"].toTensor();
     into.index_add_(0, tokens.reshape({-1}),
                     grads[0].reshape({-1, into.size(1)}));
-    return {at::Tensor(), at::Tensor()};
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
-                            const at::Tensor& w) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& /*anchor*/,
+                            const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& grad) {
     ctx->save_for_backward({x, w});
-    ctx->saved_data["grad"] = w.grad();
+    ctx->saved_data["grad"] = grad;
     at::NoGradGuard no_grad;
     return at::linear(x, w);
   }
@@ -42,9 +49,12 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     into.addmm_(g.t(), x.reshape({-1, w.size(1)}));
     at::Tensor gx;
     if (x.requires_grad()) gx = grads[0].matmul(w);
-    return {gx, at::Tensor()};
+    return {at::Tensor(), gx, at::Tensor(), at::Tensor()};
   }
 };
+
+// A fresh zero-element leaf that requires grad, so a graph node is made.
+at::Tensor Anchor() { return at::empty({0}).requires_grad_(true); }
 
 }  // namespace
 
@@ -54,11 +64,11 @@ bool GradGoesInPlace(const at::Tensor& w) {
 }
 
 at::Tensor EmbeddingIntoGrad(const at::Tensor& w, const at::Tensor& tokens) {
-  return EmbeddingFunction::apply(w, tokens);
+  return EmbeddingFunction::apply(Anchor(), w.detach(), w.grad(), tokens);
 }
 
 at::Tensor LinearIntoGrad(const at::Tensor& x, const at::Tensor& w) {
-  return LinearFunction::apply(x, w);
+  return LinearFunction::apply(Anchor(), x, w.detach(), w.grad());
 }
 
 }  // namespace hy::trainer

@@ -10,6 +10,9 @@
 // hands out such leaves on its gathered buffer) and grad mode is on;
 // elsewhere (rollout, reference, TP) the plain operations run. The values
 // are those of the plain operations up to the order of float additions.
+// The autograd graph keeps no reference to the weight's leaf: the lookup
+// drops the weight after its forward, the projection after its backward,
+// so the caller decides how long the weight's memory lives.
 //
 // Internal to hy_trainer. Thread-safety: pure functions of their inputs.
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hy/common/process_memory.h"
 #include "hy/statestore/safetensors.h"
 #include "hyctl_run.h"
 
@@ -61,6 +63,27 @@ TEST(HyctlTrainE2eTest, TrainInspectExportResume) {
     EXPECT_TRUE(lines[0].contains(key)) << key;
   }
   EXPECT_EQ(lines[2]["iteration"], 2);
+  // Where memory peaks: every phase's peak, the highest being the
+  // iteration's peak (one of the ranks'), and no phase without resident
+  // memory.
+  for (const nlohmann::json& line : lines) {
+    const nlohmann::json& phases = line["phase_peak_rss_mb"];
+    if (phases.empty()) {  // Only where the kernel refuses the reset.
+      EXPECT_FALSE(hy::ResetPeakResident());
+      continue;
+    }
+    ASSERT_EQ(phases.size(), 5u) << line;
+    double most = 0;
+    for (const char* phase :
+         {"sync", "rollout", "experience", "update", "checkpoint"}) {
+      ASSERT_TRUE(phases.contains(phase)) << phase;
+      EXPECT_GT(phases[phase].get<double>(), 1.0) << phase;
+      most = std::max(most, phases[phase].get<double>());
+    }
+    double peak = 0;
+    for (double mb : line["peak_rss_mb"]) peak = std::max(peak, mb);
+    EXPECT_DOUBLE_EQ(most, peak) << line;
+  }
   // Every iteration resharded the actor; the first sends everything, the
   // later ones only what changed (sparse delta), never more.
   EXPECT_GT(lines[0]["reshard_bytes"].get<int64_t>(), 0);

@@ -353,5 +353,29 @@ TEST(ModelTest, VocabGradientsGoStraightIntoGrad) {
   }
 }
 
+// Those functions keep no hold on the weight: once its leaf is dropped, the
+// weight's memory lives only until the projection's backward has run (FSDP
+// by layer frees the gathered root unit there, before the layers'
+// backward). Through the graph's leaf, it would live to the end.
+TEST(ModelTest, VocabFunctionsLetTheWeightGoAfterTheHeadsBackward) {
+  const int64_t vocab = 32, hidden = 8;
+  at::Tensor buffer = at::randn({vocab * hidden});
+  at::Tensor grad = at::zeros_like(buffer);
+  at::Tensor leaf = buffer.view({vocab, hidden}).detach().requires_grad_(true);
+  leaf.mutable_grad() = grad.view({vocab, hidden});
+  const at::Storage storage = buffer.storage();
+  const at::Tensor tokens = at::randint(vocab, {2, 5}, at::kLong);
+  at::Tensor x = EmbeddingIntoGrad(leaf, tokens);
+  at::Tensor loss = LinearIntoGrad(x.tanh(), leaf).pow(2).sum();
+  const size_t held = storage.use_count();
+  leaf = at::Tensor();
+  buffer = at::Tensor();
+  // The storage handle here and the projection's saved weight.
+  EXPECT_EQ(storage.use_count(), 2u) << "before dropping: " << held;
+  loss.backward();
+  EXPECT_EQ(storage.use_count(), 1u);  // Only the handle here.
+  EXPECT_GT(grad.abs().sum().item<double>(), 0);
+}
+
 }  // namespace
 }  // namespace hy::trainer

@@ -72,6 +72,15 @@ struct IterationReport {
   // at the iteration's start; from the process start where the kernel does
   // not allow the reset), MB.
   std::vector<double> peak_rss_mb;
+  // Where that peak sits: per phase of the iteration, the highest peak
+  // resident memory of any rank during it, MB (VmHWM reset at each phase's
+  // start). Empty where the kernel does not allow the reset.
+  struct PhasePeak {
+    std::string phase;  // "sync", "rollout", "experience", "update",
+                        // "checkpoint".
+    double mb = 0;
+  };
+  std::vector<PhasePeak> phase_peak_rss_mb;
 };
 
 // Greedy decoding (temperature 0) of every data.val_files prompt by the

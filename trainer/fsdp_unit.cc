@@ -75,6 +75,26 @@ Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
                        my_parts[0].second * sizeof(float))
           : ConstBytes(reinterpret_cast<const uint8_t*>(joined.data()),
                        joined.size() * sizeof(float));
+  // Where each rank's stream lands: when every rank's is one run of the
+  // buffer (a unit's tensors are contiguous in a piece, or lie in one
+  // piece), each is received there in place, without a copy of the unit's
+  // other parts. Every rank decides alike (the same collective follows).
+  const int world = model_->world_size();
+  std::vector<MutableBytes> into(world);
+  bool in_place = true;
+  for (int p = 0; p < world && in_place; ++p) {
+    int runs = 0;
+    VisitStream(unit, p, 0, all, [&](int64_t, int64_t at, int64_t n, int64_t) {
+      if (p != me) {
+        into[p] = MutableBytes(out + at, static_cast<size_t>(n) * sizeof(float));
+      }
+      ++runs;
+    });
+    in_place = runs <= 1;
+  }
+  if (in_place) {
+    return comm->transport()->AllGatherInto(send, into);
+  }
   std::vector<std::vector<uint8_t>> parts;
   HY_RETURN_IF_ERROR(comm->transport()->AllGatherV(send, &parts));
   for (int p = 0; p < model_->world_size(); ++p) {

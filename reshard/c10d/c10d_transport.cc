@@ -168,17 +168,29 @@ struct C10dTransport::Impl {
                   const std::vector<int64_t>& recv_sizes,
                   std::vector<std::vector<uint8_t>>* recv, const char* op) {
     recv->resize(world_size);
+    std::vector<MutableBytes> into(world_size);
     for (int p = 0; p < world_size; ++p) {
       (*recv)[p].clear();
-      if (p != rank) (*recv)[p].resize(static_cast<size_t>(recv_sizes[p]));
+      if (p == rank) continue;
+      (*recv)[p].resize(static_cast<size_t>(recv_sizes[p]));
+      into[p] = MutableBytes((*recv)[p].data(), (*recv)[p].size());
     }
+    return ExchangeInto(send, into, op);
+  }
+
+  // Exchange with the receive buffers given: into[p].size() bytes from
+  // every peer p straight into into[p] (a peer sending another size fails
+  // the receive).
+  Status ExchangeInto(const std::vector<ConstBytes>& send,
+                      const std::vector<MutableBytes>& into, const char* op) {
     const int tag = next_tag;
     next_tag = (next_tag + 1) & 0x3FFFFFFF;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     try {
       for (int p = 0; p < world_size; ++p) {
-        if (p == rank || recv_sizes[p] == 0) continue;
-        std::vector<at::Tensor> t{ByteView((*recv)[p].data(), recv_sizes[p])};
+        if (p == rank || into[p].empty()) continue;
+        std::vector<at::Tensor> t{
+            ByteView(into[p].data(), static_cast<int64_t>(into[p].size()))};
         works.push_back(pg->recv(t, p, tag));
       }
       for (int p = 0; p < world_size; ++p) {
@@ -305,6 +317,21 @@ Status C10dTransport::AllGatherV(ConstBytes in,
   HY_RETURN_IF_ERROR(impl_->Exchange(send, sizes, out, "gloo AllGatherV"));
   (*out)[rank_].assign(in.data(), in.data() + in.size());
   return Status::OK();
+}
+
+Status C10dTransport::AllGatherInto(ConstBytes in,
+                                    const std::vector<MutableBytes>& out) {
+  if (!impl_->broken.ok()) return impl_->broken;
+  if (static_cast<int>(out.size()) != world_size_) {
+    return Status::InvalidArgument(
+        "AllGatherInto: " + std::to_string(out.size()) +
+        " outputs for world size " + std::to_string(world_size_));
+  }
+  std::vector<ConstBytes> send(world_size_, in);
+  send[rank_] = ConstBytes();
+  std::vector<MutableBytes> into = out;
+  into[rank_] = MutableBytes();
+  return impl_->ExchangeInto(send, into, "gloo AllGatherInto");
 }
 
 Status C10dTransport::Barrier() {

@@ -2,6 +2,7 @@
 // AllGatherV, AllGatherEqual, the key-value store, torchrun's environment,
 // and timeouts (a rank that never joins a collective or never arrives).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -106,6 +107,32 @@ Status CheckAllGathers(C10dTransport* t) {
   for (int p = 0; p < world; ++p) {
     HY_RETURN_IF_ERROR(Check(out[p] == contribution(p),
                              "AllGatherV: bytes of rank " + std::to_string(p)));
+  }
+
+  // In place: each rank's bytes straight into its own region of one
+  // buffer (with gaps the call must not touch); rank 1's region is empty.
+  {
+    std::vector<size_t> at(world + 1, 0);
+    for (int p = 0; p < world; ++p) at[p + 1] = at[p] + contribution(p).size() + 8;
+    std::vector<uint8_t> buffer(at[world], 0xEE);
+    std::vector<MutableBytes> into(world);
+    for (int p = 0; p < world; ++p) {
+      into[p] = MutableBytes(buffer.data() + at[p], contribution(p).size());
+    }
+    HY_RETURN_IF_ERROR(t->AllGatherInto(ConstBytes(mine), into));
+    for (int p = 0; p < world; ++p) {
+      const std::vector<uint8_t> want =
+          p == me ? std::vector<uint8_t>(mine.size(), 0xEE) : contribution(p);
+      HY_RETURN_IF_ERROR(Check(
+          std::equal(want.begin(), want.end(), buffer.begin() + at[p]),
+          "AllGatherInto: bytes of rank " + std::to_string(p)));
+      for (size_t i = at[p] + want.size(); i < at[p + 1]; ++i) {
+        HY_RETURN_IF_ERROR(Check(buffer[i] == 0xEE, "AllGatherInto: a gap"));
+      }
+    }
+    HY_RETURN_IF_ERROR(
+        Check(t->AllGatherInto(ConstBytes(mine), {}).IsInvalidArgument(),
+              "AllGatherInto without an output per rank is InvalidArgument"));
   }
 
   const size_t n = 4096 + 1;

@@ -269,6 +269,27 @@ TEST_F(TrainerDistTest, FsdpByLayerIsBitIdenticalToWhole) {
   }
 }
 
+// The same with a model whose embedding and head are most of it: on 2
+// ranks every rank's part of the root unit is one run of the gathered
+// buffer and is received there in place; on 3 the middle rank's is two
+// runs (the embedding's end and the head's start), so the unit is gathered
+// through per-rank messages. Both ways give the whole step's bits.
+TEST_F(TrainerDistTest, FsdpByLayerWithAWideRootUnitIsBitIdenticalToWhole) {
+  for (int world : {2, 3}) {
+    const std::string tag = std::to_string(world);
+    const std::string whole = (dir_ / ("wide_whole" + tag)).string();
+    const std::string layer = (dir_ / ("wide_layer" + tag)).string();
+    ASSERT_TRUE(RunJob(world, {"fsdp_step", whole, "whole", "6", "wide"}));
+    ASSERT_TRUE(RunJob(world, {"fsdp_step", layer, "layer", "6", "wide"}));
+    const std::vector<float> a = ReadFloats(whole);
+    const std::vector<float> b = ReadFloats(layer);
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
+        << "world " << world;
+  }
+}
+
 TEST_F(TrainerDistTest, TpForwardEqualsWholeForward) {
   EXPECT_TRUE(RunJob(2, {"tp_forward"}));
 }

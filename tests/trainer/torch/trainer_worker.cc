@@ -2,7 +2,7 @@
 // trainer_dist_test.cc with torchrun's environment (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT). Scenarios:
 //
-//   fsdp_step OUT [whole|layer [ROWS]]
+//   fsdp_step OUT [whole|layer [ROWS [wide]]]
 //                    one SFT-loss Adam step on a fixed batch (its first
 //                    ROWS rows, default 6) under FSDP over the world, over
 //                    the whole flat buffer or a decoder layer at a time;
@@ -80,13 +80,23 @@ void FixedBatch(at::Tensor* tokens, at::Tensor* valid) {
 
 // `by_layer`: FSDP a decoder layer at a time (FsdpPass over FsdpUnits),
 // else the whole flat buffer. Only the first `rows` rows of the batch are
-// used, so with more ranks than rows some ranks have none (Idle).
-int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows) {
+// used, so with more ranks than rows some ranks have none (Idle). `wide`:
+// a model whose root unit is most of it (see below).
+int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
+             bool wide) {
   auto comm = Comm::FromEnv(1, 60000);
   if (!comm.ok()) return Fail(comm.status().ToString());
   Comm* c = comm.value().get();
   ModelConfig config = SmallModel();
   config.num_layers = 3;
+  if (wide) {
+    // Untied 1000-row vocabulary, one layer: the embedding and head are
+    // most of the model, so on 3 ranks the middle piece holds the
+    // embedding's end and the head's start (two runs of the root unit).
+    config.num_layers = 1;
+    config.vocab_size = 1000;
+    config.tie_word_embeddings = false;
+  }
   auto model =
       FsdpModel::Create(config, ModelRole::kActor, c->rank(), c->world_size());
   if (!model.ok()) return Fail(model.status().ToString());
@@ -261,7 +271,8 @@ int main(int argc, char** argv) {
   if (scenario == "fsdp_step" && argc >= 3) {
     return hy::trainer::FsdpStep(argv[2],
                                  argc >= 4 && std::string(argv[3]) == "layer",
-                                 argc >= 5 ? std::atoll(argv[4]) : 6);
+                                 argc >= 5 ? std::atoll(argv[4]) : 6,
+                                 argc >= 6 && std::string(argv[5]) == "wide");
   }
   if (scenario == "tp_forward") return hy::trainer::TpForward();
   if (scenario == "run") return hy::trainer::Run(argc, argv);

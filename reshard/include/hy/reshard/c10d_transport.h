@@ -103,6 +103,10 @@ class C10dTransport : public Transport {
                    std::vector<std::vector<uint8_t>>* recv) override;
   Status AllGatherV(ConstBytes in,
                     std::vector<std::vector<uint8_t>>* out) override;
+  // Receives in place, without exchanging sizes. A size mismatch fails the
+  // receive (Gloo's error) and leaves the transport unusable.
+  Status AllGatherInto(ConstBytes in,
+                       const std::vector<MutableBytes>& out) override;
   Status Barrier() override;
 
   // ProcessGroupGloo::allgather as is, for equal contributions: out receives

@@ -46,6 +46,16 @@ class Transport {
   virtual Status AllGatherV(ConstBytes in,
                             std::vector<std::vector<uint8_t>>* out) = 0;
 
+  // AllGatherV with every rank's size known in advance: rank p's bytes are
+  // written straight into out[p] (out.size() == world_size(); out[rank()]
+  // is not written; a rank sending nothing has an empty out[p]). Returns
+  // Internal if a rank sent a different size (the transport may then be
+  // unusable), else as AllGatherV. The default gathers through AllGatherV
+  // and copies; transports that can receive in place override it (no
+  // second copy of the gathered bytes, no exchange of sizes).
+  virtual Status AllGatherInto(ConstBytes in,
+                               const std::vector<MutableBytes>& out);
+
   virtual Status Barrier() = 0;
 };
 

@@ -121,6 +121,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("trainer.test_freq", &t.test_freq, kNonNegative);
   add("trainer.gradient_checkpointing", &t.gradient_checkpointing);
   add("trainer.fsdp_per_layer", &t.fsdp_per_layer);
+  add("trainer.offload_reference", &t.offload_reference);
   CheckpointConfig& k = c->checkpoint;
   add("checkpoint.store_root", &k.store_root);
   add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.

@@ -303,11 +303,35 @@ void PpoWorker::ObserveCheckpointBlocking() {
   checkpoint_blocking_s_ = -1;
 }
 
+Status PpoWorker::OffloadReference() {
+  const std::string dir = recovery::NodeDir(config_.checkpoint.store_root,
+                                            nodes_[comm_->rank()]);
+  HY_ASSIGN_OR_RETURN(OffloadedTensor t,
+                      OffloadedTensor::Create(dir, ref_->params().numel()));
+  t.tensor().copy_(ref_->params());
+  ref_->params() = t.tensor();
+  ref_offload_ = std::make_unique<OffloadedTensor>(std::move(t));
+  Log("reference model offloaded to a file in " + dir);
+  return Status::OK();
+}
+
+void PpoWorker::ReleaseReference() {
+  if (ref_offload_ == nullptr ||
+      ref_->params().data_ptr() != ref_offload_->tensor().data_ptr()) {
+    return;
+  }
+  Status s = ref_offload_->Release();
+  if (!s.ok()) Log("reference offload: " + s.ToString());
+}
+
 Result<RunSummary> PpoWorker::Run() {
   const auto run_start = Clock::now();
   HY_RETURN_IF_ERROR(Setup());
   HY_RETURN_IF_ERROR(JoinNodes());
   HY_RETURN_IF_ERROR(ClaimRun());
+  if (config_.trainer.offload_reference) {
+    HY_RETURN_IF_ERROR(OffloadReference());
+  }
   StartHeartbeat();
   const std::string& root = config_.checkpoint.store_root;
   recovery::RecoveryOptions ro;
@@ -407,6 +431,7 @@ Result<RunSummary> PpoWorker::Run() {
     // The first write of the parameters and optimizer state since the
     // last checkpoint: it may still be reading them in place.
     WaitForCheckpointRead(&report);
+    ReleaseReference();  // Nothing reads it again before the experience.
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
     end_phase(3);
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);

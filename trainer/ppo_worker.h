@@ -22,6 +22,7 @@
 #include "fsdp.h"
 #include "fsdp_pass.h"
 #include "fsdp_unit.h"
+#include "offload.h"
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/recovery.h"
 #include "hy/reshard/executor.h"
@@ -81,6 +82,13 @@ class PpoWorker {
   // the parameters and optimizer state (checkpoint.read_in_place), adds
   // the wait to the report and completes that checkpoint's blocking time.
   void WaitForCheckpointRead(IterationReport* report);
+  // trainer.offload_reference: moves the reference piece into a file
+  // mapping in this rank's node directory (ref_offload_). Returns its
+  // IOError (disk full, no such directory).
+  Status OffloadReference();
+  // Hands the offloaded reference's pages back to the kernel; an error is
+  // logged (the values are never lost).
+  void ReleaseReference();
   // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
   void ObserveCheckpointBlocking();
   void Log(const std::string& line) const;
@@ -128,6 +136,7 @@ class PpoWorker {
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;  // critic_: gae only.
   // trainer.fsdp_per_layer: each model's units; null otherwise.
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
+  std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;
   std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.

@@ -110,6 +110,8 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"trainer.gradient_checkpointing",
        c.trainer.gradient_checkpointing ? "true" : "false"},
       {"trainer.fsdp_per_layer", c.trainer.fsdp_per_layer ? "true" : "false"},
+      {"trainer.offload_reference",
+       c.trainer.offload_reference ? "true" : "false"},
       {"checkpoint.store_root", c.checkpoint.store_root},
       {"checkpoint.save_every", S(c.checkpoint.save_every)},
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
@@ -200,6 +202,7 @@ TrainConfig Modified() {
                7,
                1e-4,
                3,
+               true,
                true,
                true};
   c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false};

@@ -160,7 +160,8 @@ class TrainerDistTest : public ::testing::Test {
   // GRPO (4 responses per prompt, no critic) instead of GAE.
   std::string WriteConfig(const std::string& name, int iterations,
                           int rollout_tp, const std::string& root,
-                          bool grpo = false, bool by_layer = false) {
+                          bool grpo = false, bool by_layer = false,
+                          bool offload_reference = false) {
     std::ostringstream y;
     y << "model: {hidden_size: 64, intermediate_size: 128, num_layers: 2, "
          "num_heads: 4, num_kv_heads: 2}\n"
@@ -174,7 +175,8 @@ class TrainerDistTest : public ::testing::Test {
       << ", response_length: 6}\n"
       << "trainer: {total_iterations: " << iterations
       << ", seed: 11, sft_steps: 12, sft_batch_size: 32, nproc: 2"
-      << (by_layer ? ", fsdp_per_layer: true" : "") << "}\n"
+      << (by_layer ? ", fsdp_per_layer: true" : "")
+      << (offload_reference ? ", offload_reference: true" : "") << "}\n"
       << "checkpoint: {store_root: " << root
       << ", save_every: 2, keep_last: 2}\n";
     const std::string path = (dir_ / name).string();
@@ -185,17 +187,18 @@ class TrainerDistTest : public ::testing::Test {
   // Rank 0's reports of 4 iterations in one job on `world` ranks (*full)
   // and of 2 iterations, a stop and a resume on `resume_world` ranks for 2
   // more (*cut), with checkpoints every 2. The runs stay in dir_/full and
-  // dir_/cut.
+  // dir_/cut. `offload_cut`: the cut run keeps its reference offloaded.
   void RunWholeAndResumed(int world, int resume_world, int rollout_tp,
                           bool grpo, bool by_layer,
                           std::vector<std::vector<double>>* full,
-                          std::vector<std::vector<double>>* cut) {
+                          std::vector<std::vector<double>>* cut,
+                          bool offload_cut = false) {
     const std::string full_root = (dir_ / "full").string();
     const std::string cut_root = (dir_ / "cut").string();
     const std::string full_cfg =
         WriteConfig("full.yaml", 4, rollout_tp, full_root, grpo, by_layer);
-    const std::string cut_cfg =
-        WriteConfig("cut.yaml", 4, rollout_tp, cut_root, grpo, by_layer);
+    const std::string cut_cfg = WriteConfig("cut.yaml", 4, rollout_tp, cut_root,
+                                            grpo, by_layer, offload_cut);
     const std::string full_out = (dir_ / "full_report").string();
     const std::string cut_out = (dir_ / "cut_report").string();
     ASSERT_TRUE(RunJob(world, {"run", full_cfg, full_out}));
@@ -208,9 +211,10 @@ class TrainerDistTest : public ::testing::Test {
   }
 
   // On 2 ranks, the resumed run equals the uninterrupted one bit for bit.
-  void ExpectResumeIsBitForBit(bool grpo, bool by_layer) {
+  void ExpectResumeIsBitForBit(bool grpo, bool by_layer,
+                               bool offload_cut = false) {
     std::vector<std::vector<double>> full, cut;
-    RunWholeAndResumed(2, 2, 2, grpo, by_layer, &full, &cut);
+    RunWholeAndResumed(2, 2, 2, grpo, by_layer, &full, &cut, offload_cut);
     if (HasFatalFailure()) return;
     for (size_t i = 0; i < 4; ++i) {
       EXPECT_EQ(full[i], cut[i]) << "iteration " << i;
@@ -327,9 +331,11 @@ TEST_F(TrainerDistTest, ResumeSameWorldSizeIsBitForBit) {
 
 // GRPO needs no value model: the run creates no critic (its checkpoints
 // hold actor and reference only), trains by layer, and a resumed run
-// continues it bit for bit, as a GAE run does.
+// continues it bit for bit, as a GAE run does; the resumed run keeps its
+// reference offloaded (trainer.offload_reference: filled at the start,
+// read back from the file each iteration) and still matches.
 TEST_F(TrainerDistTest, GrpoRunsWithoutACriticAndResumesBitForBit) {
-  ExpectResumeIsBitForBit(true, true);
+  ExpectResumeIsBitForBit(true, true, /*offload_cut=*/true);
   if (HasFatalFailure()) return;
   const std::string full_root = (dir_ / "full").string();
   hy::statestore::StoreOptions options;

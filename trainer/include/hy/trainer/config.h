@@ -111,6 +111,13 @@ struct TrainerSection {
   // and head + one layer, instead of the whole model and its gradient. The
   // same gradients bit for bit; more collectives per step.
   bool fsdp_per_layer = false;
+  // Keeps the frozen reference model's piece in a file on the node's local
+  // disk (beside its store; see offload.h) and hands its pages back to the
+  // kernel before each update, so the update runs without it resident
+  // (its bytes per rank less at the update's peak); the experience phase
+  // reads it back (from the page cache, or the disk if the kernel reclaimed
+  // it). The same values bit for bit.
+  bool offload_reference = false;
 };
 
 struct CheckpointConfig {

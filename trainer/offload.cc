@@ -1,0 +1,75 @@
+#include "offload.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21  // Linux 5.4; older headers lack the name.
+#endif
+
+namespace hy::trainer {
+namespace {
+
+Status SystemError(const std::string& what) {
+  return Status::IOError(what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
+                                                int64_t numel) {
+  static std::atomic<int> counter{0};
+  const std::string path = dir + "/offload-" + std::to_string(getpid()) +
+                           "-" + std::to_string(counter++) + ".bin";
+  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
+                        0600);
+  if (fd < 0) return SystemError("offload: cannot create " + path);
+  ::unlink(path.c_str());  // Lives while mapped.
+  // Blocks on disk now, so a full disk is an error here, not a SIGBUS on
+  // first write through the mapping.
+  if (bytes > 0) {
+    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (err != 0) {
+      ::close(fd);
+      errno = err;
+      return SystemError("offload: cannot allocate " + std::to_string(bytes) +
+                         " bytes for " + path);
+    }
+  }
+  void* addr = bytes == 0 ? nullptr
+                          : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                                   MAP_SHARED, fd, 0);
+  ::close(fd);  // The mapping keeps the file.
+  if (addr == MAP_FAILED) return SystemError("offload: cannot map " + path);
+  OffloadedTensor t;
+  if (bytes == 0) {
+    t.tensor_ = at::zeros({0}, at::kFloat);
+    return t;
+  }
+  t.tensor_ = at::from_blob(
+      addr, {numel}, [bytes](void* p) { ::munmap(p, bytes); },
+      at::TensorOptions().dtype(at::kFloat));
+  return t;
+}
+
+Status OffloadedTensor::Release() const {
+  const size_t bytes = static_cast<size_t>(tensor_.numel()) * sizeof(float);
+  if (bytes == 0) return Status::OK();
+  void* addr = tensor_.data_ptr();
+  // Reclaim (writing dirty pages back first) where the kernel can; pages
+  // it leaves mapped (dirty ones under writeback) are then unmapped from
+  // this process, their data kept in the file's page cache.
+  ::madvise(addr, bytes, MADV_PAGEOUT);  // Linux >= 5.4; advice only.
+  if (::madvise(addr, bytes, MADV_DONTNEED) != 0) {
+    return SystemError("offload: madvise");
+  }
+  return Status::OK();
+}
+
+}  // namespace hy::trainer

@@ -161,6 +161,24 @@ struct C10dTransport::Impl {
     return Status::OK();
   }
 
+  // Every rank's `mine` into (*sizes)[rank].
+  Status AllGatherSizes(int64_t mine, std::vector<int64_t>* sizes) {
+    sizes->assign(world_size, 0);
+    try {
+      std::vector<at::Tensor> input{
+          at::from_blob(&mine, {1}, at::TensorOptions().dtype(at::kLong))};
+      std::vector<std::vector<at::Tensor>> outputs(1);
+      for (int p = 0; p < world_size; ++p) {
+        outputs[0].push_back(at::from_blob(
+            &(*sizes)[p], {1}, at::TensorOptions().dtype(at::kLong)));
+      }
+      Wait(pg->allgather(outputs, input));
+    } catch (...) {
+      return Fail(CurrentExceptionStatus("gloo allgather (sizes)"));
+    }
+    return Status::OK();
+  }
+
   // Receives recv_sizes[p] bytes from every peer p into (*recv)[p] and
   // sends send[p] to every peer, posting all Gloo recvs and sends before
   // waiting for any. Empty messages are not sent at all.
@@ -298,20 +316,9 @@ Status C10dTransport::AllToAllV(const std::vector<ConstBytes>& send,
 Status C10dTransport::AllGatherV(ConstBytes in,
                                  std::vector<std::vector<uint8_t>>* out) {
   if (!impl_->broken.ok()) return impl_->broken;
-  std::vector<int64_t> sizes(world_size_, 0);
-  try {
-    int64_t mine = static_cast<int64_t>(in.size());
-    std::vector<at::Tensor> input{
-        at::from_blob(&mine, {1}, at::TensorOptions().dtype(at::kLong))};
-    std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int p = 0; p < world_size_; ++p) {
-      outputs[0].push_back(
-          at::from_blob(&sizes[p], {1}, at::TensorOptions().dtype(at::kLong)));
-    }
-    Impl::Wait(impl_->pg->allgather(outputs, input));
-  } catch (...) {
-    return impl_->Fail(CurrentExceptionStatus("gloo allgather (sizes)"));
-  }
+  std::vector<int64_t> sizes;
+  HY_RETURN_IF_ERROR(impl_->AllGatherSizes(static_cast<int64_t>(in.size()),
+                                           &sizes));
   std::vector<ConstBytes> send(world_size_, in);
   send[rank_] = ConstBytes();
   HY_RETURN_IF_ERROR(impl_->Exchange(send, sizes, out, "gloo AllGatherV"));
@@ -327,11 +334,32 @@ Status C10dTransport::AllGatherInto(ConstBytes in,
         "AllGatherInto: " + std::to_string(out.size()) +
         " outputs for world size " + std::to_string(world_size_));
   }
+  // The sizes still go round (8 bytes a rank): Gloo aborts the process on
+  // a message larger than the receive posted for it. A rank that expected
+  // another size receives that message aside and reports it.
+  std::vector<int64_t> sizes;
+  HY_RETURN_IF_ERROR(impl_->AllGatherSizes(static_cast<int64_t>(in.size()),
+                                           &sizes));
   std::vector<ConstBytes> send(world_size_, in);
   send[rank_] = ConstBytes();
   std::vector<MutableBytes> into = out;
   into[rank_] = MutableBytes();
-  return impl_->ExchangeInto(send, into, "gloo AllGatherInto");
+  std::vector<std::vector<uint8_t>> aside(world_size_);
+  int wrong = -1;
+  for (int p = 0; p < world_size_; ++p) {
+    if (p == rank_ || sizes[p] == static_cast<int64_t>(out[p].size())) continue;
+    aside[p].resize(static_cast<size_t>(sizes[p]));
+    into[p] = MutableBytes(aside[p]);
+    if (wrong < 0) wrong = p;
+  }
+  HY_RETURN_IF_ERROR(impl_->ExchangeInto(send, into, "gloo AllGatherInto"));
+  if (wrong >= 0) {
+    return Status::Internal("AllGatherInto: rank " + std::to_string(wrong) +
+                            " sent " + std::to_string(sizes[wrong]) +
+                            " bytes, expected " +
+                            std::to_string(out[wrong].size()));
+  }
+  return Status::OK();
 }
 
 Status C10dTransport::Barrier() {

@@ -133,6 +133,22 @@ Status CheckAllGathers(C10dTransport* t) {
     HY_RETURN_IF_ERROR(
         Check(t->AllGatherInto(ConstBytes(mine), {}).IsInvalidArgument(),
               "AllGatherInto without an output per rank is InvalidArgument"));
+    // Rank 0 expects one byte less from the last rank than it sends (Gloo
+    // alone would abort the process): Internal there, OK elsewhere, and
+    // the transport goes on (the gathers below).
+    const int last = world - 1;
+    if (me == 0 && last > 0) {
+      into[last] = MutableBytes(buffer.data() + at[last],
+                                contribution(last).size() - 1);
+    }
+    const Status s = t->AllGatherInto(ConstBytes(mine), into);
+    if (me == 0 && last > 0) {
+      HY_RETURN_IF_ERROR(Check(s.code() == StatusCode::kInternal,
+                               "AllGatherInto of a wrong size is Internal: " +
+                                   s.ToString()));
+    } else {
+      HY_RETURN_IF_ERROR(s);
+    }
   }
 
   const size_t n = 4096 + 1;

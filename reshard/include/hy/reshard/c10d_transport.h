@@ -103,8 +103,10 @@ class C10dTransport : public Transport {
                    std::vector<std::vector<uint8_t>>* recv) override;
   Status AllGatherV(ConstBytes in,
                     std::vector<std::vector<uint8_t>>* out) override;
-  // Receives in place, without exchanging sizes. A size mismatch fails the
-  // receive (Gloo's error) and leaves the transport unusable.
+  // Receives in place. The sizes are still exchanged (Gloo aborts the
+  // process on a message larger than its receive): a rank that sent
+  // another size than expected makes this call Internal on the ranks that
+  // expected otherwise, and the transport stays usable.
   Status AllGatherInto(ConstBytes in,
                        const std::vector<MutableBytes>& out) override;
   Status Barrier() override;

@@ -49,10 +49,10 @@ class Transport {
   // AllGatherV with every rank's size known in advance: rank p's bytes are
   // written straight into out[p] (out.size() == world_size(); out[rank()]
   // is not written; a rank sending nothing has an empty out[p]). Returns
-  // Internal if a rank sent a different size (the transport may then be
-  // unusable), else as AllGatherV. The default gathers through AllGatherV
-  // and copies; transports that can receive in place override it (no
-  // second copy of the gathered bytes, no exchange of sizes).
+  // Internal on a rank that expected another size from some rank than it
+  // sent (nothing else is lost), else as AllGatherV. The default gathers
+  // through AllGatherV and copies; transports that can receive in place
+  // override it (no second copy of the gathered bytes).
   virtual Status AllGatherInto(ConstBytes in,
                                const std::vector<MutableBytes>& out);
 

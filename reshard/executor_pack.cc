@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cstring>
 
 #include "executor_internal.h"
 #include "hy/common/bf16.h"
+#include "plan_internal.h"
 
 namespace hy::reshard {
 
@@ -47,18 +49,9 @@ void Describe(const ModelSpec& spec, WireFormat wire, PeerList* list) {
 }
 
 bool SameSource(const PeerList& a, const PeerList& b) {
-  if (a.transfers.empty() || a.transfers.size() != b.transfers.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < a.transfers.size(); ++i) {
-    const Transfer& x = a.transfers[i];
-    const Transfer& y = b.transfers[i];
-    if (x.tensor != y.tensor || x.src_offset != y.src_offset ||
-        x.length != y.length) {
-      return false;
-    }
-  }
-  return true;
+  return !a.transfers.empty() &&
+         std::equal(a.transfers.begin(), a.transfers.end(),
+                    b.transfers.begin(), b.transfers.end(), SameSourceRun);
 }
 
 void GatherSource(const ModelSpec& spec, WireFormat wire, const PeerList& list,

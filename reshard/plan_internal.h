@@ -16,6 +16,14 @@ namespace hy::reshard::internal {
 // REQUIRES: plan->spec, plan->topology and plan->bucket_bytes are set.
 void CutSteps(std::vector<Transfer> network, TransferPlan* plan);
 
+// Whether a and b take the same source elements (tensor, source offset,
+// length), whatever their destinations: the planner cuts lists of such
+// transfers in lockstep and the executor packs their bucket once.
+inline bool SameSourceRun(const Transfer& a, const Transfer& b) {
+  return a.tensor == b.tensor && a.src_offset == b.src_offset &&
+         a.length == b.length;
+}
+
 }  // namespace hy::reshard::internal
 
 #endif  // HY_RESHARD_PLAN_INTERNAL_H_

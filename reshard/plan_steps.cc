@@ -36,14 +36,7 @@ void CutSteps(std::vector<Transfer> network, TransferPlan* plan) {
   };
   auto same_source = [](const std::deque<Transfer>& a,
                         const std::deque<Transfer>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (a[i].tensor != b[i].tensor || a[i].src_offset != b[i].src_offset ||
-          a[i].length != b[i].length) {
-        return false;
-      }
-    }
-    return true;
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), SameSourceRun);
   };
   std::vector<Group> groups;
   for (const auto& [key, q] : queues) {

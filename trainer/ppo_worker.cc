@@ -1,5 +1,6 @@
 // PpoWorker: setup, fresh start or resume, checkpoints, the iteration loop;
-// and RunWorker, the public entry point.
+// and RunWorker, the public entry point. Memory (phase peaks, the offloaded
+// reference) is in ppo_memory.cc.
 
 #include "ppo_worker.h"
 
@@ -8,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu_threads.h"
-#include "hy/common/process_memory.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/reshard/model_spec.h"
@@ -303,27 +303,6 @@ void PpoWorker::ObserveCheckpointBlocking() {
   checkpoint_blocking_s_ = -1;
 }
 
-Status PpoWorker::OffloadReference() {
-  const std::string dir = recovery::NodeDir(config_.checkpoint.store_root,
-                                            nodes_[comm_->rank()]);
-  HY_ASSIGN_OR_RETURN(OffloadedTensor t,
-                      OffloadedTensor::Create(dir, ref_->params().numel()));
-  t.tensor().copy_(ref_->params());
-  ref_->params() = t.tensor();
-  ref_offload_ = std::make_unique<OffloadedTensor>(std::move(t));
-  Log("reference model offloaded to a file in " + dir);
-  return Status::OK();
-}
-
-void PpoWorker::ReleaseReference() {
-  if (ref_offload_ == nullptr ||
-      ref_->params().data_ptr() != ref_offload_->tensor().data_ptr()) {
-    return;
-  }
-  Status s = ref_offload_->Release();
-  if (!s.ok()) Log("reference offload: " + s.ToString());
-}
-
 Result<RunSummary> PpoWorker::Run() {
   const auto run_start = Clock::now();
   HY_RETURN_IF_ERROR(Setup());
@@ -408,32 +387,23 @@ Result<RunSummary> PpoWorker::Run() {
   int64_t last_saved = start_iteration_;
   for (int64_t it = start_iteration_; it < end; ++it) {
     const auto start = Clock::now();
-    // Each phase's peak resident memory: VmHWM read and reset at its end.
-    static constexpr const char* kPhases[] = {"sync", "rollout", "experience",
-                                              "update", "checkpoint"};
-    constexpr int kNumPhases = 5;
-    std::vector<double> phase_peak(kNumPhases, 0.0);
-    bool phases_ok = ResetPeakResident();
-    auto end_phase = [&](int phase) {
-      phase_peak[phase] = PeakResidentBytes() / 1e6;
-      phases_ok = ResetPeakResident() && phases_ok;
-    };
+    PhasePeaks peaks;  // Each phase's peak resident memory.
     IterationReport report;
     report.iteration = it;
     report.world_size = comm_->world_size();
     Experience exp;
     HY_RETURN_IF_ERROR(ReshardToRollout(&report));
-    end_phase(0);
+    peaks.End(PhasePeaks::kSync);
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
-    end_phase(1);
+    peaks.End(PhasePeaks::kRollout);
     HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
-    end_phase(2);
+    peaks.End(PhasePeaks::kExperience);
     // The first write of the parameters and optimizer state since the
     // last checkpoint: it may still be reading them in place.
     WaitForCheckpointRead(&report);
     ReleaseReference();  // Nothing reads it again before the experience.
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
-    end_phase(3);
+    peaks.End(PhasePeaks::kUpdate);
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
     const bool last = it + 1 == end;
     if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
@@ -472,33 +442,8 @@ Result<RunSummary> PpoWorker::Run() {
           "committed " + std::to_string(cs.committed_step);
     }
     reported_commit = cs.committed_step;
-    {
-      end_phase(4);
-      // [rank][phase], and a last column: 1 where the resets worked.
-      const int world = comm_->world_size();
-      std::vector<double> peaks((kNumPhases + 1) * world, 0.0);
-      for (int ph = 0; ph < kNumPhases; ++ph) {
-        peaks[comm_->rank() * (kNumPhases + 1) + ph] = phase_peak[ph];
-      }
-      peaks[comm_->rank() * (kNumPhases + 1) + kNumPhases] = phases_ok;
-      HY_ASSIGN_OR_RETURN(peaks, comm_->SumAcrossRanks(peaks));
-      bool all_ok = true;
-      report.peak_rss_mb.assign(world, 0.0);
-      std::vector<double> phase_max(kNumPhases, 0.0);
-      for (int r = 0; r < world; ++r) {
-        const double* row = &peaks[r * (kNumPhases + 1)];
-        all_ok = all_ok && row[kNumPhases] > 0.5;
-        for (int ph = 0; ph < kNumPhases; ++ph) {
-          report.peak_rss_mb[r] = std::max(report.peak_rss_mb[r], row[ph]);
-          phase_max[ph] = std::max(phase_max[ph], row[ph]);
-        }
-      }
-      if (all_ok) {
-        for (int ph = 0; ph < kNumPhases; ++ph) {
-          report.phase_peak_rss_mb.push_back({kPhases[ph], phase_max[ph]});
-        }
-      }
-    }
+    peaks.End(PhasePeaks::kCheckpoint);
+    HY_RETURN_IF_ERROR(ReportPeaks(peaks, &report));
     report.iteration_ms = Seconds(start) * 1000.0;
     if (options_.metrics != nullptr) {
       options_.metrics->iteration_duration->Observe(report.iteration_ms /

@@ -49,6 +49,24 @@ struct Experience {
 // TORCHELASTIC_RESTART_COUNT > 0).
 bool IsRestart();
 
+// The peak resident memory of each phase of one iteration: VmHWM read and
+// reset at each phase's end (construction resets it first). Thread-safety:
+// one thread.
+class PhasePeaks {
+ public:
+  enum Phase { kSync, kRollout, kExperience, kUpdate, kCheckpoint, kNumPhases };
+  PhasePeaks();
+  // Records the phase's peak (MB) and starts the next one.
+  void End(Phase phase);
+  double mb(Phase phase) const { return mb_[phase]; }
+  // Whether every reset worked (the kernel may not allow it).
+  bool ok() const { return ok_; }
+
+ private:
+  double mb_[kNumPhases] = {};
+  bool ok_;
+};
+
 class PpoWorker {
  public:
   PpoWorker(const TrainConfig& config, const WorkerOptions& options);
@@ -82,6 +100,17 @@ class PpoWorker {
   // the parameters and optimizer state (checkpoint.read_in_place), adds
   // the wait to the report and completes that checkpoint's blocking time.
   void WaitForCheckpointRead(IterationReport* report);
+
+  // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
+  void ObserveCheckpointBlocking();
+  void Log(const std::string& line) const;
+
+  // ppo_memory.cc
+  // Collective: every rank's peak of the iteration (the largest of its
+  // phases) into report->peak_rss_mb, and each phase's largest peak over
+  // the ranks into report->phase_peak_rss_mb (left empty if a rank could
+  // not reset its peak). Returns comm errors.
+  Status ReportPeaks(const PhasePeaks& peaks, IterationReport* report);
   // trainer.offload_reference: moves the reference piece into a file
   // mapping in this rank's node directory (ref_offload_). Returns its
   // IOError (disk full, no such directory).
@@ -89,9 +118,6 @@ class PpoWorker {
   // Hands the offloaded reference's pages back to the kernel; an error is
   // logged (the values are never lost).
   void ReleaseReference();
-  // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
-  void ObserveCheckpointBlocking();
-  void Log(const std::string& line) const;
 
   // ppo_experience.cc
   Status ReshardToRollout(IterationReport* report);

@@ -23,6 +23,11 @@ Status SystemError(const std::string& what) {
 
 Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
                                                 int64_t numel) {
+  OffloadedTensor t;
+  if (numel == 0) {  // Nothing to map.
+    t.tensor_ = at::zeros({0}, at::kFloat);
+    return t;
+  }
   static std::atomic<int> counter{0};
   const std::string path = dir + "/offload-" + std::to_string(getpid()) +
                            "-" + std::to_string(counter++) + ".bin";
@@ -33,25 +38,17 @@ Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
   ::unlink(path.c_str());  // Lives while mapped.
   // Blocks on disk now, so a full disk is an error here, not a SIGBUS on
   // first write through the mapping.
-  if (bytes > 0) {
-    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    if (err != 0) {
-      ::close(fd);
-      errno = err;
-      return SystemError("offload: cannot allocate " + std::to_string(bytes) +
-                         " bytes for " + path);
-    }
+  const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (err != 0) {
+    ::close(fd);
+    errno = err;
+    return SystemError("offload: cannot allocate " + std::to_string(bytes) +
+                       " bytes for " + path);
   }
-  void* addr = bytes == 0 ? nullptr
-                          : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                                   MAP_SHARED, fd, 0);
+  void* addr =
+      ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);  // The mapping keeps the file.
   if (addr == MAP_FAILED) return SystemError("offload: cannot map " + path);
-  OffloadedTensor t;
-  if (bytes == 0) {
-    t.tensor_ = at::zeros({0}, at::kFloat);
-    return t;
-  }
   t.tensor_ = at::from_blob(
       addr, {numel}, [bytes](void* p) { ::munmap(p, bytes); },
       at::TensorOptions().dtype(at::kFloat));

@@ -29,9 +29,9 @@ namespace hy::trainer {
 
 class OffloadedTensor {
  public:
-  // A zero-filled [numel] f32 tensor on a new file in `dir`. Returns
-  // IOError naming the file and the system's error if it cannot be
-  // created, sized (disk full) or mapped. REQUIRES: numel >= 0.
+  // A zero-filled [numel] f32 tensor on a new file in `dir` (no file for
+  // numel 0). Returns IOError naming the file and the system's error if it
+  // cannot be created, sized (disk full) or mapped. REQUIRES: numel >= 0.
   static Result<OffloadedTensor> Create(const std::string& dir, int64_t numel);
 
   const at::Tensor& tensor() const { return tensor_; }

@@ -8,6 +8,7 @@
 #include "hy/common/thread_pool.h"
 #include "hy/metrics/hy_metrics.h"
 #include "sparse_delta.h"
+#include "spill_file.h"
 #include "wire.h"
 
 namespace hy::reshard {
@@ -74,6 +75,30 @@ struct Executor::Impl {
   // a full first run would otherwise keep the full size for good).
   std::vector<std::vector<uint8_t>> got;
   std::unique_ptr<ThreadPool> pool;  // Packs peers in parallel; may be null.
+  // Park: the file holding buckets[k][p] at spilled_at[k][p] (-1: none)
+  // while parked; null otherwise.
+  std::unique_ptr<internal::SpillFile> spill;
+  std::vector<std::vector<int64_t>> spilled_at;
+
+  // Reads the parked buckets back; the delta state is forgotten if that
+  // fails.
+  void Unpark() {
+    if (spill == nullptr) return;
+    for (size_t k = 0; k < buckets.size() && delta_ready; ++k) {
+      for (int p = 0; p < world; ++p) {
+        if (spilled_at[k][p] < 0) continue;
+        internal::WireBuffer& b = buckets[k][p];
+        b.resize(1 + static_cast<size_t>(send[k][p].wire_bytes));
+        if (!spill->Read(spilled_at[k][p], MutableBytes(b.data(), b.size()))
+                 .ok()) {
+          delta_ready = false;
+          break;
+        }
+      }
+    }
+    spill.reset();
+    spilled_at.clear();
+  }
 
   // The full form of `list` from `src` into *b.
   void GatherFull(const PeerList& list, const std::vector<ConstBytes>& src,
@@ -334,6 +359,50 @@ Executor::~Executor() = default;
 
 void Executor::ResetDelta() { impl_->delta_ready = false; }
 
+Status Executor::Park(const std::string& dir) {
+  Impl& m = *impl_;
+  if (m.spill != nullptr) return Status::OK();
+  for (auto& row : m.deltas) {
+    for (internal::WireBuffer& d : row) internal::WireBuffer().swap(d);
+  }
+  for (internal::WireBuffer& f : m.pack_fresh) internal::WireBuffer().swap(f);
+  for (internal::SparseScratch& s : m.sparse_scratch) {
+    s = internal::SparseScratch();
+  }
+  internal::WireBuffer().swap(m.unpack_before);
+  internal::WireBuffer().swap(m.unpack_now);
+  for (auto& g : m.got) std::vector<uint8_t>().swap(g);
+  Status status;
+  if (m.delta_ready) {
+    auto file = internal::SpillFile::Create(dir);
+    status = file.status();
+    if (file.ok()) {
+      m.spill = std::move(*file);
+      m.spilled_at.assign(m.buckets.size(), std::vector<int64_t>(m.world, -1));
+      for (size_t k = 0; k < m.buckets.size() && status.ok(); ++k) {
+        for (int p = 0; p < m.world && status.ok(); ++p) {
+          const internal::WireBuffer& b = m.buckets[k][p];
+          // Only a full form of the list's size is a previous copy.
+          if (b.size() != 1 + static_cast<size_t>(m.send[k][p].wire_bytes)) {
+            continue;
+          }
+          status = m.spill->Append(ConstBytes(b.data(), b.size()),
+                                   &m.spilled_at[k][p]);
+        }
+      }
+    }
+    if (!status.ok()) {
+      m.spill.reset();
+      m.spilled_at.clear();
+      m.delta_ready = false;
+    }
+  }
+  for (auto& row : m.buckets) {
+    for (internal::WireBuffer& b : row) internal::WireBuffer().swap(b);
+  }
+  return status;
+}
+
 Status Executor::Run(const std::vector<ConstBytes>& src,
                      const std::vector<MutableBytes>& dst,
                      ReshardStats* stats) {
@@ -369,6 +438,7 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     }
   }
 
+  m.Unpark();
   ReshardStats st;
   st.plan_seconds = plan.stats.plan_seconds;
   st.local_bytes = m.local_bytes;

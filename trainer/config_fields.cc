@@ -122,6 +122,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("trainer.gradient_checkpointing", &t.gradient_checkpointing);
   add("trainer.fsdp_per_layer", &t.fsdp_per_layer);
   add("trainer.offload_reference", &t.offload_reference);
+  add("trainer.offload_rollout", &t.offload_rollout);
   CheckpointConfig& k = c->checkpoint;
   add("checkpoint.store_root", &k.store_root);
   add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.

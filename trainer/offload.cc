@@ -22,16 +22,17 @@ Status SystemError(const std::string& what) {
 }  // namespace
 
 Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
-                                                int64_t numel) {
+                                                int64_t numel,
+                                                at::ScalarType dtype) {
   OffloadedTensor t;
   if (numel == 0) {  // Nothing to map.
-    t.tensor_ = at::zeros({0}, at::kFloat);
+    t.tensor_ = at::zeros({0}, dtype);
     return t;
   }
   static std::atomic<int> counter{0};
   const std::string path = dir + "/offload-" + std::to_string(getpid()) +
                            "-" + std::to_string(counter++) + ".bin";
-  const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+  const size_t bytes = static_cast<size_t>(numel) * at::elementSize(dtype);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
                         0600);
   if (fd < 0) return SystemError("offload: cannot create " + path);
@@ -51,12 +52,12 @@ Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
   if (addr == MAP_FAILED) return SystemError("offload: cannot map " + path);
   t.tensor_ = at::from_blob(
       addr, {numel}, [bytes](void* p) { ::munmap(p, bytes); },
-      at::TensorOptions().dtype(at::kFloat));
+      at::TensorOptions().dtype(dtype));
   return t;
 }
 
 Status OffloadedTensor::Release() const {
-  const size_t bytes = static_cast<size_t>(tensor_.numel()) * sizeof(float);
+  const size_t bytes = tensor_.nbytes();
   if (bytes == 0) return Status::OK();
   void* addr = tensor_.data_ptr();
   // Reclaim (writing dirty pages back first) where the kernel can; pages

@@ -1,7 +1,8 @@
-// OffloadedTensor: an f32 tensor whose memory is a shared mapping of a file
+// OffloadedTensor: a flat tensor whose memory is a shared mapping of a file
 // on local disk, for state that is read now and then and not needed in
 // between (the frozen reference model's piece, used by the experience
-// phase only). Release() hands its pages back to the kernel (MADV_PAGEOUT:
+// phase only; the rollout engine's bf16 weights, idle from the end of
+// generation to the next sync). Release() hands its pages back to the kernel (MADV_PAGEOUT:
 // reclaimed, written to the file first where dirty; then MADV_DONTNEED, so
 // none stays mapped), so they count neither in this process's resident set
 // nor as memory the machine must keep (the page cache may hold them until
@@ -29,10 +30,12 @@ namespace hy::trainer {
 
 class OffloadedTensor {
  public:
-  // A zero-filled [numel] f32 tensor on a new file in `dir` (no file for
-  // numel 0). Returns IOError naming the file and the system's error if it
-  // cannot be created, sized (disk full) or mapped. REQUIRES: numel >= 0.
-  static Result<OffloadedTensor> Create(const std::string& dir, int64_t numel);
+  // A zero-filled [numel] tensor of `dtype` on a new file in `dir` (no
+  // file for numel 0). Returns IOError naming the file and the system's
+  // error if it cannot be created, sized (disk full) or mapped.
+  // REQUIRES: numel >= 0.
+  static Result<OffloadedTensor> Create(const std::string& dir, int64_t numel,
+                                        at::ScalarType dtype = at::kFloat);
 
   const at::Tensor& tensor() const { return tensor_; }
   // Hands the pages back to the kernel (see above). Returns IOError with

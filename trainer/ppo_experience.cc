@@ -55,7 +55,6 @@ void PpoWorker::Split(int64_t count, int64_t* lo, int64_t* hi) const {
 }
 
 Status PpoWorker::ReshardToRollout(IterationReport* report) {
-  const int rank = comm_->rank();
   const int world = comm_->world_size();
   if (executor_ == nullptr) {
     HY_ASSIGN_OR_RETURN(reshard::Layout train,
@@ -77,12 +76,7 @@ Status PpoWorker::ReshardToRollout(IterationReport* report) {
     eo.direction = 0;
     executor_ =
         std::make_unique<reshard::Executor>(plan_, comm_->transport(), eo);
-    rollout_shards_.clear();
-    for (int t = 0; t < actor_->num_tensors(); ++t) {
-      const reshard::RankShard& s = plan_->dst.Get(rank, t);
-      rollout_shards_.push_back(
-          at::empty(s.geometry.box().sizes, at::kBFloat16));
-    }
+    HY_RETURN_IF_ERROR(AllocateRolloutShards());
     HY_ASSIGN_OR_RETURN(rollout_weights_,
                         BindWeights(config_.model, ModelRole::kActor,
                                     [this](const std::string& name) {
@@ -102,6 +96,7 @@ Status PpoWorker::ReshardToRollout(IterationReport* report) {
   }
   reshard::ReshardStats stats;
   HY_RETURN_IF_ERROR(executor_->Run(src, dst, &stats));
+  ParkReshard();
   const double logical = static_cast<double>(
       stats.local_bytes + stats.same_node_bytes + stats.cross_node_bytes);
   double ms = stats.total_seconds * 1000.0;

@@ -1,5 +1,6 @@
 // PpoWorker's memory: each phase's peak resident memory for the iteration
-// report, and the reference model offloaded to a file (trainer.offload_reference).
+// report, and the reference model and the rollout weights offloaded to a
+// file (trainer.offload_reference, trainer.offload_rollout).
 
 #include <algorithm>
 
@@ -72,6 +73,53 @@ void PpoWorker::ReleaseReference() {
   }
   Status s = ref_offload_->Release();
   if (!s.ok()) Log("reference offload: " + s.ToString());
+}
+
+Status PpoWorker::AllocateRolloutShards() {
+  const int rank = comm_->rank();
+  std::vector<std::vector<int64_t>> sizes;
+  int64_t total = 0;
+  for (int t = 0; t < actor_->num_tensors(); ++t) {
+    sizes.push_back(plan_->dst.Get(rank, t).geometry.box().sizes);
+    int64_t n = 1;
+    for (int64_t d : sizes.back()) n *= d;
+    total += n;
+  }
+  at::Tensor flat;
+  rollout_offload_.reset();
+  if (config_.trainer.offload_rollout) {
+    const std::string dir =
+        recovery::NodeDir(config_.checkpoint.store_root, nodes_[rank]);
+    HY_ASSIGN_OR_RETURN(OffloadedTensor t,
+                        OffloadedTensor::Create(dir, total, at::kBFloat16));
+    rollout_offload_ = std::make_unique<OffloadedTensor>(std::move(t));
+    flat = rollout_offload_->tensor();
+    Log("rollout weights offloaded to a file in " + dir);
+  } else {
+    flat = at::empty({total}, at::kBFloat16);
+  }
+  rollout_shards_.clear();
+  int64_t offset = 0;
+  for (const auto& s : sizes) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    rollout_shards_.push_back(flat.narrow(0, offset, n).view(s));
+    offset += n;
+  }
+  return Status::OK();
+}
+
+void PpoWorker::ReleaseRollout() {
+  if (rollout_offload_ == nullptr) return;
+  Status s = rollout_offload_->Release();
+  if (!s.ok()) Log("rollout offload: " + s.ToString());
+}
+
+void PpoWorker::ParkReshard() {
+  if (!config_.trainer.offload_rollout || executor_ == nullptr) return;
+  Status s = executor_->Park(recovery::NodeDir(config_.checkpoint.store_root,
+                                               nodes_[comm_->rank()]));
+  if (!s.ok()) Log("reshard park: " + s.ToString());
 }
 
 }  // namespace hy::trainer

@@ -396,6 +396,7 @@ Result<RunSummary> PpoWorker::Run() {
     peaks.End(PhasePeaks::kSync);
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
     peaks.End(PhasePeaks::kRollout);
+    ReleaseRollout();  // Idle until the next sync writes over it.
     HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
     peaks.End(PhasePeaks::kExperience);
     // The first write of the parameters and optimizer state since the

@@ -118,6 +118,17 @@ class PpoWorker {
   // Hands the offloaded reference's pages back to the kernel; an error is
   // logged (the values are never lost).
   void ReleaseReference();
+  // This rank's rollout shards (bf16): views of one file
+  // mapping in the node directory under trainer.offload_rollout
+  // (rollout_offload_), else of heap memory. Returns the mapping's IOError.
+  Status AllocateRolloutShards();
+  // trainer.offload_rollout: hands the rollout shards' pages back to the
+  // kernel once generation is done; an error is logged (the values stay).
+  void ReleaseRollout();
+  // trainer.offload_rollout: parks the reshard executor (its last-sent
+  // copies to a file in the node directory) until the next sync; an error
+  // is logged (the next sync then sends everything).
+  void ParkReshard();
 
   // ppo_experience.cc
   Status ReshardToRollout(IterationReport* report);
@@ -163,6 +174,7 @@ class PpoWorker {
   // trainer.fsdp_per_layer: each model's units; null otherwise.
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
   std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
+  std::unique_ptr<OffloadedTensor> rollout_offload_;  // Likewise.
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;
   std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.

@@ -112,6 +112,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"trainer.fsdp_per_layer", c.trainer.fsdp_per_layer ? "true" : "false"},
       {"trainer.offload_reference",
        c.trainer.offload_reference ? "true" : "false"},
+      {"trainer.offload_rollout", c.trainer.offload_rollout ? "true" : "false"},
       {"checkpoint.store_root", c.checkpoint.store_root},
       {"checkpoint.save_every", S(c.checkpoint.save_every)},
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
@@ -202,6 +203,7 @@ TrainConfig Modified() {
                7,
                1e-4,
                3,
+               true,
                true,
                true,
                true};

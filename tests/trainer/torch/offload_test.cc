@@ -41,6 +41,31 @@ TEST(OffloadTest, ReleaseGivesThePagesBackAndKeepsTheValues) {
   fs::remove_all(dir);
 }
 
+// The rollout weights' form: bf16, a view per tensor of one mapping.
+TEST(OffloadTest, Bf16ViewsKeepTheirValuesAcrossRelease) {
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("hy_offload_bf16_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto t = OffloadedTensor::Create(dir.string(), 3 * 1000, at::kBFloat16);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->tensor().scalar_type(), at::kBFloat16);
+  ASSERT_EQ(t->tensor().nbytes(), 6000u);
+  at::Tensor a = t->tensor().narrow(0, 0, 1000).view({10, 100});
+  at::Tensor b = t->tensor().narrow(0, 1000, 2000).view({20, 100});
+  const at::Tensor want_a = at::randn({10, 100}).to(at::kBFloat16);
+  const at::Tensor want_b = at::randn({20, 100}).to(at::kBFloat16);
+  a.copy_(want_a);
+  b.copy_(want_b);
+  ASSERT_TRUE(t->Release().ok());
+  EXPECT_TRUE(at::equal(a, want_a));
+  EXPECT_TRUE(at::equal(b, want_b));
+  b.index_put_({0, 0}, 7.0);  // A write after a release lands too.
+  ASSERT_TRUE(t->Release().ok());
+  EXPECT_EQ(b[0][0].item<float>(), 7.0f);
+  fs::remove_all(dir);
+}
+
 TEST(OffloadTest, ADirectoryThatCannotHoldTheFileIsAnIoError) {
   auto t = OffloadedTensor::Create("/nonexistent/hy/offload", 16);
   ASSERT_FALSE(t.ok());

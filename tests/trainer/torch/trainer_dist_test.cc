@@ -161,7 +161,7 @@ class TrainerDistTest : public ::testing::Test {
   std::string WriteConfig(const std::string& name, int iterations,
                           int rollout_tp, const std::string& root,
                           bool grpo = false, bool by_layer = false,
-                          bool offload_reference = false) {
+                          bool offload = false) {
     std::ostringstream y;
     y << "model: {hidden_size: 64, intermediate_size: 128, num_layers: 2, "
          "num_heads: 4, num_kv_heads: 2}\n"
@@ -176,7 +176,8 @@ class TrainerDistTest : public ::testing::Test {
       << "trainer: {total_iterations: " << iterations
       << ", seed: 11, sft_steps: 12, sft_batch_size: 32, nproc: 2"
       << (by_layer ? ", fsdp_per_layer: true" : "")
-      << (offload_reference ? ", offload_reference: true" : "") << "}\n"
+      << (offload ? ", offload_reference: true, offload_rollout: true" : "")
+      << "}\n"
       << "checkpoint: {store_root: " << root
       << ", save_every: 2, keep_last: 2}\n";
     const std::string path = (dir_ / name).string();
@@ -187,7 +188,8 @@ class TrainerDistTest : public ::testing::Test {
   // Rank 0's reports of 4 iterations in one job on `world` ranks (*full)
   // and of 2 iterations, a stop and a resume on `resume_world` ranks for 2
   // more (*cut), with checkpoints every 2. The runs stay in dir_/full and
-  // dir_/cut. `offload_cut`: the cut run keeps its reference offloaded.
+  // dir_/cut. `offload_cut`: the cut run keeps its reference and its
+  // rollout weights offloaded.
   void RunWholeAndResumed(int world, int resume_world, int rollout_tp,
                           bool grpo, bool by_layer,
                           std::vector<std::vector<double>>* full,
@@ -331,9 +333,11 @@ TEST_F(TrainerDistTest, ResumeSameWorldSizeIsBitForBit) {
 
 // GRPO needs no value model: the run creates no critic (its checkpoints
 // hold actor and reference only), trains by layer, and a resumed run
-// continues it bit for bit, as a GAE run does; the resumed run keeps its
-// reference offloaded (trainer.offload_reference: filled at the start,
-// read back from the file each iteration) and still matches.
+// continues it bit for bit, as a GAE run does; the cut run keeps its
+// reference and rollout weights offloaded (trainer.offload_reference,
+// trainer.offload_rollout: in files, their pages handed back each
+// iteration and read back, the rollout weights' through the sparse delta
+// sync) and still matches.
 TEST_F(TrainerDistTest, GrpoRunsWithoutACriticAndResumesBitForBit) {
   ExpectResumeIsBitForBit(true, true, /*offload_cut=*/true);
   if (HasFatalFailure()) return;

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -134,6 +135,19 @@ class Executor {
 
   // Forgets the delta state: the next Run sends everything.
   void ResetDelta();
+
+  // Hands back the memory this executor keeps between runs, for the time
+  // it is idle (a colocated engine's generation and training phases): its
+  // scratch buffers are freed, and under sparse delta each bucket's full
+  // form (the copy the next delta is taken against) is written to a file
+  // created in `dir` (unlinked at once, so nothing is left behind) and
+  // freed; the next Run reads them back before it packs. Returns IOError
+  // naming the file if it cannot be created or written: the buckets are
+  // freed all the same and the delta state is reset. A Run that cannot
+  // read them back resets it too. Either way the next Run sends
+  // everything: the same result, more bytes. Parking a parked executor
+  // does nothing.
+  Status Park(const std::string& dir);
 
   const TransferPlan& plan() const { return *plan_; }
 

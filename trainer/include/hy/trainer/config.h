@@ -118,6 +118,17 @@ struct TrainerSection {
   // reads it back (from the page cache, or the disk if the kernel reclaimed
   // it). The same values bit for bit.
   bool offload_reference = false;
+  // Lets the rollout engine sleep through training, like vLLM's sleep
+  // mode under verl: its bf16 weights (this rank's rollout shards) live in
+  // a file on the node's local disk like the offloaded reference, and
+  // their pages go back to the kernel once generation is done, so the
+  // experience and update phases run without them resident; the next sync
+  // writes its changes over them (faulting back in what it touches) and
+  // generation reads them back. The sparse delta sync keeps working: the
+  // previous copy is still there, in the file; the reshard executor's
+  // last-sent copies (hy::reshard::Executor::Park) go to a file there too
+  // between syncs. The same values bit for bit.
+  bool offload_rollout = false;
 };
 
 struct CheckpointConfig {

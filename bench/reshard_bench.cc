@@ -153,8 +153,9 @@ class Worker {
                           }));
       if (ag_s < ag->seconds) ag->cpu = last_cpu_;
       HY_ASSIGN_OR_RETURN(double reshard_s, Time([&] {
-                            return Reshard(&executor, &out, &full->wire);
+                            return RunOnce(&executor, &out);
                           }));
+      HY_RETURN_IF_ERROR(Summarize(&full->wire));
       ag->seconds = std::min(ag->seconds, ag_s);
       if (reshard_s < full->seconds) {
         full->seconds = reshard_s;
@@ -190,8 +191,9 @@ class Worker {
         rounds_.push_back({0xC0FFEE + rounds_.size(),
                            static_cast<uint64_t>(fraction * 1000000)});
         ApplyRound(plan_->src, me(), rounds_.back(), &src_);
-        HY_ASSIGN_OR_RETURN(
-            double s, Time([&] { return Reshard(&delta, &out, &wire_bytes); }));
+        HY_ASSIGN_OR_RETURN(double s,
+                            Time([&] { return RunOnce(&delta, &out); }));
+        HY_RETURN_IF_ERROR(Summarize(&wire_bytes));
         if (s < row.seconds) {
           row.seconds = s;
           row.wire = wire_bytes;
@@ -237,12 +239,24 @@ class Worker {
   }
 
   Status Reshard(Executor* executor, ShardBuffers* out, int64_t* wire_bytes) {
+    HY_RETURN_IF_ERROR(RunOnce(executor, out));
+    return Summarize(wire_bytes);
+  }
+
+  // One run of the executor, all that Time measures: its figures stay in
+  // last_stats_ for Summarize (collectives of the bench's own, untimed).
+  Status RunOnce(Executor* executor, ShardBuffers* out) {
     std::vector<ConstBytes> in;
     for (const auto& v : src_) in.emplace_back(v.data(), v.size());
     std::vector<MutableBytes> to;
     for (auto& v : *out) to.emplace_back(v.data(), v.size());
-    ReshardStats stats;
-    HY_RETURN_IF_ERROR(executor->Run(in, to, &stats));
+    return executor->Run(in, to, &last_stats_);
+  }
+
+  // The last run's bytes (*wire_bytes: the most of any rank) and the
+  // phases of its slowest rank (last_note_).
+  Status Summarize(int64_t* wire_bytes) {
+    const ReshardStats& stats = last_stats_;
     last_wire_ = std::max(stats.wire_bytes_sent, stats.wire_bytes_received);
     HY_ASSIGN_OR_RETURN(*wire_bytes, Max(last_wire_));
     HY_ASSIGN_OR_RETURN(std::vector<ReshardStats> all, Gather(stats));
@@ -371,6 +385,7 @@ class Worker {
   ShardBuffers src_;
   std::vector<ChangeRound> rounds_;  // Applied to src_ so far.
   std::vector<Row> rows_;
+  ReshardStats last_stats_;  // This rank's, of the last run.
   int64_t last_wire_ = 0;  // This rank's, of the last Reshard.
   std::string last_note_;  // Phases of the last Reshard's slowest rank.
   double last_cpu_ = 0;    // All ranks' CPU seconds in the last Time.

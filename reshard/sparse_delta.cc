@@ -62,12 +62,13 @@ inline void Record(SparseScratch* s, uint64_t base, size_t j,
   ++s->count;
 }
 
-// Empties *s with room for `most` changes and one block more.
+// Empties *s with room for `most` changes, one block more and the eight
+// slots a branch-free record writes past the last change.
 void Reserve(SparseScratch* s, size_t most, size_t es) {
   s->count = 0;
-  if (s->index.size() < most + kBlock) {
-    s->index.resize(most + kBlock);
-    s->values.resize((most + kBlock) * es);
+  if (s->index.size() < most + kBlock + 8) {
+    s->index.resize(most + kBlock + 8);
+    s->values.resize((most + kBlock + 8) * es);
   }
 }
 
@@ -99,25 +100,80 @@ void Compare(const uint8_t* now, const uint8_t* old, size_t m, size_t es,
 }
 
 #if defined(HY_BF16_LANES_X86)
+// Left-packing the changed lanes of eight 16-bit lanes, for each mask m of
+// changed lanes: the byte shuffle that moves their values to the front,
+// their lane numbers, and how many there are.
+struct PackTables {
+  alignas(16) uint8_t shuffle[256][16];
+  alignas(8) uint8_t lanes[256][8];
+  uint8_t count[256];
+};
+
+const PackTables& Tables() {
+  static const PackTables tables = [] {
+    PackTables t{};
+    for (int m = 0; m < 256; ++m) {
+      int k = 0;
+      for (int lane = 0; lane < 8; ++lane) {
+        if (((m >> lane) & 1) == 0) continue;
+        t.shuffle[m][2 * k] = static_cast<uint8_t>(2 * lane);
+        t.shuffle[m][2 * k + 1] = static_cast<uint8_t>(2 * lane + 1);
+        t.lanes[m][k++] = static_cast<uint8_t>(lane);
+      }
+      for (int b = 2 * k; b < 16; ++b) t.shuffle[m][b] = 0x80;
+      t.count[m] = static_cast<uint8_t>(k);
+    }
+    return t;
+  }();
+  return tables;
+}
+
+// Records the changed lanes (mask m) of eight new values `now` at bucket
+// index `first`, branch-free: all eight slots are written, the count
+// advances past the changed ones. REQUIRES: room for eight more.
+__attribute__((target("avx2"))) inline void PackChanged(
+    const PackTables& t, unsigned m, __m128i now, uint64_t first,
+    uint32_t* index, uint8_t* values, size_t* n) {
+  const __m128i moved = _mm_shuffle_epi8(
+      now, _mm_load_si128(reinterpret_cast<const __m128i*>(t.shuffle[m])));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(values + *n * 2), moved);
+  const __m256i lanes = _mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(t.lanes[m])));
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(index + *n),
+      _mm256_add_epi32(lanes, _mm256_set1_epi32(static_cast<int>(first))));
+  *n += t.count[m];
+}
+
 // NarrowUpdate sixteen at a time, where the CPU has AVX2. Returns how many
 // elements it did (a multiple of 16).
 __attribute__((target("avx2"))) size_t NarrowUpdateAvx2(const uint8_t* in,
                                                         uint8_t* last, size_t m,
                                                         uint64_t base,
                                                         SparseScratch* s) {
+  const PackTables& t = Tables();
+  uint32_t* index = s->index.data();
+  uint8_t* values = s->values.data();
+  size_t n = s->count;
   size_t j = 0;
   for (; j + 16 <= m; j += 16) {
     const __m256i now = Narrow16(in + j * 4);
     __m256i* at = reinterpret_cast<__m256i*>(last + j * 2);
     const __m256i was = _mm256_loadu_si256(at);
     _mm256_storeu_si256(at, now);
-    const uint32_t same = static_cast<uint32_t>(
-        _mm256_movemask_epi8(_mm256_cmpeq_epi16(now, was)));
-    // Two mask bits per lane; the even ones name the changed lanes.
-    for (uint32_t d = ~same & 0x55555555u; d != 0; d &= d - 1) {
-      Record(s, base, j + static_cast<size_t>(__builtin_ctz(d)) / 2, last, 2);
-    }
+    const __m256i same16 = _mm256_cmpeq_epi16(now, was);
+    // One byte per lane (0xFF: same), then one bit.
+    const unsigned changed =
+        ~static_cast<unsigned>(_mm_movemask_epi8(
+            _mm_packs_epi16(_mm256_castsi256_si128(same16),
+                            _mm256_extracti128_si256(same16, 1)))) &
+        0xFFFFu;
+    PackChanged(t, changed & 0xFFu, _mm256_castsi256_si128(now), base + j,
+                index, values, &n);
+    PackChanged(t, changed >> 8, _mm256_extracti128_si256(now, 1),
+                base + j + 8, index, values, &n);
   }
+  s->count = n;
   return j;
 }
 #endif

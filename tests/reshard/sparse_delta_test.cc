@@ -128,6 +128,55 @@ TEST(SparseDeltaTest, FindsExactlyTheChangedValuesOfAnyBits) {
   EXPECT_TRUE(bad.IsDataLoss()) << bad;
 }
 
+// Every pattern of changed lanes within eight (the vector scan packs the
+// changes of each eight lanes through a table of all 256): the pairs hold
+// exactly the changed positions, in order, with their new values.
+TEST(SparseDeltaTest, EveryPatternOfChangedLanesIsRecordedInOrder) {
+  // Each mask in a vector of 16 lanes (low half: block, high half: its
+  // complement), then 48 unchanged lanes: sparse enough for pairs; the 5
+  // lanes past the vectors all change.
+  const int64_t n = 256 * 64 + 5;
+  OneTensor s(n);
+  s.Add(0, 0, n);
+  std::vector<uint32_t> before(n), after(n);
+  for (int64_t i = 0; i < n; ++i) {
+    before[i] = after[i] = 0x3F800000u + (static_cast<uint32_t>(i) << 16);
+  }
+  std::vector<uint32_t> want_index;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t block = i / 64, lane = i % 64;
+    const int64_t mask = lane < 8 ? block : 255 - block;
+    if (block < 256 && (lane >= 16 || ((mask >> (lane % 8)) & 1) == 0)) {
+      continue;
+    }
+    after[i] += 0x10000u;  // Changes the bf16 value.
+    want_index.push_back(static_cast<uint32_t>(i));
+  }
+  std::vector<uint8_t> last = FullBucket(s.list, Cast(before));
+  const std::vector<uint8_t> want = FullBucket(s.list, Cast(after));
+  std::vector<ConstBytes> src{ConstBytes(
+      reinterpret_cast<const uint8_t*>(after.data()), after.size() * 4)};
+  SparseScratch scratch;
+  WireBuffer bucket;
+  int64_t changed = 0;
+  ASSERT_EQ(EncodeSparse(s.spec, WireFormat::kBf16, s.list, src,
+                         MutableBytes(last), &scratch, &bucket, &changed),
+            SparseOutcome::kEncoded);
+  ASSERT_EQ(bucket[0], static_cast<uint8_t>(BucketKind::kPairs));
+  uint64_t count;
+  std::memcpy(&count, bucket.data() + 9, 8);
+  ASSERT_EQ(count, want_index.size());
+  std::vector<uint32_t> index(count);
+  std::memcpy(index.data(), bucket.data() + 17, count * 4);
+  EXPECT_EQ(index, want_index);
+  for (uint64_t k = 0; k < count; ++k) {
+    ASSERT_EQ(0, std::memcmp(bucket.data() + 17 + count * 4 + k * 2,
+                             &want[want_index[k] * 2], 2))
+        << k;
+  }
+  EXPECT_EQ(last, want);
+}
+
 TEST(SparseDeltaTest, DenseBucketsGoWholeAndSparseOnesDoNot) {
   const int64_t n = 1 << 20;
   OneTensor s(n);

@@ -7,7 +7,9 @@
 // the store's SaveAsync (twice) and SaveBorrowed (read in place: the call,
 // and how long the buffers stay the store's after it), beside a memcpy of
 // the same bytes (the limit of a blocking copy) and torch.save of the same
-// bytes (Debian's python3-torch, when present).
+// bytes (Debian's python3-torch, when present). Each save's note gives the
+// growth of peak RSS from its call to its commit (staging, encoded
+// batches, RocksDB): the memory a checkpoint in flight adds.
 //
 //   hy_bench_train_scale [--json] [--model qwen2-0.5b|small] [--batch B]
 //                        [--seq T] [--ranks N] [--dir DIR]
@@ -24,6 +26,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -274,11 +277,19 @@ int Main(int argc, char** argv) {
   Row(f, "memcpy of the rank's part (limit)", memcpy_s, part_bytes / 1e6, "");
 
   std::string tmpl = f.dir + "/hy-bench-train-scale-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) return 1;
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::fprintf(stderr, "hy_bench_train_scale: cannot create %s: %s\n",
+                 tmpl.c_str(), std::strerror(errno));
+    return 1;
+  }
   statestore::StoreOptions o;
   o.staging_bytes = std::max<uint64_t>(o.staging_bytes, part_bytes);
   auto store = statestore::Store::Open(tmpl + "/store", o);
-  if (!store.ok()) return 1;
+  if (!store.ok()) {
+    std::fprintf(stderr, "hy_bench_train_scale: %s\n",
+                 store.status().ToString().c_str());
+    return 1;
+  }
   double durable_s = 0;
   // 1, 2: SaveAsync (copied into staging); 3: SaveBorrowed (read in place,
   // as the trainer's checkpoint.read_in_place does between two optimizer
@@ -299,6 +310,9 @@ int Main(int argc, char** argv) {
       p.shards.push_back(d);
     }
     std::unique_ptr<statestore::SaveHandle> h;
+    malloc_trim(0);
+    const int64_t before = ResidentBytes();
+    ResetPeakResident();
     const double blocking = Seconds([&] {
       h = std::move(v == 3 ? (*store)->SaveBorrowed(std::move(p))
                            : (*store)->SaveAsync(std::move(p)))
@@ -317,13 +331,14 @@ int Main(int argc, char** argv) {
       if (!s.ok()) std::fprintf(stderr, "save: %s\n", s.ToString().c_str());
     });
     const double durable = blocking + held + rest;
+    const double peak_mb = (PeakResidentBytes() - before) / 1e6;
     if (v == 2) durable_s = durable;
-    char note[160];
+    char note[200];
     std::snprintf(note, sizeof(note),
                   "%.2fx memcpy; buffers held %.2f s more; durable %.2f s "
-                  "(%.0f MB/s), %.0f MB written",
+                  "(%.0f MB/s), %.0f MB written; peak RSS +%.0f MB",
                   blocking / memcpy_s, held, durable,
-                  part_bytes / 1e6 / durable, stats.new_bytes / 1e6);
+                  part_bytes / 1e6 / durable, stats.new_bytes / 1e6, peak_mb);
     const char* what[] = {"", "SaveAsync blocking, 1st checkpoint",
                           "SaveAsync blocking, 2nd checkpoint",
                           "SaveBorrowed call (read in place), 3rd"};

@@ -35,6 +35,10 @@ Result<Store*> Replicator::ReplicaStore(int source_rank) {
   statestore::StoreOptions o;
   o.threads = 2;
   o.run_id = options_.run_id;
+  // The encoded batches a copy is ingested through stay within the
+  // stream's bound too (the default would hold two of 256 MB).
+  o.ingest_batch_bytes = std::min(o.ingest_batch_bytes,
+                                  std::max<uint64_t>(1, options_.piece_bytes));
   HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(path, o));
   return stores_.emplace(path, std::move(s)).first->second.get();
 }

@@ -7,7 +7,8 @@
 // each encoded with the chunk codec (the store's own encoding), a bounded
 // message per all-to-all round (replica_stream.h), as many rounds as the
 // longest part takes; each holder decodes each piece as it arrives and
-// writes it (Store::NewPartWriter, a buffer of piece_bytes) into the replica
+// writes it (Store::NewPartWriter, a buffer of piece_bytes, ingested in
+// encoded batches of at most piece_bytes raw) into the replica
 // store of the source's node and slot in its own node directory
 // (node_layout.h), under the same version, rank and commit record, and
 // commits it there (synced) once the stream is complete. So neither side

@@ -3,6 +3,8 @@
 // file (trainer.offload_reference, trainer.offload_rollout).
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 
 #include "hy/common/process_memory.h"
 #include "hy/recovery/node_layout.h"
@@ -54,9 +56,13 @@ Status PpoWorker::ReportPeaks(const PhasePeaks& peaks,
   return Status::OK();
 }
 
+std::string PpoWorker::NodeDirectory() const {
+  return recovery::NodeDir(config_.checkpoint.store_root,
+                           nodes_[comm_->rank()]);
+}
+
 Status PpoWorker::OffloadReference() {
-  const std::string dir = recovery::NodeDir(config_.checkpoint.store_root,
-                                            nodes_[comm_->rank()]);
+  const std::string dir = NodeDirectory();
   HY_ASSIGN_OR_RETURN(OffloadedTensor t,
                       OffloadedTensor::Create(dir, ref_->params().numel()));
   t.tensor().copy_(ref_->params());
@@ -76,35 +82,32 @@ void PpoWorker::ReleaseReference() {
 }
 
 Status PpoWorker::AllocateRolloutShards() {
-  const int rank = comm_->rank();
   std::vector<std::vector<int64_t>> sizes;
-  int64_t total = 0;
+  std::vector<int64_t> numels;
   for (int t = 0; t < actor_->num_tensors(); ++t) {
-    sizes.push_back(plan_->dst.Get(rank, t).geometry.box().sizes);
-    int64_t n = 1;
-    for (int64_t d : sizes.back()) n *= d;
-    total += n;
+    sizes.push_back(plan_->dst.Get(comm_->rank(), t).geometry.box().sizes);
+    numels.push_back(std::accumulate(sizes.back().begin(), sizes.back().end(),
+                                     int64_t{1}, std::multiplies<int64_t>()));
   }
+  const int64_t total =
+      std::accumulate(numels.begin(), numels.end(), int64_t{0});
   at::Tensor flat;
   rollout_offload_.reset();
   if (config_.trainer.offload_rollout) {
-    const std::string dir =
-        recovery::NodeDir(config_.checkpoint.store_root, nodes_[rank]);
-    HY_ASSIGN_OR_RETURN(OffloadedTensor t,
-                        OffloadedTensor::Create(dir, total, at::kBFloat16));
+    HY_ASSIGN_OR_RETURN(
+        OffloadedTensor t,
+        OffloadedTensor::Create(NodeDirectory(), total, at::kBFloat16));
     rollout_offload_ = std::make_unique<OffloadedTensor>(std::move(t));
     flat = rollout_offload_->tensor();
-    Log("rollout weights offloaded to a file in " + dir);
+    Log("rollout weights offloaded to a file in " + NodeDirectory());
   } else {
     flat = at::empty({total}, at::kBFloat16);
   }
   rollout_shards_.clear();
   int64_t offset = 0;
-  for (const auto& s : sizes) {
-    int64_t n = 1;
-    for (int64_t d : s) n *= d;
-    rollout_shards_.push_back(flat.narrow(0, offset, n).view(s));
-    offset += n;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    rollout_shards_.push_back(flat.narrow(0, offset, numels[t]).view(sizes[t]));
+    offset += numels[t];
   }
   return Status::OK();
 }
@@ -117,8 +120,7 @@ void PpoWorker::ReleaseRollout() {
 
 void PpoWorker::ParkReshard() {
   if (!config_.trainer.offload_rollout || executor_ == nullptr) return;
-  Status s = executor_->Park(recovery::NodeDir(config_.checkpoint.store_root,
-                                               nodes_[comm_->rank()]));
+  Status s = executor_->Park(NodeDirectory());
   if (!s.ok()) Log("reshard park: " + s.ToString());
 }
 

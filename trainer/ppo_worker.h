@@ -111,6 +111,9 @@ class PpoWorker {
   // the ranks into report->phase_peak_rss_mb (left empty if a rank could
   // not reset its peak). Returns comm errors.
   Status ReportPeaks(const PhasePeaks& peaks, IterationReport* report);
+  // This rank's node directory (beside its store): where the offloaded
+  // state's files go.
+  std::string NodeDirectory() const;
   // trainer.offload_reference: moves the reference piece into a file
   // mapping in this rank's node directory (ref_offload_). Returns its
   // IOError (disk full, no such directory).

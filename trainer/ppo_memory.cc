@@ -2,6 +2,8 @@
 // report, and the reference model and the rollout weights offloaded to a
 // file (trainer.offload_reference, trainer.offload_rollout).
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <functional>
 #include <numeric>
@@ -55,6 +57,8 @@ Status PpoWorker::ReportPeaks(const PhasePeaks& peaks,
   }
   return Status::OK();
 }
+
+void PpoWorker::ReturnFreedHeap() { malloc_trim(0); }
 
 std::string PpoWorker::NodeDirectory() const {
   return recovery::NodeDir(config_.checkpoint.store_root,

@@ -403,6 +403,7 @@ Result<RunSummary> PpoWorker::Run() {
     // last checkpoint: it may still be reading them in place.
     WaitForCheckpointRead(&report);
     ReleaseReference();  // Nothing reads it again before the experience.
+    ReturnFreedHeap();
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
     peaks.End(PhasePeaks::kUpdate);
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);

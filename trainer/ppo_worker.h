@@ -111,6 +111,11 @@ class PpoWorker {
   // the ranks into report->phase_peak_rss_mb (left empty if a rank could
   // not reset its peak). Returns comm errors.
   Status ReportPeaks(const PhasePeaks& peaks, IterationReport* report);
+  // Hands the heap memory freed so far back to the system (glibc keeps it
+  // for reuse: blocks under the mmap threshold, in each thread's arena),
+  // so that the update's peak does not sit on the rollout's and the
+  // experience's leftovers.
+  void ReturnFreedHeap();
   // This rank's node directory (beside its store): where the offloaded
   // state's files go.
   std::string NodeDirectory() const;
@@ -176,7 +181,7 @@ class PpoWorker {
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;  // critic_: gae only.
   // trainer.fsdp_per_layer: each model's units; null otherwise.
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
-  std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
+  std::unique_ptr<OffloadedTensor> ref_offload_;      // Null unless offloaded.
   std::unique_ptr<OffloadedTensor> rollout_offload_;  // Likewise.
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;

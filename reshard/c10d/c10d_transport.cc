@@ -188,8 +188,12 @@ struct C10dTransport::Impl {
     recv->resize(world_size);
     std::vector<MutableBytes> into(world_size);
     for (int p = 0; p < world_size; ++p) {
-      (*recv)[p].clear();
-      if (p == rank) continue;
+      if (p == rank) {
+        (*recv)[p].clear();
+        continue;
+      }
+      // No clear() first: a buffer kept from an earlier exchange of the
+      // same size is not zero-filled again before Gloo overwrites it.
       (*recv)[p].resize(static_cast<size_t>(recv_sizes[p]));
       into[p] = MutableBytes((*recv)[p].data(), (*recv)[p].size());
     }

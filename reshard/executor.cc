@@ -75,29 +75,15 @@ struct Executor::Impl {
   // a full first run would otherwise keep the full size for good).
   std::vector<std::vector<uint8_t>> got;
   std::unique_ptr<ThreadPool> pool;  // Packs peers in parallel; may be null.
-  // Park: the file holding buckets[k][p] at spilled_at[k][p] (-1: none)
-  // while parked; null otherwise.
-  std::unique_ptr<internal::SpillFile> spill;
-  std::vector<std::vector<int64_t>> spilled_at;
+  // While parked: the buckets that were previous copies; null otherwise.
+  std::unique_ptr<internal::ParkedBuckets> parked;
 
   // Reads the parked buckets back; the delta state is forgotten if that
   // fails.
   void Unpark() {
-    if (spill == nullptr) return;
-    for (size_t k = 0; k < buckets.size() && delta_ready; ++k) {
-      for (int p = 0; p < world; ++p) {
-        if (spilled_at[k][p] < 0) continue;
-        internal::WireBuffer& b = buckets[k][p];
-        b.resize(1 + static_cast<size_t>(send[k][p].wire_bytes));
-        if (!spill->Read(spilled_at[k][p], MutableBytes(b.data(), b.size()))
-                 .ok()) {
-          delta_ready = false;
-          break;
-        }
-      }
-    }
-    spill.reset();
-    spilled_at.clear();
+    if (parked == nullptr) return;
+    if (delta_ready && !parked->Restore(&buckets).ok()) delta_ready = false;
+    parked.reset();
   }
 
   // The full form of `list` from `src` into *b.
@@ -361,7 +347,7 @@ void Executor::ResetDelta() { impl_->delta_ready = false; }
 
 Status Executor::Park(const std::string& dir) {
   Impl& m = *impl_;
-  if (m.spill != nullptr) return Status::OK();
+  if (m.parked != nullptr) return Status::OK();
   for (auto& row : m.deltas) {
     for (internal::WireBuffer& d : row) internal::WireBuffer().swap(d);
   }
@@ -372,35 +358,27 @@ Status Executor::Park(const std::string& dir) {
   internal::WireBuffer().swap(m.unpack_before);
   internal::WireBuffer().swap(m.unpack_now);
   for (auto& g : m.got) std::vector<uint8_t>().swap(g);
-  Status status;
-  if (m.delta_ready) {
-    auto file = internal::SpillFile::Create(dir);
-    status = file.status();
-    if (file.ok()) {
-      m.spill = std::move(*file);
-      m.spilled_at.assign(m.buckets.size(), std::vector<int64_t>(m.world, -1));
-      for (size_t k = 0; k < m.buckets.size() && status.ok(); ++k) {
-        for (int p = 0; p < m.world && status.ok(); ++p) {
-          const internal::WireBuffer& b = m.buckets[k][p];
-          // Only a full form of the list's size is a previous copy.
-          if (b.size() != 1 + static_cast<size_t>(m.send[k][p].wire_bytes)) {
-            continue;
-          }
-          status = m.spill->Append(ConstBytes(b.data(), b.size()),
-                                   &m.spilled_at[k][p]);
-        }
-      }
+  if (!m.delta_ready) {
+    for (auto& row : m.buckets) {
+      for (internal::WireBuffer& b : row) internal::WireBuffer().swap(b);
     }
-    if (!status.ok()) {
-      m.spill.reset();
-      m.spilled_at.clear();
-      m.delta_ready = false;
+    return Status::OK();
+  }
+  // Only a full form of its list's size is a previous copy.
+  std::vector<std::vector<size_t>> sizes(m.buckets.size());
+  for (size_t k = 0; k < m.buckets.size(); ++k) {
+    for (int p = 0; p < m.world; ++p) {
+      sizes[k].push_back(1 + static_cast<size_t>(m.send[k][p].wire_bytes));
     }
   }
-  for (auto& row : m.buckets) {
-    for (internal::WireBuffer& b : row) internal::WireBuffer().swap(b);
+  Result<internal::ParkedBuckets> parked =
+      internal::ParkedBuckets::Park(dir, sizes, &m.buckets);
+  if (!parked.ok()) {
+    m.delta_ready = false;
+    return parked.status();
   }
-  return status;
+  m.parked = std::make_unique<internal::ParkedBuckets>(std::move(*parked));
+  return Status::OK();
 }
 
 Status Executor::Run(const std::vector<ConstBytes>& src,

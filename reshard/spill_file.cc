@@ -1,11 +1,11 @@
 #include "spill_file.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
+
+#include "hy/common/scratch_file.h"
 
 namespace hy::reshard::internal {
 namespace {
@@ -17,15 +17,9 @@ Status SystemError(const std::string& what) {
 }  // namespace
 
 Result<std::unique_ptr<SpillFile>> SpillFile::Create(const std::string& dir) {
-  static std::atomic<int> counter{0};
-  const std::string path = dir + "/reshard-spill-" +
-                           std::to_string(::getpid()) + "-" +
-                           std::to_string(counter++) + ".bin";
-  const int fd =
-      ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return SystemError("reshard spill: cannot create " + path);
-  ::unlink(path.c_str());  // Lives while open.
-  return std::unique_ptr<SpillFile>(new SpillFile(fd, path));
+  Result<ScratchFile> file = CreateScratchFile(dir, "reshard-spill");
+  if (!file.ok()) return file.status().WithContext("reshard spill");
+  return std::unique_ptr<SpillFile>(new SpillFile(file->fd, file->path));
 }
 
 SpillFile::~SpillFile() { ::close(fd_); }
@@ -57,6 +51,45 @@ Status SpillFile::Read(int64_t offset, MutableBytes out) const {
                               std::to_string(offset + out.size()) + " bytes");
     }
     done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+Result<ParkedBuckets> ParkedBuckets::Park(
+    const std::string& dir, const std::vector<std::vector<size_t>>& sizes,
+    std::vector<std::vector<WireBuffer>>* buckets) {
+  ParkedBuckets parked;
+  Status status;
+  Result<std::unique_ptr<SpillFile>> file = SpillFile::Create(dir);
+  status = file.status();
+  if (file.ok()) parked.file_ = std::move(*file);
+  for (size_t k = 0; k < buckets->size(); ++k) {
+    parked.at_.emplace_back((*buckets)[k].size(), -1);
+    parked.size_.emplace_back((*buckets)[k].size(), 0);
+    for (size_t p = 0; p < (*buckets)[k].size(); ++p) {
+      WireBuffer& b = (*buckets)[k][p];
+      if (status.ok() && b.size() == sizes[k][p]) {
+        status = parked.file_->Append(ConstBytes(b.data(), b.size()),
+                                      &parked.at_[k][p]);
+        parked.size_[k][p] = static_cast<int64_t>(b.size());
+      }
+      WireBuffer().swap(b);
+    }
+  }
+  if (!status.ok()) return status;
+  return parked;
+}
+
+Status ParkedBuckets::Restore(
+    std::vector<std::vector<WireBuffer>>* buckets) const {
+  for (size_t k = 0; k < at_.size(); ++k) {
+    for (size_t p = 0; p < at_[k].size(); ++p) {
+      if (at_[k][p] < 0) continue;
+      WireBuffer& b = (*buckets)[k][p];
+      b.resize(static_cast<size_t>(size_[k][p]));
+      HY_RETURN_IF_ERROR(
+          file_->Read(at_[k][p], MutableBytes(b.data(), b.size())));
+    }
   }
   return Status::OK();
 }

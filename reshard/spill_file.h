@@ -1,5 +1,6 @@
 // SpillFile: a scratch file on local disk that memory is written out to
-// and read back from (the executor's parked buckets). It is created in a
+// and read back from; ParkedBuckets: the executor's buckets kept in one
+// while it is parked (Executor::Park). It is created in a
 // given directory and unlinked at once, so it lives only as long as the
 // object and a crash leaves nothing behind.
 //
@@ -11,9 +12,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hy/common/bytes.h"
 #include "hy/common/result.h"
+#include "wire.h"
 
 namespace hy::reshard::internal {
 
@@ -38,6 +41,26 @@ class SpillFile {
   int fd_;
   std::string path_;  // As created; no longer in the directory.
   int64_t size_ = 0;
+};
+
+// The executor's buckets ([step][peer]) while it is parked: each that was
+// a previous copy, in a SpillFile.
+class ParkedBuckets {
+ public:
+  // Writes each bucket whose size is sizes[k][p] (others are no previous
+  // copy) to a new file in `dir`, then frees every bucket. Returns the
+  // file's IOError; the buckets are freed all the same.
+  static Result<ParkedBuckets> Park(
+      const std::string& dir, const std::vector<std::vector<size_t>>& sizes,
+      std::vector<std::vector<WireBuffer>>* buckets);
+
+  // Reads the parked buckets back into *buckets (the same grid). Returns
+  // the file's IOError or DataLoss.
+  Status Restore(std::vector<std::vector<WireBuffer>>* buckets) const;
+
+ private:
+  std::unique_ptr<SpillFile> file_;
+  std::vector<std::vector<int64_t>> at_, size_;  // -1: not parked.
 };
 
 }  // namespace hy::reshard::internal

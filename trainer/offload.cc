@@ -4,9 +4,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
+
+#include "hy/common/scratch_file.h"
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21  // Linux 5.4; older headers lack the name.
@@ -29,14 +30,11 @@ Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
     t.tensor_ = at::zeros({0}, dtype);
     return t;
   }
-  static std::atomic<int> counter{0};
-  const std::string path = dir + "/offload-" + std::to_string(getpid()) +
-                           "-" + std::to_string(counter++) + ".bin";
+  Result<ScratchFile> file = CreateScratchFile(dir, "offload");
+  if (!file.ok()) return file.status().WithContext("offload");
+  const int fd = file->fd;
+  const std::string& path = file->path;
   const size_t bytes = static_cast<size_t>(numel) * at::elementSize(dtype);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-                        0600);
-  if (fd < 0) return SystemError("offload: cannot create " + path);
-  ::unlink(path.c_str());  // Lives while mapped.
   // Blocks on disk now, so a full disk is an error here, not a SIGBUS on
   // first write through the mapping.
   const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));

@@ -58,10 +58,7 @@ Result<FsdpStepResult> MeasureFsdpStep(const trainer::ModelConfig& config,
       HY_ASSIGN_OR_RETURN(
           auto pass, FsdpPass::Begin(model.get(), by_layer ? &units : nullptr,
                                      comm.get(), true));
-      HY_ASSIGN_OR_RETURN(
-          trainer::Weights w,
-          trainer::BindWeights(config, ModelRole::kActor, pass->Lookup(),
-                               !pass->by_layer()));
+      HY_ASSIGN_OR_RETURN(trainer::Weights w, pass->Bind());
       HY_ASSIGN_OR_RETURN(
           at::Tensor hidden,
           trainer::Trunk(config, w, tokens, positions, valid,

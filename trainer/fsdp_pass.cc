@@ -3,10 +3,12 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
 #include "comm.h"
+#include "fsdp_vocab.h"
 #include "layer_checkpoint.h"
 
 namespace hy::trainer {
@@ -85,25 +87,72 @@ struct ShardedLayerFunction
   }
 };
 
+namespace {
+
+bool IsVocab(const std::string& name) {
+  return name == "model.embed_tokens.weight" || name == "lm_head.weight";
+}
+
+bool InRootUnit(const std::string& name) {
+  return name.rfind("model.layers.", 0) != 0;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<FsdpPass>> FsdpPass::Begin(FsdpModel* model,
                                                   const FsdpUnits* units,
-                                                  Comm* comm, bool train) {
+                                                  Comm* comm, bool train,
+                                                  int64_t vocab_chunk_rows) {
   std::unique_ptr<FsdpPass> pass(new FsdpPass());
+  FsdpPass* raw = pass.get();
   pass->model_ = model;
   pass->units_ = units;
   pass->comm_ = comm;
   pass->train_ = train;
+  const auto& tensors = model->spec().tensors;
   if (units == nullptr) {
     HY_RETURN_IF_ERROR(model->Gather(comm, &pass->full_));
+    if (train) FsdpModel::TrackGradient(&pass->full_);
   } else {
-    HY_RETURN_IF_ERROR(units->Gather(comm, 0, &pass->full_));
-    FsdpPass* raw = pass.get();
+    int64_t total = 0;
+    for (int t = 0; t < model->num_tensors(); ++t) {
+      const std::string& name = tensors[t].meta.name;
+      if (!InRootUnit(name) || IsVocab(name)) continue;
+      pass->rest_at_.push_back({t, total});
+      total += model->numel(t);
+    }
+    pass->full_ = at::empty({total}, at::kFloat);
+    std::vector<FsdpUnits::FlatRun> runs;
+    for (const auto& [t, at] : pass->rest_at_) {
+      runs.push_back({model->offset(t), model->offset(t) + model->numel(t),
+                      pass->full_.data_ptr<float>() + at});
+    }
+    HY_RETURN_IF_ERROR(units->GatherRuns(comm, runs));
+    if (train) FsdpModel::TrackGradient(&pass->full_);
     pass->runner_ = [raw](size_t layer, const at::Tensor& x,
                           const LayerContext& c) {
       return raw->RunLayer(layer, x, c);
     };
   }
-  if (train) FsdpModel::TrackGradient(&pass->full_);
+  for (int t = 0; t < model->num_tensors(); ++t) {
+    const std::string& name = tensors[t].meta.name;
+    if (!IsVocab(name)) continue;
+    std::unique_ptr<VocabMatrix> m;
+    if (units == nullptr) {
+      const auto& shape = tensors[t].meta.shape;
+      auto region = [&](const at::Tensor& flat) {
+        return flat.narrow(0, model->offset(t), model->numel(t)).view(shape);
+      };
+      m = std::make_unique<WholeVocab>(
+          region(pass->full_),
+          train ? region(pass->full_.grad()) : at::Tensor(), vocab_chunk_rows);
+    } else {
+      m = std::make_unique<ShardedVocab>(model, units, comm, t, train,
+                                         vocab_chunk_rows,
+                                         [raw] { return raw->Piece(); });
+    }
+    (name == "lm_head.weight" ? pass->head_ : pass->embed_) = std::move(m);
+  }
   return pass;
 }
 
@@ -141,17 +190,38 @@ at::Tensor* FsdpPass::Piece() {
   return &piece_;
 }
 
-std::function<at::Tensor(const std::string&)> FsdpPass::Lookup() const {
-  return [this](const std::string& name) {
-    if (units_ == nullptr) return model_->View(full_, name);
-    // The vocabulary matrices go through vocab_grad.h's functions, which
-    // keep no hold on them once used; the rest of the root unit (norm,
-    // value head: small) is copied, so that autograd holding it does not
-    // hold the root unit's buffer through the backward.
-    const bool vocab =
-        name == "model.embed_tokens.weight" || name == "lm_head.weight";
-    return units_->View(full_, 0, name, train_ && !vocab);
-  };
+at::Tensor FsdpPass::Lookup(const std::string& name) const {
+  if (units_ == nullptr) return model_->View(full_, name);
+  // By layer: the vocabulary matrices are this pass's VocabMatrix objects
+  // (an empty stand-in here); the layers are the runner's.
+  if (IsVocab(name)) return at::empty({0}, at::kFloat);
+  for (const auto& [t, at] : rest_at_) {
+    if (model_->spec().tensors[t].meta.name != name) continue;
+    const auto& shape = model_->spec().tensors[t].meta.shape;
+    at::Tensor region = full_.narrow(0, at, model_->numel(t));
+    if (!full_.grad().defined()) return region.view(shape);
+    at::Tensor leaf = region.detach().view(shape).requires_grad_(true);
+    leaf.mutable_grad() =
+        full_.grad().narrow(0, at, model_->numel(t)).view(shape);
+    return leaf;
+  }
+  return at::Tensor();
+}
+
+VocabMatrix* FsdpPass::HeadMatrix() const {
+  if (model_->role() == ModelRole::kCritic) return nullptr;
+  return head_ != nullptr ? head_.get() : embed_.get();
+}
+
+Result<Weights> FsdpPass::Bind() const {
+  HY_ASSIGN_OR_RETURN(
+      Weights w, BindWeights(
+                     model_->config(), model_->role(),
+                     [this](const std::string& name) { return Lookup(name); },
+                     !by_layer()));
+  w.embed_rows = embed_.get();
+  w.head_rows = HeadMatrix();
+  return w;
 }
 
 Result<at::Tensor> FsdpPass::RunLayer(size_t layer, const at::Tensor& x,
@@ -175,17 +245,13 @@ Result<at::Tensor> FsdpPass::RunLayer(size_t layer, const at::Tensor& x,
 }
 
 Status FsdpPass::Backward(const at::Tensor& loss) {
-  if (by_layer()) {
-    // The root unit's weights are needed in backward only by the head
-    // (which holds them until its backward has run): let them go then,
-    // before the layers' backward, keeping the gradient.
-    root_grad_ = full_.grad();
-    full_ = at::Tensor();
-  }
   try {
     loss.backward();
   } catch (const std::exception& e) {
     if (!backward_status_.ok()) return backward_status_;
+    for (const auto* m : {embed_.get(), head_.get()}) {
+      if (m != nullptr && !m->failure().ok()) return m->failure();
+    }
     return Status::Internal(std::string("backward: ") + e.what());
   }
   return Status::OK();
@@ -194,13 +260,30 @@ Status FsdpPass::Backward(const at::Tensor& loss) {
 Status FsdpPass::Idle() {
   if (units_ == nullptr) return Status::OK();
   const int layers = model_->config().num_layers;
+  // The forward: the lookup, the layers, the head's chunks.
+  at::Tensor local;
+  HY_RETURN_IF_ERROR(
+      embed_->LookupRows(at::empty({0}, at::kLong), &local).status());
   at::Tensor buffer;
   for (int i = 0; i < layers; ++i) {
     HY_RETURN_IF_ERROR(units_->Gather(comm_, FsdpUnits::LayerUnit(i), &buffer));
   }
-  // Backward's order with prefetch: layer i's gather (the last layer's
-  // alone, the others prefetched), the gather of layer i - 1, then layer
-  // i's reduction.
+  VocabMatrix* head = HeadMatrix();
+  const int64_t chunk = head == nullptr ? 1 : head->chunk_rows();
+  for (int64_t b = 0; head != nullptr && b < head->rows(); b += chunk) {
+    HY_RETURN_IF_ERROR(
+        head->Rows(b, std::min(chunk, head->rows() - b)).status());
+  }
+  // The head's backward (the hidden states always need their gradient).
+  for (int64_t b = 0; head != nullptr && b < head->rows(); b += chunk) {
+    const int64_t n = std::min(chunk, head->rows() - b);
+    HY_RETURN_IF_ERROR(head->Rows(b, n).status());
+    HY_RETURN_IF_ERROR(head->GradRows(b, n).status());
+    HY_RETURN_IF_ERROR(head->GradRowsDone(b, n));
+  }
+  // The layers' backward, in its order with prefetch: layer i's gather
+  // (the last layer's alone, the others prefetched), the gather of layer
+  // i - 1, then layer i's reduction.
   for (int i = layers - 1; i >= 0; --i) {
     const int unit = FsdpUnits::LayerUnit(i);
     if (i == layers - 1) {
@@ -220,8 +303,20 @@ Result<at::Tensor> FsdpPass::GradientPiece() {
   if (units_ == nullptr) return comm_->ReduceScatterSum(full_.grad().detach());
   HY_RETURN_IF_ERROR(FinishPrefetch());  // None is left in flight; if one
                                          // were, it must end first.
-  const at::Tensor root = root_grad_.defined() ? root_grad_ : full_.grad();
-  HY_RETURN_IF_ERROR(units_->ReduceGradient(comm_, 0, root.detach(), Piece()));
+  // What is left of the root unit: its rest and the looked-up rows.
+  float* g = full_.grad().data_ptr<float>();
+  std::vector<FsdpUnits::FlatRun> runs;
+  for (const auto& [t, at] : rest_at_) {
+    runs.push_back(
+        {model_->offset(t), model_->offset(t) + model_->numel(t), g + at});
+  }
+  for (VocabMatrix* m : {embed_.get(), head_.get()}) {
+    if (m == nullptr) continue;
+    for (const auto& run : static_cast<ShardedVocab*>(m)->LookupGradRuns()) {
+      runs.push_back(run);
+    }
+  }
+  HY_RETURN_IF_ERROR(units_->ReduceRuns(comm_, runs, Piece()));
   return piece_;
 }
 

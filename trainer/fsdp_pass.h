@@ -2,26 +2,28 @@
 // on this rank, with its parameters gathered either whole (one flat unit:
 // the whole f32 model and its gradient live for the pass) or a unit at a
 // time (trainer.fsdp_per_layer, PyTorch FSDP wrapping each decoder layer):
-// the root unit (embedding, final norm, head) for the pass, each decoder
-// layer only while it runs. By layer, training recomputes each layer in
-// backward (its weights and activations are not kept): the layer's weights
-// are gathered again there, the layer runs again and backpropagates, and
-// its gradient is reduced to the ranks that hold it at once. The next
-// layer's gather runs while a layer computes (prefetch). The root unit's
-// weights are let go once the head's backward has run, and the gradient
-// piece is allocated at the first layer's reduction, after it. Peak memory
-// per rank is then its piece (params, two moments) + the root unit's
-// gradient + the larger of (the root unit's weights) and (the gradient
-// piece + two layers' weights and one's gradient) + activations.
-// Both ways give bit-identical gradients (see fsdp_unit.h).
+// each decoder layer only while it runs. By layer, training recomputes each
+// layer in backward (its weights and activations are not kept): the layer's
+// weights are gathered again there, the layer runs again and backpropagates,
+// and its gradient is reduced to the ranks that hold it at once. The next
+// layer's gather runs while a layer computes (prefetch). The vocabulary
+// matrices (embedding, lm_head) are never gathered whole: the lookup
+// gathers the rows the step's tokens use, the projection a chunk of rows at
+// a time, and a chunk's gradient is reduced as soon as it is computed
+// (fsdp_vocab.h); the rest of the root unit (final norm, score head) is
+// gathered for the pass. Peak memory per rank is then its piece (params,
+// two moments) + the gradient piece + two layers' weights and one's
+// gradient + a chunk's rows and gradient + activations.
+// Both ways give bit-identical gradients (see fsdp_unit.h): the whole
+// buffer's vocabulary matrices go through the same chunks (WholeVocab).
 //
 // Every rank runs the same sequence of collectives: a rank with no rows in
 // a step calls Idle() where the others run forward and backward.
 //
 // Usage:
 //   auto pass = FsdpPass::Begin(model, units, comm, /*train=*/true);
-//   Weights w = BindWeights(..., pass->Lookup(), !pass->by_layer());
-//   Trunk(..., pass->runner()); loss; pass->Backward(loss);
+//   Weights w = pass->Bind();
+//   Trunk(..., pass->runner()); LmHead(w, ...); loss; pass->Backward(loss);
 //   Result<at::Tensor> piece = pass->GradientPiece();
 //
 // Internal to hy_trainer. Holds pointers to the model, units and comm,
@@ -36,10 +38,13 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fsdp.h"
 #include "fsdp_unit.h"
 #include "model.h"
+#include "vocab_matrix.h"
 
 namespace hy::trainer {
 
@@ -48,16 +53,22 @@ class Comm;
 class FsdpPass {
  public:
   // Gathers what the forward needs first: the whole model (units null) or
-  // the root unit. With `train`, gradients are collected. Returns the
-  // gather's errors.
+  // the root unit's tensors other than the vocabulary matrices. With
+  // `train`, gradients are collected. vocab_chunk_rows: the rows of a
+  // vocabulary matrix projected (and gathered) at a time; 0 for
+  // VocabMatrix::DefaultChunkRows. Returns the gather's errors.
   static Result<std::unique_ptr<FsdpPass>> Begin(FsdpModel* model,
                                                  const FsdpUnits* units,
-                                                 Comm* comm, bool train);
+                                                 Comm* comm, bool train,
+                                                 int64_t vocab_chunk_rows = 0);
   ~FsdpPass();
 
   bool by_layer() const { return units_ != nullptr; }
-  // Tensor by name for BindWeights (layers are the runner's when by layer).
-  std::function<at::Tensor(const std::string&)> Lookup() const;
+  // The model's weights for Trunk, LmHead and ValueHead: the vocabulary
+  // matrices as this pass's VocabMatrix objects (valid while it lives),
+  // the decoder layers left to the runner when by layer. Errors as
+  // BindWeights.
+  Result<Weights> Bind() const;
   // Trunk's layer runner: null for the whole model.
   const LayerRunner* runner() const { return by_layer() ? &runner_ : nullptr; }
 
@@ -73,6 +84,9 @@ class FsdpPass {
 
  private:
   FsdpPass() = default;
+  at::Tensor Lookup(const std::string& name) const;
+  // The matrix LmHead projects with (null for a critic).
+  VocabMatrix* HeadMatrix() const;
   Result<at::Tensor> RunLayer(size_t layer, const at::Tensor& x,
                               const LayerContext& c);
   friend struct ShardedLayerFunction;
@@ -95,11 +109,13 @@ class FsdpPass {
   const FsdpUnits* units_ = nullptr;
   Comm* comm_ = nullptr;
   bool train_ = false;
-  at::Tensor full_;   // The whole flat buffer, or the root unit's.
-  // By layer, training: the root unit's gradient (full_'s .grad, kept here
-  // once Backward lets full_ go), and the gradient piece the units reduce
-  // into (allocated at the first reduction, after the head's backward).
-  at::Tensor root_grad_;
+  // The whole flat buffer, or (by layer) the root unit's tensors other than
+  // the vocabulary matrices, with rest_at_ giving (tensor, offset in it).
+  at::Tensor full_;
+  std::vector<std::pair<int, int64_t>> rest_at_;
+  std::unique_ptr<VocabMatrix> embed_, head_;  // head_: an untied lm_head.
+  // By layer, training: the gradient piece the units reduce into
+  // (allocated at the first reduction, in the head's backward).
   at::Tensor piece_;
   at::Tensor* Piece();
   Status backward_status_;

@@ -1,6 +1,7 @@
 #include "fsdp_unit.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <utility>
@@ -39,29 +40,43 @@ FsdpUnits::FsdpUnits(const FsdpModel* model, int64_t reduce_window)
   }
 }
 
-FsdpUnits::Range FsdpUnits::Part(const Range& r, int p) const {
+FsdpUnits::FlatRun FsdpUnits::Part(const FlatRun& r, int p) const {
   const int64_t base = p * model_->piece();
-  Range part;
+  FlatRun part;
   part.begin = std::max(r.begin, base);
   part.end = std::max(part.begin, std::min(r.end, base + model_->piece()));
-  part.at = r.at + (part.begin - r.begin);
+  part.data = r.data + (part.begin - r.begin);
   return part;
 }
 
+std::vector<FsdpUnits::FlatRun> FsdpUnits::UnitRuns(
+    int unit, const at::Tensor& buffer) const {
+  float* data = buffer.data_ptr<float>();
+  std::vector<FlatRun> runs;
+  for (const Range& r : units_[unit].ranges) {
+    runs.push_back(FlatRun{r.begin, r.end, data + r.at});
+  }
+  return runs;
+}
+
 Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
+  *buffer = at::empty({units_[unit].numel}, at::kFloat);
+  return GatherRuns(comm, UnitRuns(unit, *buffer));
+}
+
+Status FsdpUnits::GatherRuns(Comm* comm,
+                             const std::vector<FlatRun>& runs) const {
   const int me = model_->rank();
   const int64_t base = me * model_->piece();
-  const int64_t all = units_[unit].numel;  // Past any stream's end.
-  *buffer = at::empty({all}, at::kFloat);
-  float* out = buffer->data_ptr<float>();
+  const int64_t all = INT64_MAX;  // Past any stream's end.
   const float* params = model_->params_const().data_ptr<float>();
   // Mine: my stream, sent straight from the piece when it is one run,
   // else concatenated.
   std::vector<std::pair<const float*, size_t>> my_parts;
-  VisitStream(unit, me, 0, all,
-              [&](int64_t flat, int64_t at, int64_t n, int64_t) {
+  VisitStream(runs, me, 0, all,
+              [&](int64_t flat, float* out, int64_t n, int64_t) {
                 const float* src = params + (flat - base);
-                std::memcpy(out + at, src, n * sizeof(float));
+                std::memcpy(out, src, n * sizeof(float));
                 my_parts.push_back({src, static_cast<size_t>(n)});
               });
   std::vector<float> joined;
@@ -76,74 +91,77 @@ Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
           : ConstBytes(reinterpret_cast<const uint8_t*>(joined.data()),
                        joined.size() * sizeof(float));
   // Where each rank's stream lands: when every rank's is one run of the
-  // buffer (a unit's tensors are contiguous in a piece, or lie in one
-  // piece), each is received there in place, without a copy of the unit's
+  // destination, each is received there in place, without a copy of the
   // other parts. Every rank decides alike (the same collective follows).
   const int world = model_->world_size();
   std::vector<MutableBytes> into(world);
   bool in_place = true;
   for (int p = 0; p < world && in_place; ++p) {
-    int runs = 0;
-    VisitStream(unit, p, 0, all, [&](int64_t, int64_t at, int64_t n, int64_t) {
+    int pieces = 0;
+    VisitStream(runs, p, 0, all, [&](int64_t, float* out, int64_t n, int64_t) {
       if (p != me) {
-        into[p] = MutableBytes(out + at, static_cast<size_t>(n) * sizeof(float));
+        into[p] = MutableBytes(out, static_cast<size_t>(n) * sizeof(float));
       }
-      ++runs;
+      ++pieces;
     });
-    in_place = runs <= 1;
+    in_place = pieces <= 1;
   }
   if (in_place) {
     return comm->transport()->AllGatherInto(send, into);
   }
   std::vector<std::vector<uint8_t>> parts;
   HY_RETURN_IF_ERROR(comm->transport()->AllGatherV(send, &parts));
-  for (int p = 0; p < model_->world_size(); ++p) {
+  for (int p = 0; p < world; ++p) {
     if (p == me) continue;
-    const uint64_t want = StreamLength(unit, p) * sizeof(float);
+    const uint64_t want = StreamLength(runs, p) * sizeof(float);
     if (parts[p].size() != want) {
       return Status::Internal("FSDP unit gather: rank " + std::to_string(p) +
                               " sent " + std::to_string(parts[p].size()) +
                               " bytes, expected " + std::to_string(want));
     }
     const float* from = reinterpret_cast<const float*>(parts[p].data());
-    VisitStream(unit, p, 0, all,
-                [&](int64_t, int64_t at, int64_t n, int64_t pos) {
-                  std::memcpy(out + at, from + pos, n * sizeof(float));
+    VisitStream(runs, p, 0, all,
+                [&](int64_t, float* out, int64_t n, int64_t pos) {
+                  std::memcpy(out, from + pos, n * sizeof(float));
                 });
   }
   return Status::OK();
 }
 
-int64_t FsdpUnits::StreamLength(int unit, int q) const {
+int64_t FsdpUnits::StreamLength(const std::vector<FlatRun>& runs, int q) const {
   int64_t n = 0;
-  for (const Range& r : units_[unit].ranges) {
-    const Range part = Part(r, q);
+  for (const FlatRun& r : runs) {
+    const FlatRun part = Part(r, q);
     n += part.end - part.begin;
   }
   return n;
 }
 
 void FsdpUnits::VisitStream(
-    int unit, int q, int64_t lo, int64_t hi,
-    const std::function<void(int64_t flat, int64_t at, int64_t n, int64_t pos)>&
-        fn) const {
+    const std::vector<FlatRun>& runs, int q, int64_t lo, int64_t hi,
+    const std::function<void(int64_t flat, float* data, int64_t n,
+                             int64_t pos)>& fn) const {
   int64_t pos = 0;
-  for (const Range& r : units_[unit].ranges) {
+  for (const FlatRun& r : runs) {
     if (pos >= hi) break;
-    const Range part = Part(r, q);
+    const FlatRun part = Part(r, q);
     const int64_t n = part.end - part.begin;
     const int64_t a = std::max(lo, pos), b = std::min(hi, pos + n);
-    if (a < b) fn(part.begin + (a - pos), part.at + (a - pos), b - a, a);
+    if (a < b) fn(part.begin + (a - pos), part.data + (a - pos), b - a, a);
     pos += n;
   }
 }
 
 Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
                                  at::Tensor* piece) const {
+  const at::Tensor g = grad.contiguous();
+  return ReduceRuns(comm, UnitRuns(unit, g), piece);
+}
+
+Status FsdpUnits::ReduceRuns(Comm* comm, const std::vector<FlatRun>& runs,
+                             at::Tensor* piece) const {
   const int me = model_->rank();
   const int world = model_->world_size();
-  const at::Tensor g = grad.contiguous();
-  const float* gp = g.data_ptr<float>();
   float* out = piece->data_ptr<float>();
   const int64_t base = me * model_->piece();
   // Every rank sends each owner its gradient of that owner's stream, a
@@ -152,9 +170,9 @@ Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
   // tied vocabulary is most of a rank's share of the root unit).
   int64_t longest = 0;
   for (int q = 0; q < world; ++q) {
-    longest = std::max(longest, StreamLength(unit, q));
+    longest = std::max(longest, StreamLength(runs, q));
   }
-  const int64_t mine = StreamLength(unit, me);
+  const int64_t mine = StreamLength(runs, me);
   std::vector<std::vector<float>> staged(world);
   std::vector<std::vector<uint8_t>> recv;
   for (int64_t lo = 0; lo < longest; lo += reduce_window_) {
@@ -163,9 +181,9 @@ Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
     for (int p = 0; p < world; ++p) {
       staged[p].clear();
       if (p == me) continue;
-      VisitStream(unit, p, lo, hi,
-                  [&](int64_t, int64_t at, int64_t n, int64_t) {
-                    staged[p].insert(staged[p].end(), gp + at, gp + at + n);
+      VisitStream(runs, p, lo, hi,
+                  [&](int64_t, float* data, int64_t n, int64_t) {
+                    staged[p].insert(staged[p].end(), data, data + n);
                   });
       send[p] = ConstBytes(reinterpret_cast<const uint8_t*>(staged[p].data()),
                            staged[p].size() * sizeof(float));
@@ -184,9 +202,9 @@ Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
     for (int p = 0; p < world; ++p) {
       const float* from = reinterpret_cast<const float*>(recv[p].data());
       VisitStream(
-          unit, me, lo, hi,
-          [&](int64_t flat, int64_t at, int64_t n, int64_t pos) {
-            const float* src = p == me ? gp + at : from + (pos - lo);
+          runs, me, lo, hi,
+          [&](int64_t flat, float* data, int64_t n, int64_t pos) {
+            const float* src = p == me ? data : from + (pos - lo);
             at::from_blob(out + (flat - base), {n}, at::kFloat)
                 .add_(at::from_blob(const_cast<float*>(src), {n}, at::kFloat));
           });
@@ -196,15 +214,14 @@ Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
 }
 
 at::Tensor FsdpUnits::View(const at::Tensor& buffer, int unit,
-                           const std::string& name, bool copy) const {
+                           const std::string& name) const {
   const int t = model_->spec().Find(name);
   if (t < 0 || unit_of_[t] != unit) return at::Tensor();
   const auto& shape = model_->spec().tensors[t].meta.shape;
   const int64_t n = model_->numel(t);
   at::Tensor region = buffer.narrow(0, unit_at_[t], n);
   if (!buffer.grad().defined()) return region.view(shape);
-  at::Tensor values = copy ? region.detach().clone() : region.detach();
-  at::Tensor leaf = values.view(shape).requires_grad_(true);
+  at::Tensor leaf = region.detach().view(shape).requires_grad_(true);
   leaf.mutable_grad() = buffer.grad().narrow(0, unit_at_[t], n).view(shape);
   return leaf;
 }

@@ -57,13 +57,30 @@ class FsdpUnits {
   // (each unit is reduced once).
   Status ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
                         at::Tensor* piece) const;
+  // A run [begin, end) of the flat buffer and where its values are: where
+  // GatherRuns writes them, where ReduceRuns reads this rank's gradient.
+  struct FlatRun {
+    int64_t begin = 0, end = 0;
+    float* data = nullptr;
+  };
+  // The parameters of any runs of the flat buffer (disjoint, in any order),
+  // from the ranks that hold them; every rank passes runs of the same
+  // lengths. Errors as Gather.
+  Status GatherRuns(Comm* comm, const std::vector<FlatRun>& runs) const;
+  // ReduceGradient over any runs (disjoint; the same on every rank): the
+  // sum over ranks of each rank's run data, added in rank order into the
+  // part of *piece the runs cover. Errors and REQUIRES as ReduceGradient.
+  Status ReduceRuns(Comm* comm, const std::vector<FlatRun>& runs,
+                    at::Tensor* piece) const;
+  // Unit `unit`'s runs with data at their place in `buffer`
+  // ([numel(unit)] f32).
+  std::vector<FlatRun> UnitRuns(int unit, const at::Tensor& buffer) const;
+
   // Tensor `name` as a view of a gathered unit buffer; a leaf whose
   // gradient lands in buffer.grad() when that is defined (as
-  // FsdpModel::View). Undefined if `name` is not in `unit`. With `copy`,
-  // the values are a copy of the buffer's (the gradient still lands in
-  // buffer.grad()), so holding the tensor does not hold the buffer.
-  at::Tensor View(const at::Tensor& buffer, int unit, const std::string& name,
-                  bool copy = false) const;
+  // FsdpModel::View). Undefined if `name` is not in `unit`.
+  at::Tensor View(const at::Tensor& buffer, int unit,
+                  const std::string& name) const;
 
  private:
   struct Range {
@@ -75,14 +92,15 @@ class FsdpUnits {
     int64_t numel = 0;
   };
   // The part of r inside rank p's piece (empty: begin == end).
-  Range Part(const Range& r, int p) const;
-  // Rank q's stream of `unit`: its parts of the unit's ranges, in range
-  // order. Its length, and fn(flat offset, offset in the unit buffer,
-  // length, stream position) for each run of stream positions [lo, hi).
-  int64_t StreamLength(int unit, int q) const;
-  void VisitStream(int unit, int q, int64_t lo, int64_t hi,
-                   const std::function<void(int64_t flat, int64_t at, int64_t n,
-                                            int64_t pos)>& fn) const;
+  FlatRun Part(const FlatRun& r, int p) const;
+  // Rank q's stream of `runs`: its parts of them, in run order. Its
+  // length, and fn(flat offset, data, length, stream position) for each
+  // piece of stream positions [lo, hi).
+  int64_t StreamLength(const std::vector<FlatRun>& runs, int q) const;
+  void VisitStream(const std::vector<FlatRun>& runs, int q, int64_t lo,
+                   int64_t hi,
+                   const std::function<void(int64_t flat, float* data,
+                                            int64_t n, int64_t pos)>& fn) const;
 
   const FsdpModel* model_;
   const int64_t reduce_window_;

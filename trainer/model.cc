@@ -5,7 +5,7 @@
 
 #include "comm.h"
 #include "layer_checkpoint.h"
-#include "vocab_grad.h"
+#include "vocab_matrix.h"
 
 namespace hy::trainer {
 namespace {
@@ -203,8 +203,11 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   // Embedding (vocab-parallel under TP: each rank looks up its rows).
   at::Tensor x;
   if (tp.tp == 1) {
-    x = GradGoesInPlace(w.embed) ? EmbeddingIntoGrad(w.embed, tokens)
-                                 : at::embedding(F32(w.embed), tokens);
+    if (w.embed_rows != nullptr) {
+      HY_ASSIGN_OR_RETURN(x, StreamedEmbedding(w.embed_rows, tokens));
+    } else {
+      x = at::embedding(F32(w.embed), tokens);
+    }
   } else {
     const int64_t rows = w.embed.size(0);
     at::Tensor local = tokens - tp.rank * rows;
@@ -266,8 +269,8 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
 
 Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,
                           const TpContext& tp) {
-  if (tp.tp == 1 && GradGoesInPlace(w.head)) {
-    return LinearIntoGrad(hidden, w.head);
+  if (tp.tp == 1 && w.head_rows != nullptr) {
+    return StreamedLinear(w.head_rows, hidden);
   }
   at::Tensor logits = Linear(hidden, w.head);
   if (tp.tp == 1) return logits;

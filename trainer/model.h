@@ -30,6 +30,7 @@
 namespace hy::trainer {
 
 class Comm;
+class VocabMatrix;
 
 // Undefined tensors are absent from the architecture (biases, q/k norms).
 struct LayerWeights {
@@ -43,6 +44,10 @@ struct Weights {
   std::vector<LayerWeights> layers;
   at::Tensor norm;
   at::Tensor head;  // lm_head (actor; embed when tied) or score (critic).
+  // When set (an FSDP pass's, see vocab_matrix.h), the embedding and the
+  // actor's head go through these instead of embed and head (tp == 1).
+  VocabMatrix* embed_rows = nullptr;
+  VocabMatrix* head_rows = nullptr;
 };
 
 // Binds weights by name (the tensors ModelTensors lists; without

@@ -118,9 +118,9 @@ Status PpoWorker::ReshardToRollout(IterationReport* report) {
 }
 
 Result<at::Tensor> PpoWorker::GenerateAll(const std::vector<Prompt>& items,
-                                           int64_t prompt_len,
-                                           uint64_t iteration,
-                                           const RolloutConfig& rc) {
+                                          int64_t prompt_len,
+                                          uint64_t iteration,
+                                          const RolloutConfig& rc) {
   const int64_t total = static_cast<int64_t>(items.size());
   // This dp group's share.
   const int64_t g = comm_->dp_rank();
@@ -151,8 +151,7 @@ Result<at::Tensor> PpoWorker::GenerateAll(const std::vector<Prompt>& items,
   }
   at::Tensor out = at::cat(parts, 0);
   if (out.size(0) != total) {
-    return Status::Internal("rollout: gathered " +
-                            std::to_string(out.size(0)) +
+    return Status::Internal("rollout: gathered " + std::to_string(out.size(0)) +
                             " responses, expected " + std::to_string(total));
   }
   return out;
@@ -168,7 +167,8 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
   int64_t prompt_len = 0;
   for (int64_t j = 0; j < total; ++j) {
     HY_ASSIGN_OR_RETURN(
-        Prompt p, source_->Get(data_position_ + static_cast<uint64_t>(j / rc.n)));
+        Prompt p,
+        source_->Get(data_position_ + static_cast<uint64_t>(j / rc.n)));
     prompt_len = std::max<int64_t>(prompt_len, p.tokens.size());
     exp->items.push_back(std::move(p));
   }
@@ -185,8 +185,7 @@ Result<at::Tensor> PpoWorker::ScoreRows(const FsdpModel& model,
                                         const FsdpPass& pass,
                                         const Experience& exp, int64_t lo,
                                         int64_t hi, at::Tensor* entropy) {
-  HY_ASSIGN_OR_RETURN(Weights w, BindWeights(model.config(), model.role(),
-                                             pass.Lookup(), !pass.by_layer()));
+  HY_ASSIGN_OR_RETURN(Weights w, pass.Bind());
   const int64_t n = hi - lo;
   PromptBatch prompts;
   prompts.prompt_len = exp.prompts.prompt_len;
@@ -195,11 +194,10 @@ Result<at::Tensor> PpoWorker::ScoreRows(const FsdpModel& model,
   prompts.lengths = exp.prompts.lengths.narrow(0, lo, n);
   at::Tensor responses = exp.responses.narrow(0, lo, n);
   Sequences seq = BuildSequences(prompts, responses, exp.mask.narrow(0, lo, n));
-  HY_ASSIGN_OR_RETURN(at::Tensor hidden,
-                      Trunk(config_.model, w, seq.tokens, seq.positions,
-                            seq.valid, TpContext{}, nullptr,
-                            config_.trainer.gradient_checkpointing,
-                            pass.runner()));
+  HY_ASSIGN_OR_RETURN(
+      at::Tensor hidden,
+      Trunk(config_.model, w, seq.tokens, seq.positions, seq.valid, TpContext{},
+            nullptr, config_.trainer.gradient_checkpointing, pass.runner()));
   const int64_t r_len = responses.size(1);
   at::Tensor h = hidden.narrow(1, prompts.prompt_len - 1, r_len);
   if (model.role() == ModelRole::kCritic) return ValueHead(w, h);

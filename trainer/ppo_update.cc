@@ -215,9 +215,7 @@ Status PpoWorker::SftWarmup() {
         }
       }
       at::Tensor positions = (valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
-      HY_ASSIGN_OR_RETURN(Weights w,
-                          BindWeights(config_.model, ModelRole::kActor,
-                                      pass->Lookup(), !pass->by_layer()));
+      HY_ASSIGN_OR_RETURN(Weights w, pass->Bind());
       HY_ASSIGN_OR_RETURN(
           at::Tensor hidden,
           Trunk(config_.model, w, tok, positions, valid, TpContext{}, nullptr,

@@ -29,6 +29,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "hy/statestore/store.h"
@@ -250,36 +251,41 @@ TEST_F(TrainerDistTest, FsdpStepEqualsUnshardedStep) {
 // reduced in backward) gives bit for bit the step of FSDP over the whole
 // flat buffer: on 2 ranks, and on 3 ranks with only 2 rows so that one
 // rank has none and takes part through Idle. 3 layers over 3 ranks: units
-// straddle the pieces' borders.
+// straddle the pieces' borders. Tied or not: a tied matrix's looked-up
+// rows keep their head gradient until the lookup's is added.
 TEST_F(TrainerDistTest, FsdpByLayerIsBitIdenticalToWhole) {
-  for (auto [world, rows] : {std::pair{2, 6}, std::pair{3, 2}}) {
-    const std::string tag = std::to_string(world) + "_" + std::to_string(rows);
+  for (auto [world, rows, tied] :
+       {std::tuple{2, 6, false}, std::tuple{3, 2, false},
+        std::tuple{2, 6, true}, std::tuple{3, 2, true}}) {
+    const std::string shape = tied ? "tied" : "plain";
+    const std::string tag =
+        std::to_string(world) + "_" + std::to_string(rows) + shape;
     const std::string whole = (dir_ / ("whole" + tag)).string();
     const std::string layer = (dir_ / ("layer" + tag)).string();
-    ASSERT_TRUE(
-        RunJob(world, {"fsdp_step", whole, "whole", std::to_string(rows)}));
-    ASSERT_TRUE(
-        RunJob(world, {"fsdp_step", layer, "layer", std::to_string(rows)}));
+    ASSERT_TRUE(RunJob(
+        world, {"fsdp_step", whole, "whole", std::to_string(rows), shape}));
+    ASSERT_TRUE(RunJob(
+        world, {"fsdp_step", layer, "layer", std::to_string(rows), shape}));
     const std::vector<float> a = ReadFloats(whole);
     const std::vector<float> b = ReadFloats(layer);
     ASSERT_FALSE(a.empty());
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
-        << "world " << world << ", rows " << rows;
+        << "world " << world << ", rows " << rows << ", " << shape;
     // And the step moved the parameters (the comparison is not vacuous).
     const std::string before = (dir_ / ("none" + tag)).string();
-    ASSERT_TRUE(RunJob(world, {"fsdp_step", before, "whole", "0"}));
+    ASSERT_TRUE(RunJob(world, {"fsdp_step", before, "whole", "0", shape}));
     const std::vector<float> c = ReadFloats(before);
     ASSERT_EQ(c.size(), a.size());
     EXPECT_NE(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
   }
 }
 
-// The same with a model whose embedding and head are most of it: on 2
-// ranks every rank's part of the root unit is one run of the gathered
-// buffer and is received there in place; on 3 the middle rank's is two
-// runs (the embedding's end and the head's start), so the unit is gathered
-// through per-rank messages. Both ways give the whole step's bits.
+// The same with a model whose embedding and head are most of it, in chunks
+// of 64 rows: on 3 ranks some chunks straddle two ranks' pieces, and the
+// looked-up rows are runs scattered over every piece, gathered through
+// per-rank messages; a chunk in one piece or on 2 ranks is received in
+// place. Every way gives the whole step's bits.
 TEST_F(TrainerDistTest, FsdpByLayerWithAWideRootUnitIsBitIdenticalToWhole) {
   for (int world : {2, 3}) {
     const std::string tag = std::to_string(world);

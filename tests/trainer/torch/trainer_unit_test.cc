@@ -14,7 +14,7 @@
 #include "model.h"
 #include "ppo.h"
 #include "rollout.h"
-#include "vocab_grad.h"
+#include "vocab_matrix.h"
 
 namespace hy::trainer {
 namespace {
@@ -300,81 +300,139 @@ TEST(ModelTest, GradientCheckpointingGivesTheSameGradients) {
   }
 }
 
-// The embedding and the output projection add their weight's gradient
-// straight into a .grad that is already there (FsdpModel's leaves on its
-// gathered buffer): the same gradients as autograd's own accumulation, tied
-// or not, up to the order of float additions.
-TEST(ModelTest, VocabGradientsGoStraightIntoGrad) {
+// A VocabMatrix over a whole [rows, cols] matrix that hands out copies of
+// its rows and keeps them, so a test sees whether anyone else holds one.
+class CopyingVocab : public VocabMatrix {
+ public:
+  CopyingVocab(at::Tensor w, at::Tensor grad, int64_t chunk_rows)
+      : VocabMatrix(w.size(0), w.size(1), chunk_rows),
+        whole_(w, grad, chunk_rows) {}
+  bool train() const override { return whole_.train(); }
+  Result<at::Tensor> Rows(int64_t begin, int64_t n) override {
+    if (--rows_left_ < 0) return Status::Unavailable("rank 1 is gone");
+    copies_.push_back(whole_.Rows(begin, n).value().clone());
+    return copies_.back();
+  }
+  Result<at::Tensor> LookupRows(const at::Tensor& tokens,
+                                at::Tensor* local) override {
+    copies_.push_back(whole_.LookupRows(tokens, local).value().clone());
+    return copies_.back();
+  }
+  at::Tensor LookupGrad() override { return whole_.LookupGrad(); }
+  Result<at::Tensor> GradRows(int64_t begin, int64_t n) override {
+    return whole_.GradRows(begin, n);
+  }
+  Status GradRowsDone(int64_t, int64_t) override { return Status::OK(); }
+  // How many of the copies handed out someone besides this object holds.
+  int Held() const {
+    int held = 0;
+    for (const auto& c : copies_) held += c.use_count() > 1;
+    return held;
+  }
+  void FailAfter(int calls) { rows_left_ = calls; }
+
+ private:
+  int rows_left_ = 1 << 30;
+  WholeVocab whole_;
+  std::vector<at::Tensor> copies_;
+};
+
+// The embedding and the output projection through a VocabMatrix, a chunk
+// of rows at a time, give autograd's own gradients (tied or not, for any
+// chunk size) up to the order of float additions, added straight into the
+// matrix's gradient.
+TEST(ModelTest, StreamedVocabularyMatricesGiveAutogradsGradients) {
   for (bool tied : {false, true}) {
-    ModelConfig config = TinyConfig();
-    config.tie_word_embeddings = tied;
-    const auto metas = ModelTensors(config, ModelRole::kActor);
-    const at::Tensor flat = RandomFlat(metas, 5);
-    const PromptBatch prompts = TwoPrompts();
-    at::Tensor positions =
-        (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
-    auto run = [&](bool into_grad) {
-      at::Tensor grad = at::zeros_like(flat);
-      std::map<std::string, at::Tensor> leaves;
-      std::map<std::string, at::Tensor> slots;
-      int64_t at = 0;
-      for (const auto& m : metas) {
-        const int64_t n = m.NumElements().value();
-        at::Tensor leaf =
-            flat.narrow(0, at, n).view(m.shape).detach().requires_grad_(true);
-        slots[m.name] = grad.narrow(0, at, n).view(m.shape);
-        if (into_grad) leaf.mutable_grad() = slots[m.name];
-        leaves[m.name] = leaf;
-        at += n;
-      }
-      Weights w =
-          BindWeights(config, ModelRole::kActor, [&](const std::string& n) {
-            return leaves[n];
-          }).value();
-      EXPECT_EQ(GradGoesInPlace(w.embed), into_grad);
-      EXPECT_EQ(GradGoesInPlace(w.head), into_grad);
-      at::Tensor hidden = Trunk(config, w, prompts.tokens, positions,
-                                prompts.valid, TpContext{}, nullptr)
-                              .value();
-      LmHead(w, hidden, TpContext{}).value().pow(2).mean().backward();
-      if (!into_grad) {
-        for (auto& [name, leaf] : leaves) {
-          if (leaf.grad().defined()) slots[name].copy_(leaf.grad());
+    for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{0}}) {
+      ModelConfig config = TinyConfig();
+      config.tie_word_embeddings = tied;
+      const auto metas = ModelTensors(config, ModelRole::kActor);
+      const at::Tensor flat = RandomFlat(metas, 5);
+      const PromptBatch prompts = TwoPrompts();
+      at::Tensor positions =
+          (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
+      auto run = [&](bool streamed) {
+        at::Tensor grad = at::zeros_like(flat);
+        std::map<std::string, at::Tensor> leaves;
+        std::map<std::string, at::Tensor> slots;
+        int64_t at = 0;
+        for (const auto& m : metas) {
+          const int64_t n = m.NumElements().value();
+          leaves[m.name] =
+              flat.narrow(0, at, n).view(m.shape).detach().requires_grad_(true);
+          slots[m.name] = grad.narrow(0, at, n).view(m.shape);
+          at += n;
         }
-      }
-      return grad;
-    };
-    const at::Tensor plain = run(false);
-    const at::Tensor direct = run(true);
-    EXPECT_GT(plain.abs().sum().item<double>(), 0) << "tied " << tied;
-    EXPECT_TRUE(at::allclose(plain, direct, 1e-5, 1e-7))
-        << "tied " << tied << ": max difference "
-        << (plain - direct).abs().max().item<double>();
+        Weights w =
+            BindWeights(config, ModelRole::kActor, [&](const std::string& n) {
+              return leaves[n];
+            }).value();
+        std::unique_ptr<VocabMatrix> embed, head;
+        if (streamed) {
+          const std::string e = "model.embed_tokens.weight";
+          embed =
+              std::make_unique<WholeVocab>(leaves[e].detach(), slots[e], chunk);
+          w.embed_rows = embed.get();
+          w.head_rows = embed.get();
+          if (!tied) {
+            head =
+                std::make_unique<WholeVocab>(leaves["lm_head.weight"].detach(),
+                                             slots["lm_head.weight"], chunk);
+            w.head_rows = head.get();
+          }
+        }
+        at::Tensor hidden = Trunk(config, w, prompts.tokens, positions,
+                                  prompts.valid, TpContext{}, nullptr)
+                                .value();
+        LmHead(w, hidden, TpContext{}).value().pow(2).mean().backward();
+        for (auto& [name, leaf] : leaves) {
+          if (leaf.grad().defined()) slots[name].add_(leaf.grad());
+        }
+        return grad;
+      };
+      const at::Tensor plain = run(false);
+      const at::Tensor streamed = run(true);
+      EXPECT_GT(plain.abs().sum().item<double>(), 0) << "tied " << tied;
+      EXPECT_TRUE(at::allclose(plain, streamed, 1e-5, 1e-7))
+          << "tied " << tied << ", chunk " << chunk << ": max difference "
+          << (plain - streamed).abs().max().item<double>();
+    }
   }
 }
 
-// Those functions keep no hold on the weight: once its leaf is dropped, the
-// weight's memory lives only until the projection's backward has run (FSDP
-// by layer frees the gathered root unit there, before the layers'
-// backward). Through the graph's leaf, it would live to the end.
-TEST(ModelTest, VocabFunctionsLetTheWeightGoAfterTheHeadsBackward) {
+// Neither function keeps the rows it was given from its forward to its
+// backward (FSDP by layer gathers them again there), and a failure to get
+// rows in backward comes back as the matrix's Status.
+TEST(ModelTest, StreamedVocabularyFunctionsKeepNoRows) {
   const int64_t vocab = 32, hidden = 8;
-  at::Tensor buffer = at::randn({vocab * hidden});
-  at::Tensor grad = at::zeros_like(buffer);
-  at::Tensor leaf = buffer.view({vocab, hidden}).detach().requires_grad_(true);
-  leaf.mutable_grad() = grad.view({vocab, hidden});
-  const at::Storage storage = buffer.storage();
+  const at::Tensor w = at::randn({vocab, hidden});
+  at::Tensor grad = at::zeros_like(w);
+  CopyingVocab m(w, grad, 5);
   const at::Tensor tokens = at::randint(vocab, {2, 5}, at::kLong);
-  at::Tensor x = EmbeddingIntoGrad(leaf, tokens);
-  at::Tensor loss = LinearIntoGrad(x.tanh(), leaf).pow(2).sum();
-  const size_t held = storage.use_count();
-  leaf = at::Tensor();
-  buffer = at::Tensor();
-  // The storage handle here and the projection's saved weight.
-  EXPECT_EQ(storage.use_count(), 2u) << "before dropping: " << held;
+  at::Tensor x = StreamedEmbedding(&m, tokens).value();
+  at::Tensor loss = StreamedLinear(&m, x.tanh()).value().pow(2).sum();
+  EXPECT_EQ(m.Held(), 0);
   loss.backward();
-  EXPECT_EQ(storage.use_count(), 1u);  // Only the handle here.
+  EXPECT_EQ(m.Held(), 0);
   EXPECT_GT(grad.abs().sum().item<double>(), 0);
+  // The same through the whole matrix: the same gradient.
+  at::Tensor grad2 = at::zeros_like(w);
+  WholeVocab whole(w, grad2, 5);
+  StreamedLinear(&whole, StreamedEmbedding(&whole, tokens).value().tanh())
+      .value()
+      .pow(2)
+      .sum()
+      .backward();
+  EXPECT_TRUE(at::equal(grad, grad2));
+
+  // Rows that cannot be had in backward: the error, kept by the matrix.
+  CopyingVocab failing(w, at::zeros_like(w), 5);
+  at::Tensor loss3 =
+      StreamedLinear(&failing, x.detach().requires_grad_(true)).value().sum();
+  failing.FailAfter(2);
+  EXPECT_ANY_THROW(loss3.backward());
+  EXPECT_EQ(failing.failure().code(), StatusCode::kUnavailable)
+      << failing.failure().ToString();
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // trainer_dist_test.cc with torchrun's environment (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT). Scenarios:
 //
-//   fsdp_step OUT [whole|layer [ROWS [wide]]]
+//   fsdp_step OUT [whole|layer [ROWS [wide|tied]]]
 //                    one SFT-loss Adam step on a fixed batch (its first
 //                    ROWS rows, default 6) under FSDP over the world, over
 //                    the whole flat buffer or a decoder layer at a time;
@@ -80,10 +80,12 @@ void FixedBatch(at::Tensor* tokens, at::Tensor* valid) {
 
 // `by_layer`: FSDP a decoder layer at a time (FsdpPass over FsdpUnits),
 // else the whole flat buffer. Only the first `rows` rows of the batch are
-// used, so with more ranks than rows some ranks have none (Idle). `wide`:
-// a model whose root unit is most of it (see below).
+// used, so with more ranks than rows some ranks have none (Idle). `shape`
+// "wide": a model whose root unit is most of it (see below); "tied": the
+// head is the embedding.
 int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
-             bool wide) {
+             const std::string& shape) {
+  const bool wide = shape == "wide";
   auto comm = Comm::FromEnv(1, 60000);
   if (!comm.ok()) return Fail(comm.status().ToString());
   Comm* c = comm.value().get();
@@ -97,6 +99,7 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
     config.vocab_size = 1000;
     config.tie_word_embeddings = false;
   }
+  config.tie_word_embeddings = shape == "tied";
   auto model =
       FsdpModel::Create(config, ModelRole::kActor, c->rank(), c->world_size());
   if (!model.ok()) return Fail(model.status().ToString());
@@ -113,12 +116,14 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
   const double count = valid.narrow(1, 1, len - 1).sum().item<double>();
   const int64_t lo = rows * c->rank() / c->world_size();
   const int64_t hi = rows * (c->rank() + 1) / c->world_size();
-  auto pass = FsdpPass::Begin(m, by_layer ? &units : nullptr, c, true);
+  // The vocabulary matrices a few rows at a time: many chunks, and looked-up
+  // rows in most of them (a tied matrix keeps those rows' gradient back).
+  auto pass =
+      FsdpPass::Begin(m, by_layer ? &units : nullptr, c, true, wide ? 64 : 5);
   if (!pass.ok()) return Fail(pass.status().ToString());
   FsdpPass* p = pass.value().get();
   if (hi > lo) {
-    auto w = BindWeights(m->config(), ModelRole::kActor, p->Lookup(),
-                         !p->by_layer());
+    auto w = p->Bind();
     if (!w.ok()) return Fail(w.status().ToString());
     at::Tensor t = tokens.narrow(0, lo, hi - lo);
     at::Tensor v = valid.narrow(0, lo, hi - lo);
@@ -272,7 +277,7 @@ int main(int argc, char** argv) {
     return hy::trainer::FsdpStep(argv[2],
                                  argc >= 4 && std::string(argv[3]) == "layer",
                                  argc >= 5 ? std::atoll(argv[4]) : 6,
-                                 argc >= 6 && std::string(argv[5]) == "wide");
+                                 argc >= 6 ? std::string(argv[5]) : "");
   }
   if (scenario == "tp_forward") return hy::trainer::TpForward();
   if (scenario == "run") return hy::trainer::Run(argc, argv);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -74,7 +75,8 @@ struct Checkpointer::Impl {
   Status ResolveLeftovers();
   // The background half of a checkpoint: waits for the save, commits, Gcs.
   void Finish(uint64_t step, std::shared_ptr<statestore::SaveHandle> handle,
-              const std::string& layout, const std::string& rules);
+              const std::string& layout, const std::string& rules,
+              const std::function<void()>& after_read);
   Status Commit(uint64_t step, const statestore::SaveStats& stats,
                 const std::string& layout, const std::string& rules);
   // The commit record of `step` (rank 0's; byte counts left zero).
@@ -224,7 +226,8 @@ Status Checkpointer::Impl::ResolveLeftovers() {
 Status Checkpointer::Save(uint64_t step,
                           std::vector<statestore::ShardData> shards,
                           std::vector<statestore::BlobData> blobs,
-                          const std::string& layout, const std::string& rules) {
+                          const std::string& layout, const std::string& rules,
+                          std::function<void()> after_read) {
   Wait().IgnoreError();  // Reported through status().
   if (step > statestore::kMaxVersion) {
     return Status::InvalidArgument(StepName(step) + " is too large");
@@ -247,21 +250,23 @@ Status Checkpointer::Save(uint64_t step,
   }
   Impl* impl = impl_.get();
   impl_->save_start = std::chrono::steady_clock::now();
-  impl_->worker =
-      std::thread([impl, step, h = std::move(handle), layout, rules]() mutable {
-        impl->Finish(step, std::move(h), layout, rules);
-      });
+  impl_->worker = std::thread([impl, step, h = std::move(handle), layout, rules,
+                               after_read = std::move(after_read)]() mutable {
+    impl->Finish(step, std::move(h), layout, rules, after_read);
+  });
   return Status::OK();
 }
 
 void Checkpointer::Impl::Finish(uint64_t step,
                                 std::shared_ptr<statestore::SaveHandle> handle,
                                 const std::string& layout,
-                                const std::string& rules) {
+                                const std::string& rules,
+                                const std::function<void()>& after_read) {
   const uint64_t version = Version(step);
   statestore::SaveStats stats;
   Status s = handle->Wait(&stats);
   handle.reset();
+  if (after_read) after_read();
   if (options.transport != nullptr) {
     s = recovery::CommitOverTransport(options.transport, store.get(),
                                       Record(step, layout, rules), s, stats)

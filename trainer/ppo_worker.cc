@@ -276,10 +276,17 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
     blobs.back().name = std::string(kHfConfigBlob);
     blobs.back().data = ConstBytes(hf_config_text_);
   }
+  // Reading the offloaded reference brings its pages back: let them go
+  // once the save is done with them, not at the next update.
+  std::function<void()> after_read;
+  if (ref_offload_ != nullptr &&
+      ref_->params().data_ptr() == ref_offload_->tensor().data_ptr()) {
+    after_read = [ref = *ref_offload_] { ref.Release().IgnoreError(); };
+  }
   HY_RETURN_IF_ERROR(checkpointer_->Save(
       static_cast<uint64_t>(next_iteration), std::move(shards),
       std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),
-      rules_yaml_));
+      rules_yaml_, std::move(after_read)));
   report->checkpoint_ms += Seconds(start) * 1000.0;
   report->checkpoint_state = "saving " + std::to_string(next_iteration);
   return Status::OK();
@@ -385,6 +392,10 @@ Result<RunSummary> PpoWorker::Run() {
   std::vector<double> rewards;  // Per iteration run here.
   int64_t reported_commit = -1;
   int64_t last_saved = start_iteration_;
+  // Setup (and a resume) wrote the reference; nothing reads it before the
+  // first experience, so the first sync and rollout run without it.
+  ReleaseReference();
+  ReturnFreedHeap();
   for (int64_t it = start_iteration_; it < end; ++it) {
     const auto start = Clock::now();
     PhasePeaks peaks;  // Each phase's peak resident memory.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -238,8 +239,13 @@ TEST(CheckpointTest, ReadInPlaceHoldsTheBuffersUntilWaitRead) {
     (*ckpt)->WaitRead();  // Nothing in flight: returns at once.
     State mine = s;       // The rank's live tensors.
     auto part = MakePart(mine, 2, r);
-    ASSERT_TRUE(
-        (*ckpt)->Save(4, part->shards, part->blobs, Layout(2), "rules").ok());
+    // after_read runs once the part is saved, before the commit.
+    std::atomic<int64_t> committed_then{-2};
+    Checkpointer* c = ckpt->get();
+    ASSERT_TRUE((*ckpt)
+                    ->Save(4, part->shards, part->blobs, Layout(2), "rules",
+                           [&] { committed_then = c->status().committed_step; })
+                    .ok());
     // The blobs are the caller's again at once; the tensors after WaitRead
     // (the next optimizer step), while the commit goes on.
     std::fill(mine.rng.begin(), mine.rng.end(), 'x');
@@ -249,6 +255,7 @@ TEST(CheckpointTest, ReadInPlaceHoldsTheBuffersUntilWaitRead) {
     std::fill(part->tp.begin(), part->tp.end(), -7.0f);
     EXPECT_TRUE((*ckpt)->Wait().ok()) << (*ckpt)->Wait();
     EXPECT_EQ((*ckpt)->status().committed_step, 4);
+    EXPECT_EQ(committed_then, -1);  // Ran, and before step 4 committed.
   });
   auto reader = CheckpointReader::Open(dir.path(), 4);
   ASSERT_TRUE(reader.ok()) << reader.status();

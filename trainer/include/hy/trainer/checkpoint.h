@@ -44,6 +44,7 @@
 #define HY_TRAINER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,10 +133,14 @@ class Checkpointer {
   // Returns InvalidArgument for malformed shards or blobs (and a step
   // beyond statestore::kMaxVersion); errors of the checkpoint itself
   // (saving, committing, an aborted step) are reported in status() and
-  // Wait(), not here.
+  // Wait(), not here. `after_read`, if set, runs on the checkpoint's
+  // thread once the part is saved (its shards read), before the commit: to
+  // let go of what reading them brought in, say. It must be safe to run
+  // beside the caller.
   Status Save(uint64_t step, std::vector<statestore::ShardData> shards,
               std::vector<statestore::BlobData> blobs,
-              const std::string& layout, const std::string& rules);
+              const std::string& layout, const std::string& rules,
+              std::function<void()> after_read = nullptr);
 
   // Blocks until the checkpoint in flight no longer reads the shards Save
   // was given (at once without read_in_place, or if none is in flight).

@@ -7,7 +7,10 @@
 // the store's SaveAsync (twice) and SaveBorrowed (read in place: the call,
 // and how long the buffers stay the store's after it), beside a memcpy of
 // the same bytes (the limit of a blocking copy) and torch.save of the same
-// bytes (Debian's python3-torch, when present). Each save's note gives the
+// bytes (Debian's python3-torch, when present). Between saves the part
+// takes an AdamW step; the 2nd and 3rd saves also go to a second store
+// whose changed chunks may be XOR deltas against the previous version
+// (StoreOptions::delta_max_chain). Each save's note gives the
 // growth of peak RSS from its call to its commit (staging, encoded
 // batches, RocksDB): the memory a checkpoint in flight adds.
 //
@@ -35,6 +38,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +47,7 @@
 #include "hy/trainer/model_config.h"
 #include "model.h"
 #include "train_scale_fsdp.h"
+#include "vocab_matrix.h"
 
 namespace hy::bench {
 namespace {
@@ -213,6 +218,16 @@ int Main(int argc, char** argv) {
       trainer::BindWeights(config, ModelRole::kActor,
                            [&](const std::string& n) { return views[n]; })
           .value();
+  // As FsdpPass does: the vocabulary matrices a chunk of rows at a time,
+  // their gradient straight into the flat gradient.
+  auto vocab = [&](const std::string& name) {
+    return std::make_unique<trainer::WholeVocab>(views[name].detach(),
+                                                 views[name].grad(), 0);
+  };
+  auto embed = vocab("model.embed_tokens.weight");
+  auto head = config.tie_word_embeddings ? nullptr : vocab("lm_head.weight");
+  w.embed_rows = embed.get();
+  w.head_rows = head != nullptr ? head.get() : embed.get();
   at::Tensor tokens =
       at::randint(config.vocab_size, {f.batch, f.seq}, at::kLong);
   at::Tensor positions = at::arange(f.seq, at::kLong).repeat({f.batch, 1});
@@ -282,67 +297,103 @@ int Main(int argc, char** argv) {
                  tmpl.c_str(), std::strerror(errno));
     return 1;
   }
-  statestore::StoreOptions o;
-  o.staging_bytes = std::max<uint64_t>(o.staging_bytes, part_bytes);
-  auto store = statestore::Store::Open(tmpl + "/store", o);
-  if (!store.ok()) {
-    std::fprintf(stderr, "hy_bench_train_scale: %s\n",
-                 store.status().ToString().c_str());
-    return 1;
+  // Two stores side by side: chunks whole, and chunks that may be XOR
+  // deltas against the previous version (StoreOptions::delta_max_chain).
+  std::unique_ptr<statestore::Store> stores[2];
+  for (int d = 0; d < 2; ++d) {
+    statestore::StoreOptions o;
+    o.staging_bytes = std::max<uint64_t>(o.staging_bytes, part_bytes);
+    o.delta_max_chain = d == 0 ? 0 : 4;
+    auto store =
+        statestore::Store::Open(tmpl + (d == 0 ? "/store" : "/store-delta"), o);
+    if (!store.ok()) {
+      std::fprintf(stderr, "hy_bench_train_scale: %s\n",
+                   store.status().ToString().c_str());
+      return 1;
+    }
+    stores[d] = std::move(store).value();
   }
-  double durable_s = 0;
+  const float grad_std = part[1].std().item<float>() * 10;
+  auto make_part = [&](uint64_t v) {
+    statestore::SavePart p;
+    p.version = v;
+    for (size_t t = 0; t < part.size(); ++t) {
+      statestore::ShardData sd;
+      sd.meta = TensorMeta{names[t], DType::kF32, {part[t].numel()}};
+      sd.geometry = ShardGeometry::WholeTensor(sd.meta.shape);
+      sd.data = ConstBytes(static_cast<const uint8_t*>(part[t].data_ptr()),
+                           part[t].numel() * 4);
+      p.shards.push_back(sd);
+    }
+    return p;
+  };
+  double durable_s[2] = {0, 0};
   // 1, 2: SaveAsync (copied into staging); 3: SaveBorrowed (read in place,
   // as the trainer's checkpoint.read_in_place does between two optimizer
   // steps).
   for (uint64_t v = 1; v <= 3; ++v) {
-    if (v >= 2) {  // An optimizer step later: every f32 value moves.
+    if (v >= 2) {
+      // One AdamW step later (lr 1e-6, as RL fine-tuning uses, betas 0.9
+      // and 0.999) on a fresh gradient of the same scale: the parameters
+      // and the second moment move by about 1e-4 of their values, the
+      // first moment by about 10%; every f32 value changes.
       at::NoGradGuard no_grad;
-      for (auto& t : part) t.mul_(1.0 + 1e-3 * at::randn_like(t));
+      at::Tensor g = at::randn_like(part[1]) * grad_std;
+      part[1].mul_(0.9).add_(g, 0.1);
+      part[2].mul_(0.999).addcmul_(g, g, 0.001);
+      part[0].addcdiv_(part[1], part[2].sqrt().add_(1e-8), -1e-6);
     }
-    statestore::SavePart p;
-    p.version = v;
-    for (size_t t = 0; t < part.size(); ++t) {
-      statestore::ShardData d;
-      d.meta = TensorMeta{names[t], DType::kF32, {part[t].numel()}};
-      d.geometry = ShardGeometry::WholeTensor(d.meta.shape);
-      d.data = ConstBytes(static_cast<const uint8_t*>(part[t].data_ptr()),
-                          part[t].numel() * 4);
-      p.shards.push_back(d);
+    for (int d = 0; d < 2; ++d) {
+      if (v == 1 && d == 1) continue;  // No base yet: the same as d == 0.
+      statestore::Store* store = stores[d].get();
+      statestore::SavePart p = make_part(v);
+      std::unique_ptr<statestore::SaveHandle> h;
+      malloc_trim(0);
+      const int64_t before = ResidentBytes();
+      ResetPeakResident();
+      const double blocking = Seconds([&] {
+        h = std::move(v == 3 ? store->SaveBorrowed(std::move(p))
+                             : store->SaveAsync(std::move(p)))
+                .value();
+      });
+      // How long the buffers stay the store's after the call: an update
+      // that comes sooner waits for the rest.
+      const double held = Seconds([&] { h->WaitRead(); });
+      statestore::SaveStats stats;
+      const double rest = Seconds([&] {
+        Status s = h->Wait(&stats);
+        statestore::CommitRecord c;
+        c.version = v;
+        c.step = v;
+        if (s.ok()) s = store->Commit(c);
+        if (!s.ok()) std::fprintf(stderr, "save: %s\n", s.ToString().c_str());
+      });
+      const double durable = blocking + held + rest;
+      const double peak_mb = (PeakResidentBytes() - before) / 1e6;
+      if (v == 2) durable_s[d] = durable;
+      char note[200];
+      std::snprintf(note, sizeof(note),
+                    "%.2fx memcpy; buffers held %.2f s more; durable %.2f s "
+                    "(%.0f MB/s), %.0f MB written; peak RSS +%.0f MB",
+                    blocking / memcpy_s, held, durable,
+                    part_bytes / 1e6 / durable, stats.new_bytes / 1e6, peak_mb);
+      const char* what[2][4] = {{"", "SaveAsync blocking, 1st checkpoint",
+                                 "SaveAsync blocking, 2nd checkpoint",
+                                 "SaveBorrowed call (read in place), 3rd"},
+                                {"", "", "SaveAsync 2nd, XOR delta (chain 4)",
+                                 "SaveBorrowed 3rd, XOR delta (chain 4)"}};
+      Row(f, what[d][v], blocking, part_bytes / 1e6, note);
     }
-    std::unique_ptr<statestore::SaveHandle> h;
-    malloc_trim(0);
-    const int64_t before = ResidentBytes();
-    ResetPeakResident();
-    const double blocking = Seconds([&] {
-      h = std::move(v == 3 ? (*store)->SaveBorrowed(std::move(p))
-                           : (*store)->SaveAsync(std::move(p)))
-              .value();
-    });
-    // How long the buffers stay the store's after the call: an update
-    // that comes sooner waits for the rest.
-    const double held = Seconds([&] { h->WaitRead(); });
-    statestore::SaveStats stats;
-    const double rest = Seconds([&] {
-      Status s = h->Wait(&stats);
+    if (v == 1) {  // The delta store's base, untimed (and its staging).
+      statestore::SaveStats stats;
+      auto h = stores[1]->SaveAsync(make_part(1));
+      Status s = h.ok() ? (*h)->Wait(&stats) : h.status();
       statestore::CommitRecord c;
-      c.version = v;
-      c.step = v;
-      if (s.ok()) s = (*store)->Commit(c);
+      c.version = 1;
+      c.step = 1;
+      if (s.ok()) s = stores[1]->Commit(c);
       if (!s.ok()) std::fprintf(stderr, "save: %s\n", s.ToString().c_str());
-    });
-    const double durable = blocking + held + rest;
-    const double peak_mb = (PeakResidentBytes() - before) / 1e6;
-    if (v == 2) durable_s = durable;
-    char note[200];
-    std::snprintf(note, sizeof(note),
-                  "%.2fx memcpy; buffers held %.2f s more; durable %.2f s "
-                  "(%.0f MB/s), %.0f MB written; peak RSS +%.0f MB",
-                  blocking / memcpy_s, held, durable,
-                  part_bytes / 1e6 / durable, stats.new_bytes / 1e6, peak_mb);
-    const char* what[] = {"", "SaveAsync blocking, 1st checkpoint",
-                          "SaveAsync blocking, 2nd checkpoint",
-                          "SaveBorrowed call (read in place), 3rd"};
-    Row(f, what[v], blocking, part_bytes / 1e6, note);
+    }
   }
 
   // torch.save of the same bytes, durable (fsync), if python3-torch is here.
@@ -378,12 +429,14 @@ int Main(int argc, char** argv) {
   if (torch_s > 0) {
     char note[96];
     std::snprintf(note, sizeof(note),
-                  "%.0f MB/s; hy 2nd durable throughput / torch.save: %.2fx",
-                  part_bytes / 1e6 / torch_s, torch_s / durable_s);
+                  "%.0f MB/s; hy 2nd durable throughput / torch.save: "
+                  "%.2fx, with XOR delta %.2fx",
+                  part_bytes / 1e6 / torch_s, torch_s / durable_s[0],
+                  torch_s / durable_s[1]);
     Row(f, "torch.save of the same part (fsync)", torch_s, part_bytes / 1e6,
         note);
   }
-  store->reset();
+  for (auto& store : stores) store.reset();
   std::filesystem::remove_all(tmpl);
   return 0;
 }

@@ -7,7 +7,8 @@
 // the store's SaveAsync (twice) and SaveBorrowed (read in place: the call,
 // and how long the buffers stay the store's after it), beside a memcpy of
 // the same bytes (the limit of a blocking copy) and torch.save of the same
-// bytes (Debian's python3-torch, when present). Between saves the part
+// bytes right after the 2nd and the 3rd (Debian's python3-torch, when
+// present; the disk here varies from run to run). Between saves the part
 // takes an AdamW step; the 2nd and 3rd saves also go to a second store
 // whose changed chunks may be XOR deltas against the previous version
 // (StoreOptions::delta_max_chain). Each save's note gives the
@@ -327,6 +328,40 @@ int Main(int argc, char** argv) {
     }
     return p;
   };
+  // torch.save of the part's current bytes, durable (fsync), in seconds;
+  // 0 where python3-torch is missing.
+  const std::string raw = tmpl + "/part.bin";
+  const std::string script_path = tmpl + "/save.py";
+  std::ofstream(script_path)
+      << "import os,sys,time,torch\n"
+         "t=torch.from_file(sys.argv[1],size=int(sys.argv[2]),"
+         "dtype=torch.float32)\n"
+         "s=time.time()\n"
+         "f=open(sys.argv[3],'wb'); torch.save(t,f); f.flush(); "
+         "os.fsync(f.fileno()); f.close()\n"
+         "print(time.time()-s)\n";
+  auto torch_save = [&]() {
+    {
+      int64_t off = 0;
+      for (const auto& t : part) {
+        std::memcpy(copy.data() + off, t.data_ptr(), t.numel() * 4);
+        off += t.numel() * 4;
+      }
+      std::ofstream out(raw, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(copy.data()), part_bytes);
+    }
+    const std::string cmd = "/usr/bin/python3 " + script_path + " " + raw +
+                            " " + std::to_string(part_bytes / 4) + " " + tmpl +
+                            "/torch.pt 2>/dev/null";
+    double seconds = 0;
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe != nullptr) {
+      if (std::fscanf(pipe, "%lf", &seconds) != 1) seconds = 0;
+      pclose(pipe);
+    }
+    std::filesystem::remove(tmpl + "/torch.pt");
+    return seconds;
+  };
   double durable_s[2] = {0, 0};
   // 1, 2: SaveAsync (copied into staging); 3: SaveBorrowed (read in place,
   // as the trainer's checkpoint.read_in_place does between two optimizer
@@ -370,7 +405,7 @@ int Main(int argc, char** argv) {
       });
       const double durable = blocking + held + rest;
       const double peak_mb = (PeakResidentBytes() - before) / 1e6;
-      if (v == 2) durable_s[d] = durable;
+      durable_s[d] = durable;
       char note[200];
       std::snprintf(note, sizeof(note),
                     "%.2fx memcpy; buffers held %.2f s more; durable %.2f s "
@@ -384,6 +419,21 @@ int Main(int argc, char** argv) {
                                  "SaveBorrowed 3rd, XOR delta (chain 4)"}};
       Row(f, what[d][v], blocking, part_bytes / 1e6, note);
     }
+    // torch.save of the same bytes right after, so that each pair sees
+    // the disk in the same mood.
+    const double torch_s = v >= 2 ? torch_save() : 0;
+    if (torch_s > 0) {
+      char note[128];
+      std::snprintf(note, sizeof(note),
+                    "%.0f MB/s; hy's durable throughput above / torch.save: "
+                    "%.2fx, with XOR delta %.2fx",
+                    part_bytes / 1e6 / torch_s, torch_s / durable_s[0],
+                    torch_s / durable_s[1]);
+      Row(f,
+          v == 2 ? "torch.save of the 2nd (fsync)"
+                 : "torch.save of the 3rd (fsync)",
+          torch_s, part_bytes / 1e6, note);
+    }
     if (v == 1) {  // The delta store's base, untimed (and its staging).
       statestore::SaveStats stats;
       auto h = stores[1]->SaveAsync(make_part(1));
@@ -396,46 +446,6 @@ int Main(int argc, char** argv) {
     }
   }
 
-  // torch.save of the same bytes, durable (fsync), if python3-torch is here.
-  const std::string raw = tmpl + "/part.bin";
-  {  // The bytes of the last checkpoint (the size of every one).
-    int64_t off = 0;
-    for (const auto& t : part) {
-      std::memcpy(copy.data() + off, t.data_ptr(), t.numel() * 4);
-      off += t.numel() * 4;
-    }
-    std::ofstream out(raw, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(copy.data()), part_bytes);
-  }
-  const std::string script =
-      "import os,sys,time,torch\n"
-      "t=torch.from_file(sys.argv[1],size=int(sys.argv[2]),dtype=torch.float32)"
-      "\n"
-      "s=time.time()\n"
-      "f=open(sys.argv[3],'wb'); torch.save(t,f); f.flush(); "
-      "os.fsync(f.fileno()); f.close()\n"
-      "print(time.time()-s)\n";
-  const std::string script_path = tmpl + "/save.py";
-  std::ofstream(script_path) << script;
-  const std::string cmd = "/usr/bin/python3 " + script_path + " " + raw + " " +
-                          std::to_string(part_bytes / 4) + " " + tmpl +
-                          "/torch.pt 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  double torch_s = 0;
-  if (pipe != nullptr) {
-    if (std::fscanf(pipe, "%lf", &torch_s) != 1) torch_s = 0;
-    pclose(pipe);
-  }
-  if (torch_s > 0) {
-    char note[96];
-    std::snprintf(note, sizeof(note),
-                  "%.0f MB/s; hy 2nd durable throughput / torch.save: "
-                  "%.2fx, with XOR delta %.2fx",
-                  part_bytes / 1e6 / torch_s, torch_s / durable_s[0],
-                  torch_s / durable_s[1]);
-    Row(f, "torch.save of the same part (fsync)", torch_s, part_bytes / 1e6,
-        note);
-  }
   for (auto& store : stores) store.reset();
   std::filesystem::remove_all(tmpl);
   return 0;

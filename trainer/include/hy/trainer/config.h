@@ -148,8 +148,8 @@ struct CheckpointConfig {
   // defaults (1 GiB of copies, 256 MiB batches). A larger part is saved and
   // replicated through them in pieces. A checkpoint in flight with its
   // replication holds several at once: at 494M parameters on 4 ranks the
-  // iteration it runs beside peaked about 0.9 GB higher per rank with
-  // 128 MB, 0.3 GB with 32 MB (whose checkpoint took 13% longer).
+  // iteration it runs beside peaked 0.6-1.1 GB higher per rank with
+  // 128 MB, 0.4-0.7 GB with 32 MB (whose checkpoint took 11% longer).
   int staging_mb = 0;
   // A checkpoint reads the parameters and optimizer state in place in the
   // background, and the next update waits until it has (usually long done

@@ -258,6 +258,11 @@ Status FsdpPass::Backward(const at::Tensor& loss) {
 }
 
 Status FsdpPass::Idle() {
+  if (!train_) {
+    return Status::FailedPrecondition(
+        "FsdpPass::Idle on a pass that does "
+        "not train");
+  }
   if (units_ == nullptr) return Status::OK();
   const int layers = model_->config().num_layers;
   // The forward: the lookup, the layers, the head's chunks.

@@ -13,7 +13,8 @@
 // (fsdp_vocab.h); the rest of the root unit (final norm, score head) is
 // gathered for the pass. Peak memory per rank is then its piece (params,
 // two moments) + the gradient piece + two layers' weights and one's
-// gradient + a chunk's rows and gradient + activations.
+// gradient + a chunk's rows and gradient + the looked-up rows and their
+// gradient + activations.
 // Both ways give bit-identical gradients (see fsdp_unit.h): the whole
 // buffer's vocabulary matrices go through the same chunks (WholeVocab).
 //
@@ -76,7 +77,8 @@ class FsdpPass {
   // returned as its Status. REQUIRES: train.
   Status Backward(const at::Tensor& loss);
   // The collectives another rank's forward and backward make, with a zero
-  // gradient, for a rank with no rows this step. REQUIRES: train.
+  // gradient, for a rank with no rows this step. Returns
+  // FailedPrecondition for a pass that does not train, comm errors.
   Status Idle();
   // This rank's gradient piece [model.piece()], summed over ranks in rank
   // order. REQUIRES: train, after Backward or Idle. Returns comm errors.

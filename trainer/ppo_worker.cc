@@ -277,11 +277,14 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
     blobs.back().data = ConstBytes(hf_config_text_);
   }
   // Reading the offloaded reference brings its pages back: let them go
-  // once the save is done with them, not at the next update.
+  // once the save is done with them, not at the next update (unless the
+  // experience phase is reading them then).
   std::function<void()> after_read;
   if (ref_offload_ != nullptr &&
       ref_->params().data_ptr() == ref_offload_->tensor().data_ptr()) {
-    after_read = [ref = *ref_offload_] { ref.Release().IgnoreError(); };
+    after_read = [ref = *ref_offload_, in_use = reference_in_use_] {
+      if (!in_use->load()) ref.Release().IgnoreError();
+    };
   }
   HY_RETURN_IF_ERROR(checkpointer_->Save(
       static_cast<uint64_t>(next_iteration), std::move(shards),
@@ -408,7 +411,10 @@ Result<RunSummary> PpoWorker::Run() {
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
     peaks.End(PhasePeaks::kRollout);
     ReleaseRollout();  // Idle until the next sync writes over it.
-    HY_RETURN_IF_ERROR(ComputeExperience(it, &exp, &report));
+    reference_in_use_->store(true);
+    const Status experience = ComputeExperience(it, &exp, &report);
+    reference_in_use_->store(false);
+    HY_RETURN_IF_ERROR(experience);
     peaks.End(PhasePeaks::kExperience);
     // The first write of the parameters and optimizer state since the
     // last checkpoint: it may still be reading them in place.

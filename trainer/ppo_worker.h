@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -22,7 +23,6 @@
 #include "fsdp.h"
 #include "fsdp_pass.h"
 #include "fsdp_unit.h"
-#include "offload.h"
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/recovery.h"
 #include "hy/reshard/executor.h"
@@ -30,6 +30,7 @@
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/prompt_source.h"
 #include "hy/trainer/worker.h"
+#include "offload.h"
 #include "rollout.h"
 
 namespace hy::trainer {
@@ -181,7 +182,11 @@ class PpoWorker {
   std::unique_ptr<FsdpModel> actor_, critic_, ref_;  // critic_: gae only.
   // trainer.fsdp_per_layer: each model's units; null otherwise.
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
-  std::unique_ptr<OffloadedTensor> ref_offload_;      // Null unless offloaded.
+  std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
+  // Set while the experience phase reads the reference: a checkpoint's
+  // after_read then leaves its pages be (shared with that callback).
+  std::shared_ptr<std::atomic<bool>> reference_in_use_ =
+      std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<OffloadedTensor> rollout_offload_;  // Likewise.
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;

@@ -77,7 +77,10 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     for (int64_t b = 0; b < m->rows(); b += m->chunk_rows()) {
       const int64_t n = std::min(m->chunk_rows(), m->rows() - b);
       const at::Tensor g_c = g.narrow(1, b, n);
-      if (dx.defined()) dx.addmm_(g_c, Unwrap(m, m->Rows(b, n)));
+      // Fetched even when x needs no gradient: every rank makes the same
+      // collectives (FsdpPass::Idle gathers each chunk here).
+      const at::Tensor w = Unwrap(m, m->Rows(b, n));
+      if (dx.defined()) dx.addmm_(g_c, w);
       Unwrap(m, m->GradRows(b, n)).addmm_(g_c.t(), x2d);
       const Status s = m->GradRowsDone(b, n);
       if (!s.ok()) {

@@ -6,7 +6,8 @@
 // chunk at a time, so neither the matrix nor its gradient is ever whole on
 // a rank. Over a gathered whole model (WholeVocab) the same functions read
 // and write the buffer in place, in the same order, so both give the same
-// bits.
+// bits (given a BLAS whose results do not depend on the operands'
+// addresses: OpenBLAS here; MKL only with MKL_CBWR set).
 //
 // StreamedEmbedding and StreamedLinear are at::embedding and at::linear
 // through a VocabMatrix. The projection's forward and backward visit the

@@ -119,14 +119,17 @@ at::Tensor FsdpModel::View(const at::Tensor& full,
                            const std::string& name) const {
   const int t = spec_.Find(name);
   if (t < 0) return at::Tensor();
-  const auto& shape = spec_.tensors[t].meta.shape;
-  at::Tensor region = full.narrow(0, offset_[t], numel_[t]);
-  if (!full.grad().defined()) return region.view(shape);
+  return ViewAt(full, offset_[t], numel_[t], spec_.tensors[t].meta.shape);
+}
+
+at::Tensor FsdpModel::ViewAt(const at::Tensor& buffer, int64_t at, int64_t n,
+                             const std::vector<int64_t>& shape) {
+  at::Tensor region = buffer.narrow(0, at, n);
+  if (!buffer.grad().defined()) return region.view(shape);
   // A leaf on the same memory; backward adds into its .grad in place (the
-  // engine accumulates into a defined gradient), i.e. into full's.
+  // engine accumulates into a defined gradient), i.e. into buffer's.
   at::Tensor leaf = region.detach().view(shape).requires_grad_(true);
-  leaf.mutable_grad() =
-      full.grad().narrow(0, offset_[t], numel_[t]).view(shape);
+  leaf.mutable_grad() = buffer.grad().narrow(0, at, n).view(shape);
   return leaf;
 }
 

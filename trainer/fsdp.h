@@ -88,6 +88,11 @@ class FsdpModel {
   // Tensor `name` as a view of a full flat buffer (a leaf whose gradient
   // lands in full->grad() after TrackGradient); undefined if unknown.
   at::Tensor View(const at::Tensor& full, const std::string& name) const;
+  // Elements [at, at + n) of a flat buffer as `shape`: a view, or, when
+  // buffer.grad() is defined (TrackGradient), a leaf on the same memory
+  // whose gradient accumulates in place into that region of buffer.grad().
+  static at::Tensor ViewAt(const at::Tensor& buffer, int64_t at, int64_t n,
+                           const std::vector<int64_t>& shape);
   // Tensor t's elements held locally, as a view of a [piece] buffer
   // (params, moments or a gradient piece); empty if none.
   at::Tensor LocalSlice(const at::Tensor& piece_buffer, int t) const;

@@ -196,14 +196,10 @@ at::Tensor FsdpPass::Lookup(const std::string& name) const {
   // (an empty stand-in here); the layers are the runner's.
   if (IsVocab(name)) return at::empty({0}, at::kFloat);
   for (const auto& [t, at] : rest_at_) {
-    if (model_->spec().tensors[t].meta.name != name) continue;
-    const auto& shape = model_->spec().tensors[t].meta.shape;
-    at::Tensor region = full_.narrow(0, at, model_->numel(t));
-    if (!full_.grad().defined()) return region.view(shape);
-    at::Tensor leaf = region.detach().view(shape).requires_grad_(true);
-    leaf.mutable_grad() =
-        full_.grad().narrow(0, at, model_->numel(t)).view(shape);
-    return leaf;
+    const auto& meta = model_->spec().tensors[t].meta;
+    if (meta.name == name) {
+      return FsdpModel::ViewAt(full_, at, model_->numel(t), meta.shape);
+    }
   }
   return at::Tensor();
 }

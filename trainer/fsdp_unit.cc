@@ -217,13 +217,8 @@ at::Tensor FsdpUnits::View(const at::Tensor& buffer, int unit,
                            const std::string& name) const {
   const int t = model_->spec().Find(name);
   if (t < 0 || unit_of_[t] != unit) return at::Tensor();
-  const auto& shape = model_->spec().tensors[t].meta.shape;
-  const int64_t n = model_->numel(t);
-  at::Tensor region = buffer.narrow(0, unit_at_[t], n);
-  if (!buffer.grad().defined()) return region.view(shape);
-  at::Tensor leaf = region.detach().view(shape).requires_grad_(true);
-  leaf.mutable_grad() = buffer.grad().narrow(0, unit_at_[t], n).view(shape);
-  return leaf;
+  return FsdpModel::ViewAt(buffer, unit_at_[t], model_->numel(t),
+                           model_->spec().tensors[t].meta.shape);
 }
 
 }  // namespace hy::trainer

@@ -76,12 +76,18 @@ Status PpoWorker::OffloadReference() {
   return Status::OK();
 }
 
-void PpoWorker::ReleaseReference() {
+const OffloadedTensor* PpoWorker::OffloadedReference() const {
   if (ref_offload_ == nullptr ||
       ref_->params().data_ptr() != ref_offload_->tensor().data_ptr()) {
-    return;
+    return nullptr;
   }
-  Status s = ref_offload_->Release();
+  return ref_offload_.get();
+}
+
+void PpoWorker::ReleaseReference() {
+  const OffloadedTensor* ref = OffloadedReference();
+  if (ref == nullptr) return;
+  Status s = ref->Release();
   if (!s.ok()) Log("reference offload: " + s.ToString());
 }
 

@@ -280,9 +280,8 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
   // once the save is done with them, not at the next update (unless the
   // experience phase is reading them then).
   std::function<void()> after_read;
-  if (ref_offload_ != nullptr &&
-      ref_->params().data_ptr() == ref_offload_->tensor().data_ptr()) {
-    after_read = [ref = *ref_offload_, in_use = reference_in_use_] {
+  if (const OffloadedTensor* offloaded = OffloadedReference()) {
+    after_read = [ref = *offloaded, in_use = reference_in_use_] {
       if (!in_use->load()) ref.Release().IgnoreError();
     };
   }

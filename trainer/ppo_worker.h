@@ -127,6 +127,9 @@ class PpoWorker {
   // Hands the offloaded reference's pages back to the kernel; an error is
   // logged (the values are never lost).
   void ReleaseReference();
+  // The offloaded reference, if the reference's piece is still it (null
+  // otherwise).
+  const OffloadedTensor* OffloadedReference() const;
   // This rank's rollout shards (bf16): views of one file
   // mapping in the node directory under trainer.offload_rollout
   // (rollout_offload_), else of heap memory. Returns the mapping's IOError.

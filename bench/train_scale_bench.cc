@@ -347,8 +347,19 @@ int Main(int argc, char** argv) {
         std::memcpy(copy.data() + off, t.data_ptr(), t.numel() * 4);
         off += t.numel() * 4;
       }
-      std::ofstream out(raw, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(copy.data()), part_bytes);
+      // The bytes torch.save reads, synced first: their writeback would
+      // otherwise share the disk with the timed torch.save, or with the
+      // next hy save.
+      const int fd = open(raw.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+      for (int64_t off = 0; fd >= 0 && off < part_bytes;) {
+        const ssize_t w = write(fd, copy.data() + off, part_bytes - off);
+        if (w <= 0) break;
+        off += w;
+      }
+      if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+      }
     }
     const std::string cmd = "/usr/bin/python3 " + script_path + " " + raw +
                             " " + std::to_string(part_bytes / 4) + " " + tmpl +

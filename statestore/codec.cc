@@ -2,6 +2,9 @@
 
 #include "hy/statestore/codec.h"
 
+// For ZSTD_c_literalCompressionMode; libzstd 1.5 implements it in its shared
+// library too.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <cmath>
@@ -44,6 +47,36 @@ class ThreadScratch {
     if (cctx_ == nullptr) cctx_ = ZSTD_createCCtx();
     return cctx_;
   }
+  // Sets cctx()'s parameters for the next ZSTD_compress2: `level`, and with
+  // `acceleration` > 0 the fast strategy stepping that far between match
+  // searches, its literals always Huffman-coded. Returns Internal if zstd
+  // refuses a parameter.
+  Status SetUp(int level, int acceleration) {
+    if (level == level_ && acceleration == acceleration_) return Status::OK();
+    ZSTD_CCtx* c = cctx();
+    size_t r = ZSTD_CCtx_reset(c, ZSTD_reset_parameters);
+    if (!ZSTD_isError(r)) {
+      r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+    }
+    if (!ZSTD_isError(r) && acceleration > 0) {
+      r = ZSTD_CCtx_setParameter(c, ZSTD_c_strategy, ZSTD_fast);
+      if (!ZSTD_isError(r)) {
+        r = ZSTD_CCtx_setParameter(c, ZSTD_c_targetLength, acceleration);
+      }
+      if (!ZSTD_isError(r)) {
+        r = ZSTD_CCtx_setParameter(c, ZSTD_c_literalCompressionMode,
+                                   ZSTD_ps_enable);
+      }
+    }
+    if (ZSTD_isError(r)) {
+      level_ = acceleration_ = -1000;
+      return Status::Internal(std::string("zstd parameters: ") +
+                              ZSTD_getErrorName(r));
+    }
+    level_ = level;
+    acceleration_ = acceleration;
+    return Status::OK();
+  }
   ZSTD_DCtx* dctx() {
     if (dctx_ == nullptr) dctx_ = ZSTD_createDCtx();
     return dctx_;
@@ -54,7 +87,13 @@ class ThreadScratch {
   size_t cap_[4] = {0, 0, 0, 0};
   ZSTD_CCtx* cctx_ = nullptr;
   ZSTD_DCtx* dctx_ = nullptr;
+  int level_ = -1000;  // What SetUp last set; -1000: nothing yet.
+  int acceleration_ = -1000;
 };
+
+// The fast strategy's step between match searches for float planes: large
+// enough that zstd finds no matches and only Huffman-codes the bytes.
+constexpr int kNoMatchSearch = 16384;
 
 ThreadScratch& Scratch() {
   thread_local ThreadScratch scratch;
@@ -202,8 +241,12 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
   if (options.zstd) {
     const size_t bound = ZSTD_compressBound(stored_len);
     uint8_t* dst = scratch.Buffer(3, bound);
-    const size_t n = ZSTD_compressCCtx(scratch.cctx(), dst, bound, work,
-                                       stored_len, options.zstd_level);
+    const bool entropy_only = options.float_entropy_only && !delta &&
+                              h.transform == ByteTransform::kExponentSplit;
+    HY_RETURN_IF_ERROR(
+        scratch.SetUp(options.zstd_level, entropy_only ? kNoMatchSearch : 0));
+    const size_t n =
+        ZSTD_compress2(scratch.cctx(), dst, bound, work, stored_len);
     if (ZSTD_isError(n)) {
       return Status::Internal(std::string("zstd compression failed: ") +
                               ZSTD_getErrorName(n));

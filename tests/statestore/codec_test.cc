@@ -109,6 +109,42 @@ TEST(CodecTest, CompressesGaussianWeights) {
   EXPECT_LT(Ratio(bf16, enc), 1.30);
 }
 
+TEST(CodecTest, FloatsAreEntropyCodedOnlyAndDeltasStillSearchMatches) {
+  const auto w0 = WeightLikeBytes(DType::kF32, 1 << 20, 11);
+  const auto w1 = StepF32(w0, 1e-6f, 12);
+  const auto b0 = CastBuffer(w0);
+  const auto b1 = CastBuffer(w1);
+  EncodeOptions matched;
+  matched.float_entropy_only = false;
+  EncodeOptions delta_split;
+  delta_split.transform = static_cast<int>(ByteTransform::kExponentSplit);
+  // One thread, so one zstd context switches between the two settings: a
+  // delta encoded after a float must come out as it did before it.
+  std::string d_before, d_after, d_matched;
+  ASSERT_TRUE(EncodeChunk(delta_split, DType::kBF16, b1, b0, &d_before).ok());
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(SafetensorsName(dtype));
+    const auto& raw = dtype == DType::kF32 ? w1 : b1;
+    std::string entropy, full;
+    ASSERT_TRUE(EncodeChunk({}, dtype, raw, {}, &entropy).ok());
+    ASSERT_TRUE(EncodeChunk(matched, dtype, raw, {}, &full).ok());
+    EXPECT_NE(entropy, full);
+    EXPECT_TRUE(ParseChunkHeader(entropy)->zstd);
+    // Float planes hold no matches worth finding: entropy coding alone is
+    // at least as small.
+    EXPECT_LE(entropy.size(), full.size());
+    std::vector<uint8_t> out(raw.size());
+    ASSERT_TRUE(DecodeChunk(entropy, {}, MutableBytes(out)).ok());
+    EXPECT_EQ(out, raw);
+  }
+  ASSERT_TRUE(EncodeChunk(delta_split, DType::kBF16, b1, b0, &d_after).ok());
+  EXPECT_EQ(d_after, d_before);
+  delta_split.float_entropy_only = false;
+  ASSERT_TRUE(EncodeChunk(delta_split, DType::kBF16, b1, b0, &d_matched).ok());
+  EXPECT_EQ(d_after, d_matched);  // A delta never goes entropy-only.
+  EXPECT_GE(Ratio(b1, d_after), 15.0);
+}
+
 TEST(CodecTest, Bf16DeltaAfterSmallStepIsTiny) {
   const auto w0 = WeightLikeBytes(DType::kF32, 1 << 20, 3);
   // An RL-sized step (1e-6 per element): most bf16 values keep their bits.

@@ -8,7 +8,8 @@
 //      version of the same region). Lossless. The header carries the base's
 //      ContentHash, so a decoder refuses the wrong base.
 //   3. Byte transform: byte grouping, or exponent split for f32/bf16.
-//   4. zstd at EncodeOptions::zstd_level (default 1).
+//   4. zstd at EncodeOptions::zstd_level (default 1); entropy coding only
+//      for exponent-split floats (EncodeOptions::float_entropy_only).
 // When stages 2-4 do not shrink the data by at least
 // EncodeOptions::min_compression_ratio, the chunk stores the (cast) bytes
 // plainly instead: no delta, no transform, no zstd, so it decodes at memcpy
@@ -88,6 +89,13 @@ struct EncodeOptions {
   // zstd level; 1 is the sweet spot on floats (level 3 gains nothing, and
   // negative levels skip literal Huffman coding and gain nothing either).
   int zstd_level = 1;
+  // For an exponent-split chunk (f32 or bf16, no delta), zstd searches for
+  // no matches and only Huffman-codes the bytes: float planes hardly repeat,
+  // so this is 1.5-2.5x faster, decodes faster and comes out a little smaller
+  // (0.831 against 0.840 of the f32 bytes of Adam state). The output is an
+  // ordinary zstd frame. XOR deltas and other transforms keep the match
+  // search, which their runs of zeros need.
+  bool float_entropy_only = true;
   // Compression must make the body at least this much smaller than the
   // stored bytes, else the chunk is stored plainly.
   double min_compression_ratio = 1.02;

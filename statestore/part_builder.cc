@@ -3,6 +3,7 @@
 #include "part_builder.h"
 
 #include <algorithm>
+#include <deque>
 #include <future>
 #include <memory>
 
@@ -184,22 +185,30 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     }
   }
 
-  // Encode and ingest the new chunks, a bounded batch at a time. Batch k is
-  // written and ingested on its own thread while batch k + 1 is encoded.
+  // Encode and ingest the new chunks, a bounded batch at a time. Batches
+  // k - writers + 1 .. k are written and ingested, each on its own thread,
+  // while batch k + 1 is encoded; they are recorded in order.
   struct Batch {
     std::vector<EncodedChunk> encoded;
     uint64_t epoch = 0;
   };
-  std::unique_ptr<Batch> in_flight;
-  std::future<Status> writing;
+  struct InFlight {
+    std::unique_ptr<Batch> batch;
+    std::future<Status> writing;  // Destroyed first: waits for the write.
+  };
+  std::deque<InFlight> in_flight;
+  const size_t writers = static_cast<size_t>(store_->options_.ingest_writers);
+  const uint64_t batch_bytes = store_->options_.ingest_batch_bytes / writers;
   auto finish_write = [&]() -> Status {
-    if (!writing.valid()) return Status::OK();
-    HY_RETURN_IF_ERROR(writing.get().WithContext(where_));
-    epochs_.push_back(in_flight->epoch);
-    for (const EncodedChunk& e : in_flight->encoded) {
+    if (in_flight.empty()) return Status::OK();
+    InFlight f = std::move(in_flight.front());
+    in_flight.pop_front();
+    HY_RETURN_IF_ERROR(f.writing.get().WithContext(where_));
+    epochs_.push_back(f.batch->epoch);
+    for (const EncodedChunk& e : f.batch->encoded) {
       Result<ChunkHeader> h = ParseChunkHeader(e.value);
       if (!h.ok()) return h.status().WithContext(where_);
-      const keys::ChunkLocation loc{in_flight->epoch, e.value.size(), e.depth,
+      const keys::ChunkLocation loc{f.batch->epoch, e.value.size(), e.depth,
                                     e.base, EncodingName(*h)};
       known_[e.address] = loc;
       batch_.Put(store_->meta_, keys::ChunkIndex(e.address),
@@ -208,14 +217,12 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
       ++stats_.new_chunks;
       if (e.depth > 0) ++stats_.delta_chunks;
     }
-    in_flight.reset();
     return Status::OK();
   };
   for (size_t begin = 0; begin < to_write.size();) {
     size_t end = begin;
     uint64_t raw_bytes = 0;
-    while (end < to_write.size() &&
-           (end == begin || raw_bytes < store_->options_.ingest_batch_bytes)) {
+    while (end < to_write.size() && (end == begin || raw_bytes < batch_bytes)) {
       raw_bytes += chunks[to_write[end]].raw.size();
       ++end;
     }
@@ -230,15 +237,16 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
       release();
     }
     for (Status& r : results) HY_RETURN_IF_ERROR(r.WithContext(where_));
-    HY_RETURN_IF_ERROR(finish_write());
-    in_flight = std::move(next);
-    Batch* b = in_flight.get();
-    writing = std::async(std::launch::async, [this, b] {
+    if (in_flight.size() >= writers) HY_RETURN_IF_ERROR(finish_write());
+    Batch* b = next.get();
+    std::future<Status> writing = std::async(std::launch::async, [this, b] {
       return store_->WriteEpoch(&b->encoded, &b->epoch);
     });
+    in_flight.push_back({std::move(next), std::move(writing)});
     begin = end;
   }
-  return finish_write();
+  while (!in_flight.empty()) HY_RETURN_IF_ERROR(finish_write());
+  return Status::OK();
 }
 
 Status PartBuilder::Finish(const std::vector<BlobData>& blobs,

@@ -74,6 +74,9 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& path,
     return Status::InvalidArgument("delta_max_chain must be in [0, " +
                                    std::to_string(kMaxDeltaChain) + "]");
   }
+  if (options.ingest_writers < 1 || options.ingest_writers > 16) {
+    return Status::InvalidArgument("ingest_writers must be in [1, 16]");
+  }
   auto store = std::make_unique<RocksStore>(path, options);
   HY_RETURN_IF_ERROR(store->Init());
   return std::unique_ptr<Store>(std::move(store));

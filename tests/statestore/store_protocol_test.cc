@@ -116,6 +116,53 @@ TEST(StoreProtocolTest, LimitsAreChecked) {
   EXPECT_TRUE(store->Commit(c).IsInvalidArgument());
 }
 
+// Several SST writers at once store the same part as one: the same chunks,
+// bytes and contents, every epoch sealed (Gc keeps them all).
+TEST(StoreProtocolTest, ParallelIngestWritersStoreTheSamePart) {
+  TempDir dir;
+  const auto a = testing::WeightLikeBytes(DType::kF32, 200 * 1024, 5);
+  const auto b = testing::WeightLikeBytes(DType::kBF16, 72 * 1024 + 6, 6);
+  SaveStats first;
+  for (int writers : {1, 2, 5}) {
+    SCOPED_TRACE(writers);
+    StoreOptions o = SmallChunks(8 * 1024);
+    o.ingest_batch_bytes = 5 * 8 * 1024;  // Batches of 1 to 5 chunks.
+    o.ingest_writers = writers;
+    auto store = *Store::Open(dir.Sub("w" + std::to_string(writers)), o);
+    SaveStats st;
+    ASSERT_TRUE(store
+                    ->Save({1,
+                            0,
+                            {WholeShard("a", DType::kF32, {50 * 1024}, a),
+                             WholeShard("b", DType::kBF16, {36 * 1024 + 3}, b)},
+                            {}},
+                           &st)
+                    .ok());
+    ASSERT_TRUE(store->Commit(Commit(1)).ok());
+    if (writers == 1) first = st;
+    EXPECT_EQ(st.new_chunks, first.new_chunks);
+    EXPECT_EQ(st.new_bytes, first.new_bytes);
+    EXPECT_GT(st.new_chunks, 20u);
+    auto gc = store->Gc(GcOptions());
+    ASSERT_TRUE(gc.ok()) << gc.status();
+    EXPECT_EQ(gc->dropped_chunks, 0u);  // Every epoch was sealed.
+    std::vector<uint8_t> out_a(a.size()), out_b(b.size());
+    ASSERT_TRUE(
+        store->ReadRegion(1, "a", {0, 50 * 1024}, MutableBytes(out_a)).ok());
+    ASSERT_TRUE(
+        store->ReadRegion(1, "b", {0, 36 * 1024 + 3}, MutableBytes(out_b))
+            .ok());
+    EXPECT_EQ(out_a, a);
+    EXPECT_EQ(out_b, b);
+    EXPECT_TRUE(store->Verify(1)->ok());
+  }
+  StoreOptions o = SmallChunks();
+  o.ingest_writers = 0;
+  EXPECT_TRUE(Store::Open(dir.Sub("bad0"), o).status().IsInvalidArgument());
+  o.ingest_writers = 17;
+  EXPECT_TRUE(Store::Open(dir.Sub("bad17"), o).status().IsInvalidArgument());
+}
+
 // Switching the bf16 cast on and off between versions never makes a delta
 // against a base of the other kind.
 TEST(StoreProtocolTest, DeltasNeverCrossTheCast) {

@@ -186,4 +186,31 @@ std::string TransferPlan::Summary() const {
   return buf;
 }
 
+TransferPlan LocalCopiesAsSteps(const TransferPlan& plan, int num_steps) {
+  TransferPlan out = plan;
+  out.steps.assign(static_cast<size_t>(num_steps), Step());
+  std::vector<int64_t> step_bytes(static_cast<size_t>(num_steps), 0);
+  for (size_t i = 0; i < plan.local.size(); ++i) {
+    const Transfer& t = plan.local[i];
+    out.steps[i % num_steps].transfers.push_back(t);
+    step_bytes[i % num_steps] +=
+        t.length *
+        static_cast<int64_t>(DTypeSize(plan.spec.tensors[t.tensor].meta.dtype));
+  }
+  out.local.clear();
+  PlanStats& st = out.stats;
+  st.same_node_bytes = st.local_bytes;
+  st.local_bytes = 0;
+  st.max_send_bytes = st.max_recv_bytes = 0;
+  st.num_transfers = static_cast<int64_t>(plan.local.size());
+  st.peak_staging_bytes = 0;
+  for (int i = 0; i < num_steps; ++i) {
+    const int64_t next = i + 1 < num_steps ? step_bytes[i + 1] : 0;
+    st.peak_staging_bytes =
+        std::max(st.peak_staging_bytes, 2 * step_bytes[i] + next);
+    st.max_send_bytes = st.max_recv_bytes += step_bytes[i];
+  }
+  return out;
+}
+
 }  // namespace hy::reshard

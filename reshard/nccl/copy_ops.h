@@ -86,6 +86,8 @@ struct CopyRun {
 // copies every run from device buffer `src` to device buffer `dst`
 // (elements of elem_size bytes, or float32 in and bf16 out when cast) and
 // waits. Pack is src = a shard, dst = a bucket; unpack the reverse.
+// REQUIRES: no two runs write the same destination element (they run in
+// parallel, in no order; a plan's runs never overlap).
 // Returns InvalidArgument for elem_size < 1, cast with elem_size != 4, or a
 // negative offset or length; Unavailable without a GPU or CUDA build;
 // Internal for a CUDA error.

@@ -139,12 +139,15 @@ TEST(PackKernelTest, CastIsBitIdenticalToHostOnEdges) {
   Bytes src(values.size() * 4);
   std::memcpy(src.data(), values.data(), src.size());
   const int64_t n = static_cast<int64_t>(values.size());
-  // One run over everything, then runs that start at every alignment.
+  // One run over everything, then runs that start at every alignment. The
+  // gaps between destinations only grow, so no two runs write the same
+  // element (the kernel runs them in no order).
   std::vector<std::vector<CopyRun>> layouts = {{CopyRun{0, 0, n}}};
   std::vector<CopyRun> shifted;
-  for (int64_t at = 0, k = 0; at < n; ++k) {
+  for (int64_t at = 0, gap = 0, k = 0; at < n; ++k) {
     const int64_t len = std::min<int64_t>(n - at, 1 + (k * 37) % 3000);
-    shifted.push_back(CopyRun{at, at + k % 5, len});
+    gap += k % 5;
+    shifted.push_back(CopyRun{at, at + gap, len});
     at += len;
   }
   layouts.push_back(shifted);

@@ -123,17 +123,6 @@ std::shared_ptr<const TransferPlan> MakePlan(const ModelSpec& spec,
   return std::make_shared<const TransferPlan>(std::move(*plan));
 }
 
-std::shared_ptr<const TransferPlan> LocalAsSteps(const TransferPlan& plan,
-                                                 int num_steps) {
-  auto out = std::make_shared<TransferPlan>(plan);
-  out->steps.assign(num_steps, Step());
-  for (size_t i = 0; i < plan.local.size(); ++i) {
-    out->steps[i % num_steps].transfers.push_back(plan.local[i]);
-  }
-  out->local.clear();
-  return out;
-}
-
 Status MemoryStore::Set(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mu_);
   values_[key] = value;

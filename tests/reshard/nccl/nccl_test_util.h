@@ -42,11 +42,6 @@ std::shared_ptr<const TransferPlan> MakePlan(const ModelSpec& spec,
                                              const std::string& to, int world,
                                              int64_t bucket_bytes);
 
-// `plan` with its local copies moved into `num_steps` steps (round robin),
-// so that a single rank sends to and receives from itself.
-std::shared_ptr<const TransferPlan> LocalAsSteps(const TransferPlan& plan,
-                                                 int num_steps);
-
 // A KeyValueStore in memory, shared by threads. Get waits up to 10 s.
 class MemoryStore : public KeyValueStore {
  public:

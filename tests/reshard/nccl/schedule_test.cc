@@ -158,7 +158,13 @@ TEST(ScheduleTest, SelfSendsInStepsWork) {
   auto local = nccl_test::MakePlan(spec, "dp=1", "dp=1", 1, 1 << 20);
   ASSERT_NE(local, nullptr);
   ASSERT_FALSE(local->local.empty());
-  auto plan = nccl_test::LocalAsSteps(*local, 3);
+  auto plan = std::make_shared<const TransferPlan>(
+      LocalCopiesAsSteps(*local, 3));
+  EXPECT_TRUE(plan->local.empty());
+  EXPECT_EQ(plan->stats.local_bytes, 0);
+  EXPECT_EQ(plan->stats.same_node_bytes, local->stats.local_bytes);
+  EXPECT_EQ(plan->stats.max_send_bytes, local->stats.local_bytes);
+  EXPECT_GE(plan->stats.peak_staging_bytes, 2 * local->stats.local_bytes / 3);
   const auto globals = nccl_test::RandomGlobals(spec, 5);
   for (WireFormat wire : {WireFormat::kRaw, WireFormat::kBf16}) {
     auto s = BuildSchedule(*plan, 0, wire);

@@ -107,6 +107,14 @@ Result<TransferPlan> Plan(const Layout& src, const Layout& dst,
                           const ModelSpec& spec, const Topology& topology,
                           const PlanOptions& options = PlanOptions());
 
+// `plan` with its local copies moved, round robin, into `num_steps` steps,
+// so that each rank sends them to and receives them from itself: for
+// exercising and measuring an executor's pack / exchange / unpack path on
+// a single device. The stats count the moved bytes as same-node traffic
+// (staging summed over ranks: exact for a one-rank plan).
+// REQUIRES: num_steps >= 1 and plan.steps is empty (an all-local plan).
+TransferPlan LocalCopiesAsSteps(const TransferPlan& plan, int num_steps);
+
 // The HybridFlow rollout grouping for a training layout tp=t,pp=p,dp=d
 // (fsdp=1): rollout tp=t_g, dp=world/t_g, ordered so that each rank's
 // rollout TP slice contains its training TP slice ("order=dp:k-tp-dp" with

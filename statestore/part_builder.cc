@@ -59,9 +59,9 @@ Status PartBuilder::Start() {
   return Status::OK();
 }
 
-Status PartBuilder::BeginShard(const TensorMeta& meta,
-                               const ShardGeometry& geometry,
-                               bool cast_to_bf16) {
+Status PartBuilder::BeginShard(
+    const TensorMeta& meta, const ShardGeometry& geometry, bool cast_to_bf16,
+    std::function<void(ConstBytes)> after_chunk_read) {
   HY_RETURN_IF_ERROR(CheckShard(meta, geometry, &names_));
   Shard s;
   s.meta = meta;
@@ -69,8 +69,14 @@ Status PartBuilder::BeginShard(const TensorMeta& meta,
   s.cast = cast_to_bf16 && meta.dtype == DType::kF32;
   s.bytes =
       static_cast<uint64_t>(geometry.NumElements()) * DTypeSize(meta.dtype);
+  s.after_chunk_read = std::move(after_chunk_read);
   shards_.push_back(std::move(s));
   return Status::OK();
+}
+
+void PartBuilder::DoneReading(const PendingChunk& c) const {
+  const auto& fn = shards_[c.shard].after_chunk_read;
+  if (fn) fn(c.raw);
 }
 
 PartBuilder::DeltaBase PartBuilder::FindBase(const PendingChunk& c) {
@@ -139,6 +145,7 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
   pool->ParallelFor(chunks.size(), [&](size_t i) {
     chunks[i].address =
         ChunkAddress(chunks[i].raw, shards_[chunks[i].shard].cast);
+    DoneReading(chunks[i]);
   });
   stats_.chunks += chunks.size();
 
@@ -232,6 +239,7 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     pool->ParallelFor(end - begin, [&](size_t j) {
       results[j] = EncodeOne(chunks[to_write[begin + j]], bases[begin + j],
                              &next->encoded[j]);
+      DoneReading(chunks[to_write[begin + j]]);
     });
     if (borrowed_to_write > begin && borrowed_to_write <= end && release) {
       release();

@@ -42,10 +42,12 @@ class PartBuilder {
   // committed, FailedPrecondition if it was aborted, the store's errors.
   Status Start();
 
-  // The next shard. Returns InvalidArgument for a name given twice or a
-  // geometry that does not fit meta.
+  // The next shard. `after_chunk_read` (may be null) is called as
+  // ShardData::after_chunk_read says. Returns InvalidArgument for a name
+  // given twice or a geometry that does not fit meta.
   Status BeginShard(const TensorMeta& meta, const ShardGeometry& geometry,
-                    bool cast_to_bf16);
+                    bool cast_to_bf16,
+                    std::function<void(ConstBytes)> after_chunk_read = nullptr);
 
   // Hashes, deduplicates, encodes and writes `chunks`, each shard's in
   // order and after the previous call's. chunks of shards [0, borrowed)
@@ -68,6 +70,7 @@ class PartBuilder {
     ShardGeometry geometry;
     bool cast = false;  // Stored as bf16.
     uint64_t bytes = 0;
+    std::function<void(ConstBytes)> after_chunk_read;  // May be null.
     std::vector<std::pair<Hash128, uint64_t>> chunks;  // Address, raw size.
   };
   // A possible XOR-delta base for a new chunk.
@@ -81,6 +84,8 @@ class PartBuilder {
   DeltaBase FindBase(const PendingChunk& c);
   Status EncodeOne(const PendingChunk& c, const DeltaBase& base,
                    EncodedChunk* out);
+  // Tells c's shard that a pass over c's bytes is done.
+  void DoneReading(const PendingChunk& c) const;
 
   RocksStore* const store_;
   const uint64_t version_;

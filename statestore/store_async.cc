@@ -120,6 +120,7 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
   };
   for (size_t i = borrowed; i < part.shards.size(); ++i) {
     snapshot(&part.shards[i].data);
+    part.shards[i].after_chunk_read = nullptr;  // Reads the copy, not theirs.
   }
   for (BlobData& b : part.blobs) snapshot(&b.data);
   staged->part = std::move(part);

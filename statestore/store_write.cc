@@ -92,7 +92,8 @@ Status RocksStore::SaveLocked(const SavePart& part, SaveStats* stats,
   std::vector<PendingChunk> chunks;
   for (size_t i = 0; i < part.shards.size(); ++i) {
     const ShardData& s = part.shards[i];
-    HY_RETURN_IF_ERROR(builder.BeginShard(s.meta, s.geometry, s.cast_to_bf16));
+    HY_RETURN_IF_ERROR(builder.BeginShard(s.meta, s.geometry, s.cast_to_bf16,
+                                          s.after_chunk_read));
     for (uint64_t off = 0; off < s.data.size(); off += cb) {
       chunks.push_back({i,
                         off / cb,

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "hy/common/scratch_file.h"
@@ -18,6 +19,18 @@ namespace {
 
 Status SystemError(const std::string& what) {
   return Status::IOError(what + ": " + std::strerror(errno));
+}
+
+// Reclaims (writing dirty pages back first) where the kernel can; pages it
+// leaves mapped (dirty ones under writeback) are then unmapped from this
+// process, their data kept in the file's page cache. REQUIRES: [addr,
+// addr + bytes) is page-aligned and inside a shared file mapping.
+Status ReleasePages(uint8_t* addr, size_t bytes) {
+  ::madvise(addr, bytes, MADV_PAGEOUT);  // Linux >= 5.4; advice only.
+  if (::madvise(addr, bytes, MADV_DONTNEED) != 0) {
+    return SystemError("offload: madvise");
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -57,15 +70,24 @@ Result<OffloadedTensor> OffloadedTensor::Create(const std::string& dir,
 Status OffloadedTensor::Release() const {
   const size_t bytes = tensor_.nbytes();
   if (bytes == 0) return Status::OK();
-  void* addr = tensor_.data_ptr();
-  // Reclaim (writing dirty pages back first) where the kernel can; pages
-  // it leaves mapped (dirty ones under writeback) are then unmapped from
-  // this process, their data kept in the file's page cache.
-  ::madvise(addr, bytes, MADV_PAGEOUT);  // Linux >= 5.4; advice only.
-  if (::madvise(addr, bytes, MADV_DONTNEED) != 0) {
-    return SystemError("offload: madvise");
+  return ReleasePages(static_cast<uint8_t*>(tensor_.data_ptr()), bytes);
+}
+
+Status OffloadedTensor::ReleaseRange(ConstBytes range) const {
+  const auto* base = static_cast<const uint8_t*>(tensor_.data_ptr());
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(range.data());
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(base);
+  if (range.empty()) return Status::OK();
+  if (base == nullptr || begin < lo ||
+      begin + range.size() > lo + tensor_.nbytes()) {
+    return Status::InvalidArgument(
+        "offload: the range to release is not within the offloaded tensor");
   }
-  return Status::OK();
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + range.size()) / page * page;
+  if (first >= last) return Status::OK();  // No whole page inside.
+  return ReleasePages(reinterpret_cast<uint8_t*>(first), last - first);
 }
 
 }  // namespace hy::trainer

@@ -24,6 +24,7 @@
 
 #include <string>
 
+#include "hy/common/bytes.h"
 #include "hy/common/result.h"
 
 namespace hy::trainer {
@@ -41,6 +42,11 @@ class OffloadedTensor {
   // Hands the pages back to the kernel (see above). Returns IOError with
   // the system's error if the kernel refuses both ways; the values stay.
   Status Release() const;
+  // Release() for the whole pages inside `range` only (the pages it shares
+  // with bytes outside stay): for handing pages back as a reader goes.
+  // Returns InvalidArgument if `range` is not within tensor()'s bytes,
+  // IOError as Release does.
+  Status ReleaseRange(ConstBytes range) const;
 
  private:
   at::Tensor tensor_;

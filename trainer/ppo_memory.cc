@@ -84,6 +84,24 @@ const OffloadedTensor* PpoWorker::OffloadedReference() const {
   return ref_offload_.get();
 }
 
+std::function<void()> PpoWorker::ReleaseReferenceAsRead(
+    std::vector<statestore::ShardData>* ref_shards) const {
+  const OffloadedTensor* offloaded = OffloadedReference();
+  if (offloaded == nullptr) return nullptr;
+  // Reading the offloaded reference brings its pages back: each chunk's go
+  // as soon as the save has read it, what is left once the save is done
+  // (unless the experience phase is reading them then).
+  for (statestore::ShardData& s : *ref_shards) {
+    s.after_chunk_read = [ref = *offloaded,
+                          in_use = reference_in_use_](ConstBytes chunk) {
+      if (!in_use->load()) ref.ReleaseRange(chunk).IgnoreError();
+    };
+  }
+  return [ref = *offloaded, in_use = reference_in_use_] {
+    if (!in_use->load()) ref.Release().IgnoreError();
+  };
+}
+
 void PpoWorker::ReleaseReference() {
   const OffloadedTensor* ref = OffloadedReference();
   if (ref == nullptr) return;

@@ -239,9 +239,10 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
       shards.push_back(std::move(s));
     }
   }
-  for (auto& s : ref_->ShardsForSave(kRefPrefix, false)) {
-    shards.push_back(std::move(s));
-  }
+  std::vector<statestore::ShardData> ref_shards =
+      ref_->ShardsForSave(kRefPrefix, false);
+  std::function<void()> after_read = ReleaseReferenceAsRead(&ref_shards);
+  for (auto& s : ref_shards) shards.push_back(std::move(s));
   nlohmann::json state = {
       {"iteration", next_iteration},       {"actor_step", actor_->adam_step()},
       {"kl_coef", kl_->value()},           {"seed", config_.trainer.seed},
@@ -275,15 +276,6 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
     blobs.emplace_back();
     blobs.back().name = std::string(kHfConfigBlob);
     blobs.back().data = ConstBytes(hf_config_text_);
-  }
-  // Reading the offloaded reference brings its pages back: let them go
-  // once the save is done with them, not at the next update (unless the
-  // experience phase is reading them then).
-  std::function<void()> after_read;
-  if (const OffloadedTensor* offloaded = OffloadedReference()) {
-    after_read = [ref = *offloaded, in_use = reference_in_use_] {
-      if (!in_use->load()) ref.Release().IgnoreError();
-    };
   }
   HY_RETURN_IF_ERROR(checkpointer_->Save(
       static_cast<uint64_t>(next_iteration), std::move(shards),

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,13 @@ class PpoWorker {
   // The offloaded reference, if the reference's piece is still it (null
   // otherwise).
   const OffloadedTensor* OffloadedReference() const;
+  // For a checkpoint of the offloaded reference's shards (views of its
+  // mapping): sets their after_chunk_read to hand each chunk's pages back
+  // once the save has read it, and returns the Checkpointer's after_read
+  // that hands back the rest. Null, and nothing set, when the reference is
+  // not offloaded.
+  std::function<void()> ReleaseReferenceAsRead(
+      std::vector<statestore::ShardData>* ref_shards) const;
   // This rank's rollout shards (bf16): views of one file
   // mapping in the node directory under trainer.offload_rollout
   // (rollout_offload_), else of heap memory. Returns the mapping's IOError.
@@ -187,7 +195,7 @@ class PpoWorker {
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
   std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
   // Set while the experience phase reads the reference: a checkpoint's
-  // after_read then leaves its pages be (shared with that callback).
+  // hooks then leave its pages be (shared with those callbacks).
   std::shared_ptr<std::atomic<bool>> reference_in_use_ =
       std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<OffloadedTensor> rollout_offload_;  // Likewise.

@@ -1,11 +1,15 @@
 // Store::SaveBorrowed: the shards are read in place after the call returns
 // (no copy, no staging memory), the blobs are copied, the stored version
 // holds the values the buffers had until WaitRead, and a save that fails
-// still lets the buffers go.
+// still lets the buffers go; after_chunk_read sees every pass over the
+// caller's own bytes, chunk by chunk, and none over a staged copy.
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store_test_util.h"
@@ -90,6 +94,74 @@ TEST(SaveBorrowedTest, SaveAsyncHandlesAreReadAtOnce) {
   ASSERT_TRUE(h.ok()) << h.status();
   (*h)->WaitRead();  // Copied before SaveAsync returned.
   ASSERT_TRUE((*h)->Wait(nullptr).ok());
+}
+
+// Counts the calls of a shard's after_chunk_read by (offset, length) into
+// its buffer; the store calls it from several threads.
+class ChunkReads {
+ public:
+  explicit ChunkReads(const std::vector<uint8_t>& buffer) : base_(buffer) {}
+  std::function<void(ConstBytes)> Hook() {
+    return [this](ConstBytes chunk) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++calls_[{chunk.data() - base_.data(), chunk.size()}];
+    };
+  }
+  // The calls so far, forgotten.
+  std::map<std::pair<ptrdiff_t, size_t>, int> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(calls_, {});
+  }
+
+ private:
+  const std::vector<uint8_t>& base_;
+  std::mutex mu_;
+  std::map<std::pair<ptrdiff_t, size_t>, int> calls_;
+};
+
+// Each of the 4096-byte chunks of a 10000-byte buffer, `times` times.
+std::map<std::pair<ptrdiff_t, size_t>, int> EachChunk(int times) {
+  return {{{0, 4096}, times}, {{4096, 4096}, times}, {{8192, 1808}, times}};
+}
+
+TEST(SaveBorrowedTest, ChunkHooksSeeEveryPassOverTheCallersBytes) {
+  TempDir dir;
+  StoreOptions o = SmallChunks();
+  o.staging_bytes = 64;
+  auto store = std::move(Store::Open(dir.path(), o)).value();
+  const std::vector<uint8_t> live = Bytes(10000, 5);
+  ChunkReads reads(live);
+  auto save = [&](uint64_t v, bool borrowed) -> Status {
+    ShardData shard = WholeShard("w", DType::kF32, {2500}, live);
+    shard.after_chunk_read = reads.Hook();
+    SavePart part{v, 0, {shard}, {}};
+    auto h = borrowed ? store->SaveBorrowed(part) : store->SaveAsync(part);
+    if (!h.ok()) return h.status();
+    HY_RETURN_IF_ERROR((*h)->Wait(nullptr));
+    return store->Commit(Commit(v));
+  };
+  // New chunks: hashed, then encoded.
+  ASSERT_TRUE(save(1, true).ok());
+  EXPECT_EQ(reads.Take(), EachChunk(2));
+  // Chunks the store holds already: hashed only.
+  ASSERT_TRUE(save(2, true).ok());
+  EXPECT_EQ(reads.Take(), EachChunk(1));
+  // SaveAsync above its staging budget reads in place too.
+  ASSERT_TRUE(save(3, false).ok());
+  EXPECT_EQ(reads.Take(), EachChunk(1));
+  // Within the budget it reads its own copy: not the caller's business.
+  o.staging_bytes = 1 << 20;
+  store.reset();
+  store = std::move(Store::Open(dir.path(), o)).value();
+  ASSERT_TRUE(save(4, false).ok());
+  EXPECT_TRUE(reads.Take().empty());
+  // A synchronous Save reads the caller's bytes.
+  ShardData shard = WholeShard("w", DType::kF32, {2500}, live);
+  shard.after_chunk_read = reads.Hook();
+  ASSERT_TRUE(store->Save({5, 0, {shard}, {}}, nullptr).ok());
+  EXPECT_EQ(reads.Take(), EachChunk(1));
+  ASSERT_TRUE(store->Commit(Commit(5)).ok());
+  EXPECT_EQ(ReadShard(store.get(), 5, "w", live.size()), live);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "hy/common/process_memory.h"
 
@@ -63,6 +64,45 @@ TEST(OffloadTest, Bf16ViewsKeepTheirValuesAcrossRelease) {
   b.index_put_({0, 0}, 7.0);  // A write after a release lands too.
   ASSERT_TRUE(t->Release().ok());
   EXPECT_EQ(b[0][0].item<float>(), 7.0f);
+  fs::remove_all(dir);
+}
+
+// ReleaseRange hands back the whole pages inside a range, as a reader that
+// goes chunk by chunk would (a checkpoint of the offloaded reference), and
+// refuses a range outside the tensor.
+TEST(OffloadTest, ReleaseRangeGivesBackThePagesInsideIt) {
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       ("hy_offload_range_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int64_t n = int64_t{64} << 20 >> 2;  // 64 MiB of f32.
+  auto t = OffloadedTensor::Create(dir.string(), n);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const at::Tensor want = at::arange(n, at::kFloat).mul_(0.25f);
+  t->tensor().copy_(want);
+  const auto* base = static_cast<const uint8_t*>(t->tensor().data_ptr());
+  const size_t bytes = t->tensor().nbytes();
+  const int64_t touched = ResidentBytes();
+  // The first half, in 4 MiB chunks plus an odd tail that shares a page.
+  const size_t chunk = 4 << 20;
+  for (size_t at = 0; at < bytes / 2; at += chunk) {
+    ASSERT_TRUE(t->ReleaseRange(ConstBytes(base + at, chunk)).ok());
+  }
+  ASSERT_TRUE(t->ReleaseRange(ConstBytes(base + bytes / 2, 100)).ok());
+  const int64_t released = ResidentBytes();
+  EXPECT_GT(touched - released, int64_t{28} << 20)
+      << "resident " << touched << " -> " << released << " bytes";
+  EXPECT_LT(touched - released, int64_t{36} << 20)
+      << "only the first half was released: " << touched << " -> "
+      << released << " bytes";
+  EXPECT_TRUE(at::equal(t->tensor(), want));  // Read back from the file.
+  // Outside the tensor, or only partly inside: refused, nothing released.
+  std::vector<uint8_t> other(8192);
+  EXPECT_TRUE(t->ReleaseRange(ConstBytes(other.data(), other.size()))
+                  .IsInvalidArgument());
+  EXPECT_TRUE(t->ReleaseRange(ConstBytes(base + bytes - 10, 20))
+                  .IsInvalidArgument());
+  EXPECT_TRUE(t->ReleaseRange(ConstBytes()).ok());
   fs::remove_all(dir);
 }
 

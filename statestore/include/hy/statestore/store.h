@@ -26,6 +26,7 @@
 #define HY_STATESTORE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -114,6 +115,14 @@ struct ShardData {
   ShardGeometry geometry;     // Which part of it `data` is.
   ConstBytes data;            // geometry.NumElements() * DTypeSize elements.
   bool cast_to_bf16 = false;  // Store f32 data as bf16 (lossy).
+  // Optional, for data read in place that lives in a file mapping (an
+  // offloaded tensor): called with each chunk's bytes (a subspan of `data`)
+  // each time the save has finished a pass over them (after hashing, and
+  // again after encoding a chunk the store did not hold), so their pages
+  // can be handed back as the save goes rather than all at its end. Not
+  // called for data the save copied first. Runs on the store's threads,
+  // several at once; it must not fail or change the bytes.
+  std::function<void(ConstBytes)> after_chunk_read = nullptr;
 };
 
 struct BlobData {

@@ -11,7 +11,8 @@
 namespace hy::recovery::internal {
 
 Result<PartSender> PartSender::Open(statestore::Store* own, uint64_t version,
-                                    uint64_t piece_bytes) {
+                                    uint64_t piece_bytes,
+                                    uint64_t record_bytes) {
   PartSender s;
   s.own_ = own;
   s.version_ = version;
@@ -31,7 +32,8 @@ Result<PartSender> PartSender::Open(statestore::Store* own, uint64_t version,
   for (const statestore::TensorEntry& t : s.part_.tensors) {
     const uint64_t es = DTypeSize(t.meta.dtype);
     // Pieces end on element boundaries: each is read as a region.
-    const uint64_t most = std::max<uint64_t>(es, piece_bytes / es * es);
+    const uint64_t most =
+        std::max<uint64_t>(es, std::min(piece_bytes, record_bytes) / es * es);
     for (const statestore::ShardEntry& e : t.shards) {
       const uint64_t bytes =
           static_cast<uint64_t>(e.geometry.NumElements()) * es;

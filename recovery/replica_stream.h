@@ -4,15 +4,19 @@
 // The stream is a sequence of records, in this order:
 //   header   commit record, rank manifest
 //   pieces   per shard (manifest order), its raw bytes in pieces of at most
-//            piece_bytes: raw length, then the piece encoded as a codec
+//            record_bytes (4 MiB, the store's chunk, unless piece_bytes
+//            is smaller): raw length, then the piece encoded as a codec
 //            chunk (a shard of no bytes is one empty piece)
 //   blobs    per blob, its bytes
 // A message carries whole records, at least one, adding records while
 // their raw bytes stay within piece_bytes. So the sender holds one piece
-// read back (a region read of just its elements) and one message at a time; the
-// receiver writes each piece into its store as it arrives
+// read back (a region read of just its elements) and one message at a
+// time; the receiver writes each piece into its store as it arrives
 // (Store::NewPartWriter) and holds one message, one decoded piece and the
-// writer's buffer, never the whole part.
+// writer's buffer, never the whole part. Pieces smaller than messages keep
+// those two piece buffers small (pieces of a whole message cost 2 x
+// piece_bytes more memory per rank, at the same compression: the codec
+// works chunk by chunk either way).
 //
 // Thread-safety: one thread per object.
 
@@ -34,13 +38,19 @@ namespace hy::recovery::internal {
 // Reads this rank's committed part back piece by piece.
 class PartSender {
  public:
+  static constexpr uint64_t kRecordBytes = uint64_t{4} << 20;
+
   // Reads the manifest of `version` from `own`. Returns its errors.
-  // REQUIRES: piece_bytes >= 1; `own` outlives the sender.
+  // REQUIRES: piece_bytes >= 1, record_bytes >= 1; `own` outlives the
+  // sender.
   static Result<PartSender> Open(statestore::Store* own, uint64_t version,
-                                 uint64_t piece_bytes);
+                                 uint64_t piece_bytes,
+                                 uint64_t record_bytes = kRecordBytes);
 
   // How many messages the stream takes (known before any data is read).
   uint64_t messages() const { return messages_; }
+  // How many shard pieces and blobs it carries.
+  size_t records() const { return records_.size(); }
   uint64_t raw_bytes() const { return raw_bytes_; }
 
   // The next message into *out (cleared first); empty once all are sent.

@@ -114,6 +114,43 @@ TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
   EXPECT_TRUE(repeat.Finish().ok());
 }
 
+// Pieces smaller than messages (the 4 MiB record cap, scaled down): many
+// records per message, still within the message bound, and the same part.
+TEST(ReplicaStreamTest, RecordsSmallerThanMessagesReassembleTheSamePart) {
+  TempDir dir;
+  Saved saved = SavePart(dir.Sub("own"));
+  // Without a cap below the message size: one record per piece of 1 KiB.
+  EXPECT_EQ(PartSender::Open(saved.store.get(), 3, 1024)->records(), 9u);
+  Result<PartSender> sender = PartSender::Open(saved.store.get(), 3, 1024, 100);
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  // 4000 bytes in 40 pieces, 4 in one, 1332 in 14, and the two blobs.
+  EXPECT_EQ(sender->records(), 40u + 1 + 14 + 2);
+  EXPECT_LE(sender->messages(), 8u);
+  auto copy = std::move(statestore::Store::Open(dir.Sub("copy"), {})).value();
+  PartReceiver receiver(copy.get(), 512);
+  std::vector<uint8_t> message;
+  for (uint64_t m = 0; m < sender->messages(); ++m) {
+    ASSERT_TRUE(sender->Next(&message).ok());
+    // Whole records within 1 KiB raw (at most 11 of them), each with its
+    // codec header and length; the first message also has the header.
+    if (m > 0) {
+      EXPECT_LE(message.size(), 1024u + 11 * 128) << m;
+    }
+    ASSERT_TRUE(receiver.Add(message, 3).ok());
+  }
+  ASSERT_TRUE(receiver.complete());
+  ASSERT_TRUE(receiver.Finish().ok());
+  ASSERT_TRUE(copy->Commit(receiver.commit()).ok());
+  for (size_t t = 0; t < saved.tensors.size(); ++t) {
+    std::vector<float> back(saved.tensors[t].size());
+    ASSERT_TRUE(copy->ReadShard(3, "t" + std::to_string(t), 1,
+                                MutableBytes(back.data(), back.size() * 4))
+                    .ok());
+    EXPECT_EQ(back, saved.tensors[t]) << t;
+  }
+  EXPECT_TRUE(copy->Verify(3)->ok());
+}
+
 TEST(ReplicaStreamTest, PiecesOfABoxShardAreReadAsRegionsInItsOrder) {
   // Rank 0 holds columns [30, 80) of an [8, 100] tensor: 8 flat runs of 50
   // elements. Pieces of 30 elements start and end inside rows, and the

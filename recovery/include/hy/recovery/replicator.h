@@ -3,9 +3,10 @@
 // reshard::Transport, so that losing a node loses no committed state.
 //
 // Each rank reads its committed part back from its own store (shards and
-// blobs) and streams it to its holders: pieces of at most piece_bytes raw,
-// each encoded with the chunk codec (the store's own encoding), a bounded
-// message per all-to-all round (replica_stream.h), as many rounds as the
+// blobs) and streams it to its holders: pieces of at most 4 MiB raw (or
+// piece_bytes if smaller), each encoded with the chunk codec (the store's
+// own encoding), in messages of at most piece_bytes raw, one per
+// all-to-all round (replica_stream.h), as many rounds as the
 // longest part takes; each holder decodes each piece as it arrives and
 // writes it (Store::NewPartWriter, a buffer of piece_bytes, ingested in
 // encoded batches of at most piece_bytes raw) into the replica
@@ -52,8 +53,9 @@ struct ReplicatorOptions {
   int keep_last = 2;       // Gc of the replica stores after each commit.
   std::string run_id;      // Recorded in the replica stores (run_identity.h).
   // A part goes in messages of at most this many raw bytes (plus one
-  // record), so the sender holds one piece and one message at a time, and
-  // a holder one message, one piece and a writer buffer of this size.
+  // record), so the sender holds one piece (at most 4 MiB) and one message
+  // at a time, and a holder one message, one piece and a writer buffer of
+  // this size.
   uint64_t piece_bytes = uint64_t{64} << 20;
 };
 

@@ -22,9 +22,10 @@
 //              finishes)
 //
 // --bound-mb M bounds each rank's checkpoint staging and replication
-// messages (CheckpointOptions::staging_bytes) and its fetch rounds
-// (RecoveryOptions::fetch_bytes); 0 keeps the defaults (1 GiB staging,
-// 64 MiB pieces and rounds). The ranks share one process, so the memory
+// buffers (CheckpointOptions::staging_bytes; messages stay at most 16 MiB)
+// and its fetch rounds (RecoveryOptions::fetch_bytes); 0 keeps the
+// defaults (1 GiB staging, 64 MiB holder buffers and fetch rounds, 16 MiB
+// messages). The ranks share one process, so the memory
 // columns are the process's peak RSS above what it held when the phase
 // began (fetch: above the rebuilt state's buffers too), for all ranks.
 //
@@ -467,7 +468,7 @@ int Main(int argc, char** argv) {
   row("replicate (background save + Wait)", replicate_s, total_mb, note);
   std::snprintf(note, sizeof(note), "peak RSS growth, all ranks; bound %s",
                 f.bound_mb == 0
-                    ? "default (1 GiB staging, 64 MiB pieces)"
+                    ? "default (1 GiB staging, 64 MiB holder buffers)"
                     : (std::to_string(f.bound_mb) + " MiB").c_str());
   row("  replicate working memory (MB)", 0, replicate_peak_mb, note);
   row("lost rank -> R copies restored", restored_s, total_mb,

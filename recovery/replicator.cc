@@ -65,14 +65,17 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   auto note = [&](const std::string& what) {
     error += (error.empty() ? "" : "; ") + what;
   };
-  // This rank's part as a stream of messages of at most piece_bytes raw
+  // This rank's part as a stream of messages of at most message_bytes raw
   // (plus one record), and how many each rank sends: the ranks exchange as
   // many rounds as the longest stream takes.
   const uint64_t piece = std::max<uint64_t>(1, options_.piece_bytes);
+  const uint64_t message_bytes =
+      options_.message_bytes == 0 ? piece
+                                  : std::min(piece, options_.message_bytes);
   std::optional<internal::PartSender> sender;
   if (own_committed) {
     Result<internal::PartSender> opened =
-        internal::PartSender::Open(own, version, piece);
+        internal::PartSender::Open(own, version, message_bytes);
     if (opened.ok()) {
       sender = std::move(opened).value();
       local.raw_bytes = sender->raw_bytes();
@@ -83,6 +86,7 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   HY_ASSIGN_OR_RETURN(
       const uint64_t rounds,
       internal::MaxOverRanks(transport_, sender ? sender->messages() : 0));
+  local.rounds = rounds;
   const std::vector<int> holders =
       ReplicaHolderRanks(me, options_.nodes, options_.replicas);
   const std::vector<int> sources =

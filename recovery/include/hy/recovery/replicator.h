@@ -5,7 +5,7 @@
 // Each rank reads its committed part back from its own store (shards and
 // blobs) and streams it to its holders: pieces of at most 4 MiB raw (or
 // piece_bytes if smaller), each encoded with the chunk codec (the store's
-// own encoding), in messages of at most piece_bytes raw, one per
+// own encoding), in messages of at most message_bytes raw, one per
 // all-to-all round (replica_stream.h), as many rounds as the
 // longest part takes; each holder decodes each piece as it arrives and
 // writes it (Store::NewPartWriter, a buffer of piece_bytes, ingested in
@@ -52,17 +52,22 @@ struct ReplicatorOptions {
   int replicas = 1;        // Copies besides the primary.
   int keep_last = 2;       // Gc of the replica stores after each commit.
   std::string run_id;      // Recorded in the replica stores (run_identity.h).
-  // A part goes in messages of at most this many raw bytes (plus one
-  // record), so the sender holds one piece (at most 4 MiB) and one message
-  // at a time, and a holder one message, one piece and a writer buffer of
-  // this size.
+  // A holder writes each copy through a buffer of this many raw bytes and
+  // ingests it in encoded batches of at most this many.
   uint64_t piece_bytes = uint64_t{64} << 20;
+  // A part goes in messages of at most min(message_bytes, piece_bytes) raw
+  // bytes (plus one record), one per all-to-all round, so a rank holds one
+  // piece (at most 4 MiB) and one message to send, and the messages it
+  // receives (and the transport's copies of them). Smaller messages take
+  // more rounds; 0: piece_bytes.
+  uint64_t message_bytes = uint64_t{16} << 20;
 };
 
 struct ReplicateStats {
   uint64_t raw_bytes = 0;   // Of this rank's part.
   uint64_t sent_bytes = 0;  // Encoded, to all its holders.
   uint64_t received_bytes = 0;
+  uint64_t rounds = 0;  // All-to-all rounds the stream took.
   double seconds = 0;
 };
 

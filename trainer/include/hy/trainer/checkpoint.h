@@ -83,9 +83,9 @@ struct CheckpointOptions {
   // larger than this, what does not fit is read in place before Save
   // returns (training waits; hy_checkpoint_blocking_seconds shows it).
   // When set it also bounds the raw bytes encoded per ingested batch
-  // (StoreOptions::ingest_batch_bytes, 256 MiB otherwise) and the
-  // replication messages and holders' buffers (ReplicatorOptions::
-  // piece_bytes).
+  // (StoreOptions::ingest_batch_bytes, 256 MiB otherwise), the holders'
+  // replication buffers (ReplicatorOptions::piece_bytes) and, below
+  // 16 MiB, the replication messages (ReplicatorOptions::message_bytes).
   uint64_t staging_bytes = 0;
   // Save reads the shards in place in the background instead of copying
   // them (Store::SaveBorrowed): the caller leaves them unchanged until

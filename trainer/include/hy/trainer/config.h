@@ -144,13 +144,13 @@ struct CheckpointConfig {
   int heartbeat_timeout_ms = 5000;
   // The bound, MB, of each buffer a rank's checkpoint goes through: its
   // copies (kept between saves; none under read_in_place), each encoded
-  // batch, each replication message and a holder's buffers; 0: the store's
-  // defaults (1 GiB of copies, 256 MiB batches). A larger part is saved and
-  // replicated through them in pieces. A checkpoint in flight with its
-  // replication holds several at once: at 494M parameters on 4 ranks the
-  // iteration it runs beside peaked 0.4-0.8 GB higher per rank than the
-  // one before with 128 MB, 0.2-0.3 GB with 32 MB (one run each; the
-  // checkpoint was durable in 28.1 and 25.6 s).
+  // batch and a holder's replication buffers (replication messages are at
+  // most 16 MiB, or this if smaller); 0: the store's defaults (1 GiB of
+  // copies, 256 MiB batches, 64 MiB holder buffers). A larger part is
+  // saved and replicated through them in pieces. A checkpoint in flight
+  // with its replication holds several at once: at 494M parameters on 4
+  // ranks the iteration it runs beside peaked 0.34-0.48 GB higher per rank
+  // than the one before with 128 MB (one run; durable in 27.3 s).
   int staging_mb = 0;
   // A checkpoint reads the parameters and optimizer state in place in the
   // background, and the next update waits until it has (usually long done

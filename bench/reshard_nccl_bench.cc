@@ -72,8 +72,8 @@ Result<double> MemcpySeconds(size_t bytes, int reps) {
   double best = 1e30;
   for (int i = 0; i <= reps; ++i) {  // The first is a warm-up.
     const double t0 = Now();
-    cudaError_t e = cudaMemcpy(b.data(), a.data(), bytes,
-                               cudaMemcpyDeviceToDevice);
+    cudaError_t e =
+        cudaMemcpy(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice);
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
       return Status::Internal(std::string("cudaMemcpy: ") +
@@ -127,7 +127,8 @@ Status Run(const Flags& flags) {
       LocalCopiesAsSteps(local, flags.steps));
   NcclCommOptions copts;
   copts.device = 0;
-  HY_ASSIGN_OR_RETURN(auto comm, NcclCommunicator::Create(0, 1, nullptr, copts));
+  HY_ASSIGN_OR_RETURN(auto comm,
+                      NcclCommunicator::Create(0, 1, nullptr, copts));
 
   HY_ASSIGN_OR_RETURN(double memcpy_s, MemcpySeconds(bytes, flags.reps));
   std::vector<Row> rows = {{"cudaMemcpy D2D", memcpy_s}};
@@ -142,21 +143,23 @@ Status Run(const Flags& flags) {
   }
   const std::string gpu = GpuDeviceName(0);
   if (!flags.json) {
-    std::printf("%s, %zu tensors, %d steps\n", gpu.c_str(),
-                spec.tensors.size(), flags.steps);
-    std::printf("| %-28s | %9s | %9s | %8s | %10s |\n", "mode", "MB",
-                "seconds", "GB/s", "vs memcpy");
-    std::printf("|------------------------------|-----------|-----------|"
-                "----------|------------|\n");
+    std::printf("%s, %zu tensors, %d steps\n", gpu.c_str(), spec.tensors.size(),
+                flags.steps);
+    std::printf("| %-28s | %9s | %9s | %8s | %10s |\n", "mode", "MB", "seconds",
+                "GB/s", "vs memcpy");
+    std::printf(
+        "|------------------------------|-----------|-----------|"
+        "----------|------------|\n");
   }
   for (const Row& r : rows) {
     const double gbps = bytes / r.seconds / 1e9;
     if (flags.json) {
-      std::printf("{\"bench\":\"reshard_nccl\",\"gpu\":\"%s\",\"mode\":\"%s\","
-                  "\"bytes\":%lld,\"seconds\":%.6f,\"gbps\":%.2f,"
-                  "\"vs_memcpy\":%.3f}\n",
-                  gpu.c_str(), r.mode.c_str(), static_cast<long long>(bytes),
-                  r.seconds, gbps, r.seconds / memcpy_s);
+      std::printf(
+          "{\"bench\":\"reshard_nccl\",\"gpu\":\"%s\",\"mode\":\"%s\","
+          "\"bytes\":%lld,\"seconds\":%.6f,\"gbps\":%.2f,"
+          "\"vs_memcpy\":%.3f}\n",
+          gpu.c_str(), r.mode.c_str(), static_cast<long long>(bytes), r.seconds,
+          gbps, r.seconds / memcpy_s);
     } else {
       std::printf("| %-28s | %9.1f | %9.5f | %8.1f | %10.2f |\n",
                   r.mode.c_str(), bytes / 1e6, r.seconds, gbps,

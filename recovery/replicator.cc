@@ -69,9 +69,9 @@ Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,
   // (plus one record), and how many each rank sends: the ranks exchange as
   // many rounds as the longest stream takes.
   const uint64_t piece = std::max<uint64_t>(1, options_.piece_bytes);
-  const uint64_t message_bytes =
-      options_.message_bytes == 0 ? piece
-                                  : std::min(piece, options_.message_bytes);
+  const uint64_t message_bytes = options_.message_bytes == 0
+                                     ? piece
+                                     : std::min(piece, options_.message_bytes);
   std::optional<internal::PartSender> sender;
   if (own_committed) {
     Result<internal::PartSender> opened =

@@ -59,6 +59,20 @@ Saved SavePart(const std::string& path) {
   return s;
 }
 
+// `copy` holds version 3 of `saved` bit for bit (tensors and the rng
+// blob), and verifies.
+void ExpectCopyOf(const Saved& saved, statestore::Store* copy) {
+  for (size_t t = 0; t < saved.tensors.size(); ++t) {
+    std::vector<float> back(saved.tensors[t].size());
+    ASSERT_TRUE(copy->ReadShard(3, "t" + std::to_string(t), 1,
+                                MutableBytes(back.data(), back.size() * 4))
+                    .ok());
+    EXPECT_EQ(back, saved.tensors[t]) << t;
+  }
+  EXPECT_EQ(*copy->ReadBlob(3, "rng", 1), saved.blob);
+  EXPECT_TRUE(copy->Verify(3)->ok());
+}
+
 TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
   TempDir dir;
   Saved saved = SavePart(dir.Sub("own"));
@@ -92,15 +106,7 @@ TEST(ReplicaStreamTest, BoundedMessagesReassembleTheSamePart) {
   EXPECT_TRUE(copy->ListVersions()->empty());
   ASSERT_TRUE(receiver.Finish().ok());
   ASSERT_TRUE(copy->Commit(receiver.commit()).ok());
-  for (size_t t = 0; t < saved.tensors.size(); ++t) {
-    std::vector<float> back(saved.tensors[t].size());
-    ASSERT_TRUE(copy->ReadShard(3, "t" + std::to_string(t), 1,
-                                MutableBytes(back.data(), back.size() * 4))
-                    .ok());
-    EXPECT_EQ(back, saved.tensors[t]) << t;
-  }
-  EXPECT_EQ(*copy->ReadBlob(3, "rng", 1), saved.blob);
-  EXPECT_TRUE(copy->Verify(3)->ok());
+  ExpectCopyOf(saved, copy.get());
 
   // The same stream again (a repeated replication) is checked, not written.
   PartSender again =
@@ -141,14 +147,7 @@ TEST(ReplicaStreamTest, RecordsSmallerThanMessagesReassembleTheSamePart) {
   ASSERT_TRUE(receiver.complete());
   ASSERT_TRUE(receiver.Finish().ok());
   ASSERT_TRUE(copy->Commit(receiver.commit()).ok());
-  for (size_t t = 0; t < saved.tensors.size(); ++t) {
-    std::vector<float> back(saved.tensors[t].size());
-    ASSERT_TRUE(copy->ReadShard(3, "t" + std::to_string(t), 1,
-                                MutableBytes(back.data(), back.size() * 4))
-                    .ok());
-    EXPECT_EQ(back, saved.tensors[t]) << t;
-  }
-  EXPECT_TRUE(copy->Verify(3)->ok());
+  ExpectCopyOf(saved, copy.get());
 }
 
 TEST(ReplicaStreamTest, PiecesOfABoxShardAreReadAsRegionsInItsOrder) {

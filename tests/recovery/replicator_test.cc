@@ -28,8 +28,8 @@ std::unique_ptr<statestore::Store> SavePrimary(const std::string& root, int r,
                                                const std::vector<uint8_t>& v) {
   statestore::StoreOptions o;
   o.chunk_bytes = 4096;
-  auto store = std::move(statestore::Store::Open(PrimaryStorePath(root, r), o))
-                   .value();
+  auto store =
+      std::move(statestore::Store::Open(PrimaryStorePath(root, r), o)).value();
   statestore::SavePart part;
   part.version = 1;
   part.rank = r;
@@ -48,8 +48,7 @@ std::unique_ptr<statestore::Store> SavePrimary(const std::string& root, int r,
 }
 
 // Replicates version 1 on both ranks; returns rank 0's stats.
-ReplicateStats ReplicateBoth(const std::string& root,
-                             uint64_t message_bytes) {
+ReplicateStats ReplicateBoth(const std::string& root, uint64_t message_bytes) {
   std::vector<std::vector<uint8_t>> values = {Bytes(kFloats * 4, 1),
                                               Bytes(kFloats * 4, 2)};
   reshard::InProcessHub hub(2, 30000);

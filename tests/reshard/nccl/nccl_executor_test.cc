@@ -192,8 +192,8 @@ TEST_P(SingleGpuTest, StepsSendToSelf) {
   auto local =
       nccl_test::MakePlan(nccl_test::SmallModel(), "dp=1", "dp=1", 1, 1 << 20);
   ASSERT_NE(local, nullptr);
-  auto plan = std::make_shared<const TransferPlan>(
-      LocalCopiesAsSteps(*local, 3));
+  auto plan =
+      std::make_shared<const TransferPlan>(LocalCopiesAsSteps(*local, 3));
   ReshardStats stats;
   RunAndCheck(plan, GetParam(), 3, &stats);
   EXPECT_EQ(stats.local_bytes, 0);

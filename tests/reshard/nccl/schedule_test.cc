@@ -158,8 +158,8 @@ TEST(ScheduleTest, SelfSendsInStepsWork) {
   auto local = nccl_test::MakePlan(spec, "dp=1", "dp=1", 1, 1 << 20);
   ASSERT_NE(local, nullptr);
   ASSERT_FALSE(local->local.empty());
-  auto plan = std::make_shared<const TransferPlan>(
-      LocalCopiesAsSteps(*local, 3));
+  auto plan =
+      std::make_shared<const TransferPlan>(LocalCopiesAsSteps(*local, 3));
   EXPECT_TRUE(plan->local.empty());
   EXPECT_EQ(plan->stats.local_bytes, 0);
   EXPECT_EQ(plan->stats.same_node_bytes, local->stats.local_bytes);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../temp_dir.h"
 #include "hy/common/process_memory.h"
 
 namespace hy::trainer {
@@ -16,14 +17,11 @@ namespace fs = std::filesystem;
 // The offloaded tensor keeps its values across Release, leaves no file in
 // its directory, and after Release its pages are no longer resident.
 TEST(OffloadTest, ReleaseGivesThePagesBackAndKeepsTheValues) {
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("hy_offload_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  TempDir dir;
   const int64_t n = int64_t{64} << 20 >> 2;  // 64 MiB of f32.
-  auto t = OffloadedTensor::Create(dir.string(), n);
+  auto t = OffloadedTensor::Create(dir.path(), n);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_TRUE(fs::is_empty(dir));  // Unlinked at once.
+  EXPECT_TRUE(fs::is_empty(dir.path()));  // Unlinked at once.
   at::Tensor v = t->tensor();
   ASSERT_EQ(v.numel(), n);
   EXPECT_EQ(v.sum().item<double>(), 0.0);  // Zero-filled.
@@ -39,16 +37,12 @@ TEST(OffloadTest, ReleaseGivesThePagesBackAndKeepsTheValues) {
   ASSERT_TRUE(t->Release().ok());
   ASSERT_TRUE(t->Release().ok());
   EXPECT_TRUE(at::equal(v, want));
-  fs::remove_all(dir);
 }
 
 // The rollout weights' form: bf16, a view per tensor of one mapping.
 TEST(OffloadTest, Bf16ViewsKeepTheirValuesAcrossRelease) {
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("hy_offload_bf16_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  auto t = OffloadedTensor::Create(dir.string(), 3 * 1000, at::kBFloat16);
+  TempDir dir;
+  auto t = OffloadedTensor::Create(dir.path(), 3 * 1000, at::kBFloat16);
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->tensor().scalar_type(), at::kBFloat16);
   ASSERT_EQ(t->tensor().nbytes(), 6000u);
@@ -64,19 +58,15 @@ TEST(OffloadTest, Bf16ViewsKeepTheirValuesAcrossRelease) {
   b.index_put_({0, 0}, 7.0);  // A write after a release lands too.
   ASSERT_TRUE(t->Release().ok());
   EXPECT_EQ(b[0][0].item<float>(), 7.0f);
-  fs::remove_all(dir);
 }
 
 // ReleaseRange hands back the whole pages inside a range, as a reader that
 // goes chunk by chunk would (a checkpoint of the offloaded reference), and
 // refuses a range outside the tensor.
 TEST(OffloadTest, ReleaseRangeGivesBackThePagesInsideIt) {
-  const fs::path dir = fs::path(::testing::TempDir()) /
-                       ("hy_offload_range_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  TempDir dir;
   const int64_t n = int64_t{64} << 20 >> 2;  // 64 MiB of f32.
-  auto t = OffloadedTensor::Create(dir.string(), n);
+  auto t = OffloadedTensor::Create(dir.path(), n);
   ASSERT_TRUE(t.ok()) << t.status();
   const at::Tensor want = at::arange(n, at::kFloat).mul_(0.25f);
   t->tensor().copy_(want);
@@ -93,17 +83,16 @@ TEST(OffloadTest, ReleaseRangeGivesBackThePagesInsideIt) {
   EXPECT_GT(touched - released, int64_t{28} << 20)
       << "resident " << touched << " -> " << released << " bytes";
   EXPECT_LT(touched - released, int64_t{36} << 20)
-      << "only the first half was released: " << touched << " -> "
-      << released << " bytes";
+      << "only the first half was released: " << touched << " -> " << released
+      << " bytes";
   EXPECT_TRUE(at::equal(t->tensor(), want));  // Read back from the file.
   // Outside the tensor, or only partly inside: refused, nothing released.
   std::vector<uint8_t> other(8192);
   EXPECT_TRUE(t->ReleaseRange(ConstBytes(other.data(), other.size()))
                   .IsInvalidArgument());
-  EXPECT_TRUE(t->ReleaseRange(ConstBytes(base + bytes - 10, 20))
-                  .IsInvalidArgument());
+  EXPECT_TRUE(
+      t->ReleaseRange(ConstBytes(base + bytes - 10, 20)).IsInvalidArgument());
   EXPECT_TRUE(t->ReleaseRange(ConstBytes()).ok());
-  fs::remove_all(dir);
 }
 
 TEST(OffloadTest, ADirectoryThatCannotHoldTheFileIsAnIoError) {

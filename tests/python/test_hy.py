@@ -79,18 +79,24 @@ def test_second_save_with_one_percent_changed_writes_only_changed_chunks(
 
 def test_kill_during_save_leaves_the_previous_version(tmp_path):
     path = str(tmp_path / "ckpt")
-    big = torch.randn(64, 1 << 20)  # 256 MiB: the save takes a while.
+    big = torch.randn(64, 1 << 20)  # 256 MiB: the writing takes a while.
     hy.save(path, {"x": big[:1].clone()}, step=0)
+    # The child starts a save and is killed before its wait(), where ranks
+    # commit: whether the background writing was still going on or had
+    # prepared the version, step 1 must not be committed. (Killing a
+    # blocking save after a fixed sleep raced a fast machine's commit.)
     script = (
         "import sys, torch, hy\n"
         "x = torch.randn(64, 1 << 20)\n"
+        f"h = hy.save_async({path!r}, {{'x': x}}, step=1)\n"
         "print('saving', flush=True)\n"
-        f"hy.save({path!r}, {{'x': x}}, step=1)\n"
-        "print('saved', flush=True)\n")
+        "sys.stdin.read()\n"
+        "h.wait()\n")
     p = subprocess.Popen([sys.executable, "-c", script],
-                         stdout=subprocess.PIPE, text=True)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
     assert p.stdout.readline().strip() == "saving"
-    time.sleep(0.5)
+    time.sleep(0.05)
     p.send_signal(signal.SIGKILL)
     p.wait()
     target = {"x": torch.zeros(1, 1 << 20)}

@@ -7,6 +7,7 @@
 #include "hy/common/bf16.h"
 #include "hy/common/bf16_lanes.h"
 #include "hy/common/hash.h"
+#include "pairs.h"
 
 namespace hy::reshard::internal {
 namespace {
@@ -22,6 +23,20 @@ uint64_t GetU64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
+}
+
+// One element of es bytes (the common sizes as fixed-size copies).
+inline void PutElement(uint8_t* to, const uint8_t* from, size_t es) {
+  switch (es) {
+    case 2:
+      std::memcpy(to, from, 2);
+      break;
+    case 4:
+      std::memcpy(to, from, 4);
+      break;
+    default:
+      std::memcpy(to, from, es);
+  }
 }
 
 // Maps element indices within a bucket to the transfer holding them.
@@ -170,8 +185,8 @@ __attribute__((target("avx2"))) size_t NarrowUpdateAvx2(const uint8_t* in,
         0xFFFFu;
     PackChanged(t, changed & 0xFFu, _mm256_castsi256_si128(now), base + j,
                 index, values, &n);
-    PackChanged(t, changed >> 8, _mm256_extracti128_si256(now, 1),
-                base + j + 8, index, values, &n);
+    PackChanged(t, changed >> 8, _mm256_extracti128_si256(now, 1), base + j + 8,
+                index, values, &n);
   }
   s->count = n;
   return j;
@@ -300,7 +315,10 @@ SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
   const size_t es = list.element_size;
   const uint64_t total = static_cast<uint64_t>(list.wire_bytes) / es;
   const size_t n_bytes = static_cast<size_t>(list.wire_bytes);
-  // Pairs beat the full form only below this many changes.
+  // Pairs go only below this many changes (a third of a bf16 bucket's
+  // elements): past it, recording and scattering them costs more time than
+  // the bytes they save on a link as fast as loopback, although with
+  // one-byte gaps they stay smaller to about two thirds.
   const size_t cap =
       std::max<size_t>(1, n_bytes > 16 ? (n_bytes - 16) / (4 + es) : 0);
   // Recording stops once the full form has won: past the break-even, or
@@ -346,14 +364,15 @@ SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,
     std::memcpy(bucket->data() + 1, &checksum, 8);
     return SparseOutcome::kEncoded;
   }
-  bucket->resize(1 + 16 + found * (4 + es));
-  uint8_t* out = bucket->data();
-  out[0] = static_cast<uint8_t>(BucketKind::kPairs);
-  const uint64_t count = found;
-  std::memcpy(out + 1, &checksum, 8);
-  std::memcpy(out + 9, &count, 8);
-  std::memcpy(out + 17, scratch->index.data(), found * 4);
-  std::memcpy(out + 17 + found * 4, scratch->values.data(), found * es);
+  uint8_t* values =
+      StartPairs(checksum, scratch->index.data(), found, es, bucket);
+  // Below cap the pairs are smaller than the full form even with every gap
+  // that can be escaped escaped; this only guards that.
+  if (bucket->size() > n_bytes) {
+    bucket->clear();
+    return SparseOutcome::kTooDense;
+  }
+  std::memcpy(values, scratch->values.data(), found * es);
   return SparseOutcome::kEncoded;
 }
 
@@ -364,36 +383,50 @@ Status ApplySparse(const PeerList& list, ConstBytes bucket,
   };
   const size_t es = list.element_size;
   if (bucket.size() < 9) return loss("truncated delta bucket");
+  uint64_t total = 0;
+  for (const Transfer& t : list.transfers) {
+    total += static_cast<uint64_t>(t.length);
+  }
+  PairsView pairs;
   const auto kind = static_cast<BucketKind>(bucket.data()[0]);
-  const uint64_t checksum = GetU64(bucket.data() + 1);
-  Locator where(list);
   if (kind == BucketKind::kPairs) {
-    if (bucket.size() < 17) return loss("truncated pairs bucket");
-    const uint64_t count = GetU64(bucket.data() + 9);
-    if (count > where.total() || bucket.size() != 17 + count * (4 + es)) {
-      return loss("pairs bucket of the wrong length");
-    }
-    const uint8_t* idx = bucket.data() + 17;
-    const uint8_t* val = idx + count * 4;
-    for (uint64_t k = 0; k < count; ++k) {
-      uint32_t i;
-      std::memcpy(&i, idx + k * 4, 4);
-      int64_t off = 0;
-      const int ti = where.Find(i, &off);
-      if (ti < 0) return loss("pair index out of range");
-      const Transfer& t = list.transfers[ti];
-      std::memcpy(dst[t.tensor].data() + (t.dst_offset + off) * es,
-                  val + k * es, es);
-    }
-  } else if (kind != BucketKind::kUnchanged || bucket.size() != 9) {
+    HY_RETURN_IF_ERROR(ParsePairs(bucket, es, total, &pairs));
+  } else if (kind == BucketKind::kUnchanged && bucket.size() == 9) {
+    pairs.checksum = GetU64(bucket.data() + 1);
+  } else {
     return loss("not a sparse bucket");
   }
+  // next: the position of change k (none left: past every element).
+  uint64_t k = 0, next = ~uint64_t{0};
+  auto advance = [&] {
+    if (k == pairs.count) {
+      next = ~uint64_t{0};
+      return true;
+    }
+    return pairs.gaps.Next(&next);
+  };
+  if (!advance()) return loss("malformed pair positions");
+  // Block by block: the block's changes go in, then the block is hashed
+  // while it is still in cache (one pass over the destination, not two).
   Hasher64 hasher;
+  uint64_t base = 0;  // The bucket index of the transfer's first element.
   for (const Transfer& t : list.transfers) {
-    hasher.Update(ConstBytes(dst[t.tensor].data() + t.dst_offset * es,
-                             static_cast<size_t>(t.length) * es));
+    uint8_t* out = dst[t.tensor].data() + t.dst_offset * es;
+    const uint64_t length = static_cast<uint64_t>(t.length);
+    for (uint64_t i = 0; i < length; i += kBlock) {
+      const uint64_t m = std::min<uint64_t>(kBlock, length - i);
+      while (next < base + i + m) {
+        PutElement(out + (next - base) * es, pairs.values + k * es, es);
+        ++k;
+        if (!advance()) return loss("malformed pair positions");
+      }
+      hasher.Update(ConstBytes(out + i * es, m * es));
+    }
+    base += length;
   }
-  if (hasher.Digest() != checksum) {
+  if (k != pairs.count) return loss("pair index out of range");
+  if (!pairs.gaps.AtEnd()) return loss("bytes past the last pair");
+  if (hasher.Digest() != pairs.checksum) {
     return loss(
         "checksum mismatch after applying the delta: the receiver's previous "
         "copy is not what the sender last sent");

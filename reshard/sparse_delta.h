@@ -6,8 +6,9 @@
 // recording the elements that changed as it goes, so `last` is the new
 // full bucket afterwards whatever form is sent, and nothing else is
 // copied. The receiver applies the changes straight into its destination
-// shards. The forms and checksums are wire.h's kUnchanged and kPairs: the
-// checksum is xxh3-64 of the new bucket bytes, hashed block by block.
+// shards, hashing each block right after its changes. The forms and checksums
+// are wire.h's kUnchanged and kPairs: the checksum is xxh3-64 of the new bucket
+// bytes, hashed block by block.
 //
 // Only buckets whose elements share one wire dtype go this way; mixed ones
 // (and a link slow enough for the codec's XOR form to pay) use wire.h's
@@ -46,9 +47,9 @@ struct SparseScratch {
 // Encodes the bucket of `list` from `src` (source shards in their own
 // dtype) against `last` (the bucket's wire bytes as last sent) into
 // *bucket, and writes the new wire bytes over `last`. Returns kTooDense,
-// with `last` so written and *bucket untouched, when the pairs form would
-// not beat the full one (the caller sends `last` whole); recording stops
-// early once that is clear. *changed gets the changed elements found (all
+// with `last` so written and *bucket untouched or cleared, when the pairs
+// form would not beat the full one (the caller sends `last` whole); recording
+// stops early once that is clear. *changed gets the changed elements found (all
 // of them when kEncoded, those seen before stopping otherwise).
 // kUnsupported leaves everything untouched.
 SparseOutcome EncodeSparse(const ModelSpec& spec, WireFormat wire,

@@ -6,6 +6,7 @@
 
 #include "hy/common/hash.h"
 #include "hy/statestore/codec.h"
+#include "pairs.h"
 
 namespace hy::reshard::internal {
 namespace {
@@ -120,8 +121,9 @@ Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
     index.reserve(static_cast<size_t>(found));
     FindChanges(now, before.data(), count, es, &index);
   }
-  const size_t pairs_size =
-      pairs_ok ? 1 + 16 + index.size() * (4 + es) : SIZE_MAX;
+  const size_t pairs_size = pairs_ok ? kPairsHeader + index.size() * es +
+                                           GapBytes(index.data(), index.size())
+                                     : SIZE_MAX;
   // Seconds each form takes.
   const double link = cost.link_bytes_per_second;
   const double full_s = static_cast<double>(1 + n_bytes) / link;
@@ -142,13 +144,8 @@ Status EncodeDelta(DType dtype, size_t es, ConstBytes before,
                              ? INFINITY
                              : codec_s + static_cast<double>(chunk_size) / link;
   if (pairs_s <= chunk_s && pairs_s < full_s) {
-    out->resize(pairs_size);
-    (*out)[0] = static_cast<uint8_t>(BucketKind::kPairs);
-    PutU64(out, 1, Checksum64(now_bytes));
-    PutU64(out, 9, index.size());
-    uint8_t* idx = out->data() + 17;
-    std::memcpy(idx, index.data(), index.size() * 4);
-    uint8_t* val = idx + index.size() * 4;
+    uint8_t* val =
+        StartPairs(Checksum64(now_bytes), index.data(), index.size(), es, out);
     for (size_t k = 0; k < index.size(); ++k) {
       std::memcpy(val + k * es, now + size_t{index[k]} * es, es);
     }
@@ -197,24 +194,19 @@ Status DecodeBucket(ConstBytes wire, DType dtype, size_t es, ConstBytes before,
       *unchanged = true;
       return Status::OK();
     case BucketKind::kPairs: {
-      if (body_size < 16) return loss("truncated pairs bucket");
-      const uint64_t count = GetU64(body + 8);
-      if (es == 0 || count > now.size() / es ||
-          body_size != 16 + count * (4 + es)) {
-        return loss("pairs bucket of the wrong length");
-      }
+      PairsView pairs;
+      const uint64_t elements = es == 0 ? 0 : now.size() / es;
+      HY_RETURN_IF_ERROR(ParsePairs(wire, es, elements, &pairs));
       if (now.data() != before.data()) {
         std::memcpy(now.data(), before.data(), now.size());
       }
-      const uint8_t* idx = body + 16;
-      const uint8_t* val = idx + count * 4;
-      for (uint64_t k = 0; k < count; ++k) {
-        uint32_t i;
-        std::memcpy(&i, idx + k * 4, 4);
-        if (size_t{i} >= now.size() / es)
-          return loss("pair index out of range");
-        std::memcpy(now.data() + size_t{i} * es, val + k * es, es);
+      for (uint64_t k = 0; k < pairs.count; ++k) {
+        uint64_t i = 0;
+        if (!pairs.gaps.Next(&i)) return loss("malformed pair positions");
+        if (i >= elements) return loss("pair index out of range");
+        std::memcpy(now.data() + i * es, pairs.values + k * es, es);
       }
+      if (!pairs.gaps.AtEnd()) return loss("bytes past the last pair");
       break;
     }
     case BucketKind::kXorChunk: {

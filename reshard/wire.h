@@ -3,8 +3,9 @@
 //   bucket := kind:u8 body
 //   kFull       body = the wire-dtype elements, packed
 //   kUnchanged  body = checksum:u64                 (xxh3-64 of the bucket)
-//   kPairs      body = checksum:u64 count:u64 index:u32[count] value[count]
-//                      (element indices within the bucket, new values)
+//   kPairs      body = checksum:u64 count:u64 value[count] gaps
+//                      (new values, and their element indices within the
+//                      bucket as gaps of one byte or five: pairs.h)
 //   kXorChunk   body = checksum:u64 chunk           (a codec chunk of the
 //                      new bytes XOR-delta'd against the previous bucket)
 //

@@ -13,6 +13,7 @@
 
 #include "hy/common/bf16.h"
 #include "hy/common/hash.h"
+#include "pairs.h"
 
 namespace hy::reshard::internal {
 namespace {
@@ -163,15 +164,18 @@ TEST(SparseDeltaTest, EveryPatternOfChangedLanesIsRecordedInOrder) {
                          MutableBytes(last), &scratch, &bucket, &changed),
             SparseOutcome::kEncoded);
   ASSERT_EQ(bucket[0], static_cast<uint8_t>(BucketKind::kPairs));
-  uint64_t count;
-  std::memcpy(&count, bucket.data() + 9, 8);
-  ASSERT_EQ(count, want_index.size());
-  std::vector<uint32_t> index(count);
-  std::memcpy(index.data(), bucket.data() + 17, count * 4);
+  PairsView pairs;
+  ASSERT_TRUE(
+      ParsePairs(ConstBytes(bucket.data(), bucket.size()), 2, n, &pairs).ok());
+  ASSERT_EQ(pairs.count, want_index.size());
+  std::vector<uint32_t> index;
+  for (uint64_t i = 0; pairs.gaps.Next(&i);) {
+    index.push_back(static_cast<uint32_t>(i));
+  }
+  EXPECT_TRUE(pairs.gaps.AtEnd());
   EXPECT_EQ(index, want_index);
-  for (uint64_t k = 0; k < count; ++k) {
-    ASSERT_EQ(0, std::memcmp(bucket.data() + 17 + count * 4 + k * 2,
-                             &want[want_index[k] * 2], 2))
+  for (uint64_t k = 0; k < pairs.count; ++k) {
+    ASSERT_EQ(0, std::memcmp(pairs.values + k * 2, &want[want_index[k] * 2], 2))
         << k;
   }
   EXPECT_EQ(last, want);
@@ -210,7 +214,8 @@ TEST(SparseDeltaTest, DenseBucketsGoWholeAndSparseOnesDoNot) {
             SparseOutcome::kTooDense);
   EXPECT_GT(changed, n / 4);
   EXPECT_EQ(last, Cast(f));
-  // A fifth: pairs (6 bytes each) still beat 2 bytes per element. (From
+  // A fifth: pairs (3 bytes each: the value and a one-byte gap) beat 2
+  // bytes per element. (From
   // exact bf16 values: one ulp more of a tie can round to the same bf16.)
   for (int64_t i = 0; i < n; ++i) {
     uint16_t b;
@@ -222,8 +227,18 @@ TEST(SparseDeltaTest, DenseBucketsGoWholeAndSparseOnesDoNot) {
                          MutableBytes(last), &scratch, &bucket, &changed),
             SparseOutcome::kEncoded);
   EXPECT_EQ(changed, (n + 4) / 5);
-  EXPECT_EQ(bucket.size(), 17u + static_cast<size_t>(changed) * 6);
+  EXPECT_EQ(bucket.size(), 17u + static_cast<size_t>(changed) * 3);
   EXPECT_EQ(last, Cast(f));
+}
+
+// A kPairs bucket of `count` changes (checksum 0) with `body` after the
+// header.
+std::vector<uint8_t> Pairs(uint64_t count, std::vector<uint8_t> body) {
+  std::vector<uint8_t> b(17 + body.size(), 0);
+  b[0] = static_cast<uint8_t>(BucketKind::kPairs);
+  std::memcpy(&b[9], &count, 8);
+  std::copy(body.begin(), body.end(), b.begin() + 17);
+  return b;
 }
 
 TEST(SparseDeltaTest, DamagedBucketsAreDataLoss) {
@@ -237,17 +252,22 @@ TEST(SparseDeltaTest, DamagedBucketsAreDataLoss) {
   EXPECT_TRUE(apply({}).IsDataLoss());
   EXPECT_TRUE(
       apply({static_cast<uint8_t>(BucketKind::kPairs), 1, 2}).IsDataLoss());
-  // One pair whose index is past the bucket.
-  std::vector<uint8_t> pairs(17 + 6, 0);
-  pairs[0] = static_cast<uint8_t>(BucketKind::kPairs);
-  pairs[9] = 1;  // count = 1
-  const uint32_t beyond = 64;
-  std::memcpy(&pairs[17], &beyond, 4);
-  Status s1 = apply(pairs);
+  // One pair whose index is past the bucket: value 0x0101, gap 65.
+  const std::vector<uint8_t> beyond = Pairs(1, {1, 1, 65});
+  Status s1 = apply(beyond);
   EXPECT_TRUE(s1.IsDataLoss()) << s1;
   EXPECT_NE(s1.message().find("out of range"), std::string::npos) << s1;
-  pairs.push_back(0);  // Wrong length for its count.
-  EXPECT_TRUE(apply(pairs).IsDataLoss());
+  Status wrong = apply(Pairs(1, {1, 1, 64}));  // In range; checksum 0.
+  EXPECT_NE(wrong.message().find("checksum mismatch"), std::string::npos)
+      << wrong;
+  // Gaps that are not one gap: a byte too many, a truncated escape, a
+  // zero escape, and too few bytes for the count.
+  for (const std::vector<uint8_t>& bad :
+       {Pairs(1, {1, 1, 3, 4}), Pairs(1, {1, 1, 0, 0, 1}),
+        Pairs(1, {1, 1, 0, 0, 0, 0, 0}), Pairs(2, {1, 1, 2, 2, 3})}) {
+    Status s2 = apply(bad);
+    EXPECT_TRUE(s2.IsDataLoss()) << s2;
+  }
   // A full bucket is not this function's to apply.
   EXPECT_TRUE(
       apply({static_cast<uint8_t>(BucketKind::kFull), 0, 0, 0, 0, 0, 0, 0, 0})

@@ -5,39 +5,22 @@
 #include "hy/trainer/checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <thread>
 
 #include "hy/recovery/node_layout.h"
 #include "hy/statestore/store.h"
+#include "temp_dir.h"
 
 namespace hy::trainer {
 namespace {
 
 using statestore::BlobData;
 using statestore::ShardData;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "hy-ckpt-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The whole training state at one step: "w" and "b" are saved as FSDP flat
 // pieces, "tp" as column blocks (boxes).

@@ -1,5 +1,6 @@
-// PpoWorker's start-up for fault tolerance: node ids, heartbeats, and
-// resuming through hy::recovery (see hy/trainer/worker.h).
+// PpoWorker's fault tolerance: node ids, heartbeats, resuming through
+// hy::recovery (see hy/trainer/worker.h), what a checkpoint holds and how
+// long training waits for it, and what a resume restores.
 
 #include <unistd.h>
 
@@ -20,6 +21,12 @@
 namespace hy::trainer {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -213,6 +220,126 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
   }
   recovered_step_ = static_cast<int64_t>(rec->choice().commit.step);
   return Status::OK();
+}
+
+Status PpoWorker::ApplyStoredState(const std::string& state_text,
+                                   const std::string& config_text) {
+  HY_ASSIGN_OR_RETURN(TrainConfig stored, ParseConfigYaml(config_text));
+  if (!SameArchitecture(stored.model, config_.model)) {
+    return Status::InvalidArgument(
+        "resume: the store's model config differs from this run's");
+  }
+  nlohmann::json state = nlohmann::json::parse(state_text, nullptr, false);
+  if (state.is_discarded() || !state.is_object()) {
+    return Status::DataLoss("resume: trainer.state is not JSON");
+  }
+  try {
+    start_iteration_ = state.at("iteration").get<int64_t>();
+    // Checkpoints before data positions: every iteration took batch_size.
+    data_position_ =
+        state.contains("data_position")
+            ? state.at("data_position").get<uint64_t>()
+            : static_cast<uint64_t>(start_iteration_) *
+                  static_cast<uint64_t>(config_.rollout.batch_size);
+    actor_->adam_step() = state.at("actor_step").get<int64_t>();
+    if (critic_ != nullptr) {
+      if (!state.contains("critic_step")) {
+        return Status::InvalidArgument(
+            "resume: the store's run trained no critic (algorithm."
+            "adv_estimator: grpo); this run's gae needs one: resume with grpo "
+            "or start a new run");
+      }
+      critic_->adam_step() = state.at("critic_step").get<int64_t>();
+    }
+    const double coef = state.at("kl_coef").get<double>();
+    const AlgorithmConfig& ac = config_.algorithm;
+    if (ac.kl_ctrl_type == "adaptive") {
+      HY_ASSIGN_OR_RETURN(
+          KlController k,
+          KlController::Adaptive(coef, ac.kl_target, ac.kl_horizon));
+      kl_ = std::make_unique<KlController>(k);
+    } else {
+      kl_ = std::make_unique<KlController>(KlController::Fixed(coef));
+    }
+  } catch (const std::exception& e) {
+    return Status::DataLoss(std::string("resume: trainer.state: ") + e.what());
+  }
+  return Status::OK();
+}
+
+Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
+                                 IterationReport* report) {
+  const auto start = Clock::now();
+  std::vector<statestore::ShardData> shards =
+      actor_->ShardsForSave(kActorPrefix, true);
+  if (critic_ != nullptr) {
+    for (auto& s : critic_->ShardsForSave(kCriticPrefix, true)) {
+      shards.push_back(std::move(s));
+    }
+  }
+  std::vector<statestore::ShardData> ref_shards =
+      ref_->ShardsForSave(kRefPrefix, false);
+  std::function<void()> after_read = ReleaseReferenceAsRead(&ref_shards);
+  for (auto& s : ref_shards) shards.push_back(std::move(s));
+  nlohmann::json state = {
+      {"iteration", next_iteration},       {"actor_step", actor_->adam_step()},
+      {"kl_coef", kl_->value()},           {"seed", config_.trainer.seed},
+      {"world_size", comm_->world_size()}, {"data_position", data_position_},
+  };
+  if (critic_ != nullptr) state["critic_step"] = critic_->adam_step();
+  const std::string state_text = state.dump();
+  const std::string config_text = ToYaml(config_);
+  // Where every rank's part lives: its node, and the nodes holding its
+  // replicas (the ring rule of hy/recovery/node_layout.h).
+  nlohmann::json placement = {{"nodes", nodes_},
+                              {"hosts", hosts_},
+                              {"replicas", config_.checkpoint.replicas}};
+  for (int r = 0; r < comm_->world_size(); ++r) {
+    std::vector<int> holders;
+    for (int h :
+         recovery::ReplicaHolderRanks(r, nodes_, config_.checkpoint.replicas)) {
+      holders.push_back(nodes_[h]);
+    }
+    placement["replica_nodes"].push_back(holders);
+  }
+  const std::string placement_text = placement.dump();
+  std::vector<statestore::BlobData> blobs(3);
+  blobs[0].name = "trainer.state";
+  blobs[0].data = ConstBytes(state_text);
+  blobs[1].name = "trainer.config";
+  blobs[1].data = ConstBytes(config_text);
+  blobs[2].name = "recovery.placement";
+  blobs[2].data = ConstBytes(placement_text);
+  if (!hf_config_text_.empty()) {  // What export-hf writes back.
+    blobs.emplace_back();
+    blobs.back().name = std::string(kHfConfigBlob);
+    blobs.back().data = ConstBytes(hf_config_text_);
+  }
+  HY_RETURN_IF_ERROR(checkpointer_->Save(
+      static_cast<uint64_t>(next_iteration), std::move(shards),
+      std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),
+      rules_yaml_, std::move(after_read)));
+  report->checkpoint_ms += Seconds(start) * 1000.0;
+  report->checkpoint_state = "saving " + std::to_string(next_iteration);
+  return Status::OK();
+}
+
+void PpoWorker::WaitForCheckpointRead(IterationReport* report) {
+  const auto start = Clock::now();
+  checkpointer_->WaitRead();
+  const double waited = Seconds(start);
+  report->checkpoint_ms += waited * 1000.0;
+  if (checkpoint_blocking_s_ >= 0) {
+    checkpoint_blocking_s_ += waited;
+    ObserveCheckpointBlocking();
+  }
+}
+
+void PpoWorker::ObserveCheckpointBlocking() {
+  if (options_.metrics != nullptr) {
+    options_.metrics->checkpoint_blocking->Observe(checkpoint_blocking_s_);
+  }
+  checkpoint_blocking_s_ = -1;
 }
 
 }  // namespace hy::trainer

@@ -175,7 +175,7 @@ Status DecodeBucket(ConstBytes wire, DType dtype, size_t es, ConstBytes before,
       return loss("full bucket of " + std::to_string(body_size) +
                   " bytes, expected " + std::to_string(now.size()));
     }
-    std::memcpy(now.data(), body, body_size);
+    if (body_size > 0) std::memcpy(now.data(), body, body_size);
     return Status::OK();
   }
   if (body_size < 8) return loss("truncated delta bucket");
@@ -197,7 +197,7 @@ Status DecodeBucket(ConstBytes wire, DType dtype, size_t es, ConstBytes before,
       PairsView pairs;
       const uint64_t elements = es == 0 ? 0 : now.size() / es;
       HY_RETURN_IF_ERROR(ParsePairs(wire, es, elements, &pairs));
-      if (now.data() != before.data()) {
+      if (now.data() != before.data() && !now.empty()) {
         std::memcpy(now.data(), before.data(), now.size());
       }
       for (uint64_t k = 0; k < pairs.count; ++k) {

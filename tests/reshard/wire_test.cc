@@ -174,5 +174,17 @@ TEST(WireTest, DamageAndWrongBaseAreDataLoss) {
   }
 }
 
+// A bucket of no elements (a peer list of empty transfers) decodes: the
+// full form has no body to copy (the reshard fuzzer found the copy from a
+// null buffer it made before).
+TEST(WireTest, EmptyBucketDecodes) {
+  const uint8_t full[] = {static_cast<uint8_t>(BucketKind::kFull)};
+  bool unchanged = true;
+  EXPECT_TRUE(DecodeBucket(ConstBytes(full, 1), DType::kBF16, 2, ConstBytes(),
+                           MutableBytes(), &unchanged)
+                  .ok());
+  EXPECT_FALSE(unchanged);
+}
+
 }  // namespace
 }  // namespace hy::reshard::internal

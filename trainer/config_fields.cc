@@ -123,6 +123,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("trainer.fsdp_per_layer", &t.fsdp_per_layer);
   add("trainer.offload_reference", &t.offload_reference);
   add("trainer.offload_rollout", &t.offload_rollout);
+  add("trainer.offload_optimizer", &t.offload_optimizer);
   CheckpointConfig& k = c->checkpoint;
   add("checkpoint.store_root", &k.store_root);
   add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.

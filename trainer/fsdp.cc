@@ -1,5 +1,7 @@
 #include "fsdp.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -162,7 +164,38 @@ void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
     v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
     at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(o.eps);
     p.addcdiv_(m, denom, -o.lr / bc1);
+    if (moments_file_ != nullptr) {  // Stepped: back to the file.
+      for (const at::Tensor* t : {&m, &v}) {
+        moments_file_
+            ->ReleaseRange(
+                ConstBytes(static_cast<const uint8_t*>(t->data_ptr()),
+                           t->nbytes()))
+            .IgnoreError();  // Advice only: the values stay either way.
+      }
+    }
   }
+}
+
+Status FsdpModel::OffloadMoments(const std::string& dir) {
+  if (moments_file_ != nullptr) return Status::OK();
+  // exp_avg_sq starts on a page boundary (the mapping's start is one, and
+  // a chunk is whole pages), so each chunk's release covers all its pages.
+  const int64_t page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) / 4;
+  const int64_t first = (piece_ + page - 1) / page * page;
+  HY_ASSIGN_OR_RETURN(OffloadedTensor file,
+                      OffloadedTensor::Create(dir, first + piece_));
+  at::Tensor m = file.tensor().narrow(0, 0, piece_);
+  at::Tensor v = file.tensor().narrow(0, first, piece_);
+  m.copy_(exp_avg_);
+  v.copy_(exp_avg_sq_);
+  exp_avg_ = m;
+  exp_avg_sq_ = v;
+  moments_file_ = std::make_unique<OffloadedTensor>(std::move(file));
+  return moments_file_->Release();
+}
+
+Status FsdpModel::ReleaseMoments() const {
+  return moments_file_ != nullptr ? moments_file_->Release() : Status::OK();
 }
 
 void FsdpModel::ResetOptimizer() {
@@ -184,6 +217,7 @@ std::vector<statestore::ShardData> FsdpModel::ShardsForSave(
     parts.push_back({"/exp_avg_sq/", &exp_avg_sq_});
   }
   for (const Part& part : parts) {
+    const bool offloaded = moments_file_ != nullptr && part.buffer != &params_;
     for (int t = 0; t < num_tensors(); ++t) {
       const reshard::RankShard& s = shard_map_.Get(rank_, t);
       if (!s.has_shard || s.num_elements == 0) continue;
@@ -194,6 +228,11 @@ std::vector<statestore::ShardData> FsdpModel::ShardsForSave(
       d.geometry = s.geometry;
       d.data = ConstBytes(static_cast<const uint8_t*>(local.data_ptr()),
                           static_cast<size_t>(local.numel() * 4));
+      if (offloaded) {  // Each chunk's pages go back once the save has read it.
+        d.after_chunk_read = [file = *moments_file_](ConstBytes chunk) {
+          file.ReleaseRange(chunk).IgnoreError();
+        };
+      }
       out.push_back(std::move(d));
     }
   }

@@ -30,6 +30,7 @@
 #include "hy/trainer/config.h"
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
+#include "offload.h"
 
 namespace hy::trainer {
 
@@ -101,12 +102,28 @@ class FsdpModel {
   // time: the whole piece in double and its square were 4x its f32 bytes.
   static double SquaredNorm(const at::Tensor& grad);
   // AdamW on the local piece with gradient piece `grad`, scaled by
-  // grad_scale first (clipping). Bias-corrected as torch.optim.Adam.
+  // grad_scale first (clipping). Bias-corrected as torch.optim.Adam. With
+  // offloaded moments (OffloadMoments) it hands back each chunk's moment
+  // pages once it has stepped them.
   // REQUIRES: created with an optimizer.
   void AdamStep(const at::Tensor& grad, const OptimConfig& optim,
                 double grad_scale);
   // Zeroes the moments and the step (a fresh optimizer).
   void ResetOptimizer();
+
+  // Moves the two Adam moments into one file mapping in `dir`
+  // (OffloadedTensor; trainer.offload_optimizer), keeping their values.
+  // From then on AdamStep hands each chunk's moment pages back to the
+  // kernel once it has stepped them, ShardsForSave's moment shards hand
+  // theirs back as the save reads them, and ReleaseMoments hands back
+  // all: the moments are resident only a chunk at a time. Returns the
+  // mapping's IOError (nothing changes then); OK if already offloaded.
+  // REQUIRES: created with an optimizer.
+  Status OffloadMoments(const std::string& dir);
+  bool moments_offloaded() const { return moments_file_ != nullptr; }
+  // Hands the offloaded moments' pages back (OK without offload). Returns
+  // IOError as OffloadedTensor::Release; the values stay.
+  Status ReleaseMoments() const;
 
   // The rank's shards for the store: params (and with `optimizer` the two
   // moments) under "<prefix>/<name>", "<prefix>/exp_avg/<name>",
@@ -126,6 +143,8 @@ class FsdpModel {
   std::vector<int64_t> numel_;
   int64_t piece_ = 0;
   at::Tensor params_, exp_avg_, exp_avg_sq_;
+  // Under OffloadMoments: the mapping exp_avg_ and exp_avg_sq_ are views of.
+  std::unique_ptr<OffloadedTensor> moments_file_;
   int64_t adam_step_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // PpoWorker's memory: each phase's peak resident memory for the iteration
-// report, and the reference model and the rollout weights offloaded to a
-// file (trainer.offload_reference, trainer.offload_rollout).
+// report, and the reference model, the Adam moments and the rollout
+// weights offloaded to a file (trainer.offload_reference,
+// trainer.offload_optimizer, trainer.offload_rollout).
 
 #include <malloc.h>
 
@@ -107,6 +108,23 @@ void PpoWorker::ReleaseReference() {
   if (ref == nullptr) return;
   Status s = ref->Release();
   if (!s.ok()) Log("reference offload: " + s.ToString());
+}
+
+Status PpoWorker::OffloadOptimizer() {
+  const std::string dir = NodeDirectory();
+  for (FsdpModel* m : {actor_.get(), critic_.get()}) {
+    if (m != nullptr) HY_RETURN_IF_ERROR(m->OffloadMoments(dir));
+  }
+  Log("Adam moments offloaded to a file in " + dir);
+  return Status::OK();
+}
+
+void PpoWorker::ReleaseOptimizer() {
+  for (const FsdpModel* m : {actor_.get(), critic_.get()}) {
+    if (m == nullptr) continue;
+    Status s = m->ReleaseMoments();
+    if (!s.ok()) Log("optimizer offload: " + s.ToString());
+  }
 }
 
 Status PpoWorker::AllocateRolloutShards() {

@@ -319,6 +319,9 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
       static_cast<uint64_t>(next_iteration), std::move(shards),
       std::move(blobs), "fsdp=" + std::to_string(comm_->world_size()),
       rules_yaml_, std::move(after_read)));
+  // A save that copied the moments has read them (one that reads in place
+  // hands them back chunk by chunk).
+  if (!config_.checkpoint.read_in_place) ReleaseOptimizer();
   report->checkpoint_ms += Seconds(start) * 1000.0;
   report->checkpoint_state = "saving " + std::to_string(next_iteration);
   return Status::OK();

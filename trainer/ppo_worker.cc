@@ -191,6 +191,9 @@ Result<RunSummary> PpoWorker::Run() {
   if (config_.trainer.offload_reference) {
     HY_RETURN_IF_ERROR(OffloadReference());
   }
+  if (config_.trainer.offload_optimizer) {
+    HY_RETURN_IF_ERROR(OffloadOptimizer());
+  }
   StartHeartbeat();
   const std::string& root = config_.checkpoint.store_root;
   recovery::RecoveryOptions ro;
@@ -266,8 +269,10 @@ Result<RunSummary> PpoWorker::Run() {
   int64_t reported_commit = -1;
   int64_t last_saved = start_iteration_;
   // Setup (and a resume) wrote the reference; nothing reads it before the
-  // first experience, so the first sync and rollout run without it.
+  // first experience, so the first sync and rollout run without it; the
+  // same for the moments and the first update.
   ReleaseReference();
+  ReleaseOptimizer();
   ReturnFreedHeap();
   for (int64_t it = start_iteration_; it < end; ++it) {
     const auto start = Clock::now();

@@ -138,6 +138,14 @@ class PpoWorker {
   // not offloaded.
   std::function<void()> ReleaseReferenceAsRead(
       std::vector<statestore::ShardData>* ref_shards) const;
+  // trainer.offload_optimizer: moves the actor's and the critic's Adam
+  // moments into a file mapping in this rank's node directory
+  // (FsdpModel::OffloadMoments). Returns its IOError.
+  Status OffloadOptimizer();
+  // Hands the offloaded moments' pages back to the kernel (after setup or
+  // a resume wrote them, after a save copied them); an error is logged
+  // (the values are never lost). Nothing without offload.
+  void ReleaseOptimizer();
   // This rank's rollout shards (bf16): views of one file
   // mapping in the node directory under trainer.offload_rollout
   // (rollout_offload_), else of heap memory. Returns the mapping's IOError.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../temp_dir.h"
+#include "fsdp.h"
 #include "hy/common/process_memory.h"
 
 namespace hy::trainer {
@@ -93,6 +94,73 @@ TEST(OffloadTest, ReleaseRangeGivesBackThePagesInsideIt) {
   EXPECT_TRUE(
       t->ReleaseRange(ConstBytes(base + bytes - 10, 20)).IsInvalidArgument());
   EXPECT_TRUE(t->ReleaseRange(ConstBytes()).ok());
+}
+
+// trainer.offload_optimizer: a model whose Adam moments live in a file
+// steps to the same values bit for bit as one whose moments are on the
+// heap, holds them resident only a chunk at a time while it steps, and
+// hands the pages of its moment shards back as a save reads them.
+TEST(OffloadTest, OffloadedMomentsStepTheSameAndStayOutOfMemory) {
+  TempDir dir;
+  ModelConfig config;
+  config.vocab_size = 16000;  // About 9.5M parameters: 76 MB of moments.
+  config.hidden_size = 256;
+  config.intermediate_size = 512;
+  auto heap = FsdpModel::Create(config, ModelRole::kActor, 0, 1);
+  auto file = FsdpModel::Create(config, ModelRole::kActor, 0, 1);
+  ASSERT_TRUE(heap.ok()) << heap.status();
+  ASSERT_TRUE(file.ok()) << file.status();
+  FsdpModel& a = **heap;
+  FsdpModel& b = **file;
+  a.InitFromSeed(5);
+  b.InitFromSeed(5);
+  OptimConfig optim;
+  optim.weight_decay = 0.01;
+  const int64_t n = a.piece();
+  const int64_t moment_bytes = 2 * n * 4;
+  ASSERT_GT(moment_bytes, int64_t{64} << 20);
+  at::manual_seed(3);
+  std::vector<at::Tensor> grads;
+  for (int i = 0; i < 3; ++i) grads.push_back(at::randn({n}) * 1e-2);
+  a.AdamStep(grads[0], optim, 1.0);  // Offloaded with values in them.
+  b.AdamStep(grads[0], optim, 1.0);
+  ASSERT_TRUE(b.OffloadMoments(dir.path()).ok());
+  ASSERT_TRUE(b.moments_offloaded());
+  EXPECT_TRUE(fs::is_empty(dir.path()));  // Unlinked at once.
+  for (int i = 1; i < 3; ++i) {
+    a.AdamStep(grads[i], optim, 0.5);
+    const int64_t before = ResidentBytes();
+    b.AdamStep(grads[i], optim, 0.5);
+    const int64_t grown = ResidentBytes() - before;
+    EXPECT_LT(grown, moment_bytes / 4)
+        << "step " << i << ": " << grown << " bytes more resident";
+  }
+  EXPECT_TRUE(at::equal(a.params(), b.params()));
+  EXPECT_TRUE(at::equal(a.exp_avg(), b.exp_avg()));
+  EXPECT_TRUE(at::equal(a.exp_avg_sq(), b.exp_avg_sq()));
+  // A save's shards: the moments' hand their pages back as they are read,
+  // the parameters' (on the heap) have nothing to hand back.
+  int with_hook = 0, params = 0;
+  const std::vector<statestore::ShardData> shards =
+      b.ShardsForSave("actor", true);
+  uint64_t sum = 0;
+  for (const auto& shard : shards) {  // Read, as a save would.
+    const bool moment = shard.meta.name.find("/exp_avg") != std::string::npos;
+    params += !moment;
+    with_hook += shard.after_chunk_read != nullptr;
+    EXPECT_EQ(shard.after_chunk_read != nullptr, moment) << shard.meta.name;
+    for (size_t i = 0; i < shard.data.size(); i += 4096) sum += shard.data[i];
+  }
+  EXPECT_EQ(with_hook, 2 * params);
+  const int64_t read = ResidentBytes();
+  for (const auto& shard : shards) {
+    if (shard.after_chunk_read) shard.after_chunk_read(shard.data);
+  }
+  const int64_t handed_back = read - ResidentBytes();
+  EXPECT_GT(handed_back, moment_bytes / 2)
+      << "read " << sum << ": " << handed_back << " bytes handed back";
+  EXPECT_TRUE(b.ReleaseMoments().ok());
+  EXPECT_TRUE(at::equal(a.exp_avg_sq(), b.exp_avg_sq()));  // Still there.
 }
 
 TEST(OffloadTest, ADirectoryThatCannotHoldTheFileIsAnIoError) {

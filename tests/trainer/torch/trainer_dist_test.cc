@@ -158,11 +158,12 @@ class TrainerDistTest : public ::testing::Test {
 
   // A small, fast config; `extra` YAML lines are appended per section.
   // With `by_layer`, FSDP by decoder layer (trainer.fsdp_per_layer) and
-  // GRPO (4 responses per prompt, no critic) instead of GAE.
+  // GRPO (4 responses per prompt, no critic) instead of GAE. `offload`:
+  // trainer fields appended (", offload_reference: true").
   std::string WriteConfig(const std::string& name, int iterations,
                           int rollout_tp, const std::string& root,
                           bool grpo = false, bool by_layer = false,
-                          bool offload = false) {
+                          const std::string& offload = "") {
     std::ostringstream y;
     y << "model: {hidden_size: 64, intermediate_size: 128, num_layers: 2, "
          "num_heads: 4, num_kv_heads: 2}\n"
@@ -176,9 +177,7 @@ class TrainerDistTest : public ::testing::Test {
       << ", response_length: 6}\n"
       << "trainer: {total_iterations: " << iterations
       << ", seed: 11, sft_steps: 12, sft_batch_size: 32, nproc: 2"
-      << (by_layer ? ", fsdp_per_layer: true" : "")
-      << (offload ? ", offload_reference: true, offload_rollout: true" : "")
-      << "}\n"
+      << (by_layer ? ", fsdp_per_layer: true" : "") << offload << "}\n"
       << "checkpoint: {store_root: " << root
       << ", save_every: 2, keep_last: 2}\n";
     const std::string path = (dir_ / name).string();
@@ -189,13 +188,12 @@ class TrainerDistTest : public ::testing::Test {
   // Rank 0's reports of 4 iterations in one job on `world` ranks (*full)
   // and of 2 iterations, a stop and a resume on `resume_world` ranks for 2
   // more (*cut), with checkpoints every 2. The runs stay in dir_/full and
-  // dir_/cut. `offload_cut`: the cut run keeps its reference and its
-  // rollout weights offloaded.
+  // dir_/cut. `offload_cut`: the cut run's offload fields (WriteConfig).
   void RunWholeAndResumed(int world, int resume_world, int rollout_tp,
                           bool grpo, bool by_layer,
                           std::vector<std::vector<double>>* full,
                           std::vector<std::vector<double>>* cut,
-                          bool offload_cut = false) {
+                          const std::string& offload_cut = "") {
     const std::string full_root = (dir_ / "full").string();
     const std::string cut_root = (dir_ / "cut").string();
     const std::string full_cfg =
@@ -215,7 +213,7 @@ class TrainerDistTest : public ::testing::Test {
 
   // On 2 ranks, the resumed run equals the uninterrupted one bit for bit.
   void ExpectResumeIsBitForBit(bool grpo, bool by_layer,
-                               bool offload_cut = false) {
+                               const std::string& offload_cut = "") {
     std::vector<std::vector<double>> full, cut;
     RunWholeAndResumed(2, 2, 2, grpo, by_layer, &full, &cut, offload_cut);
     if (HasFatalFailure()) return;
@@ -333,19 +331,26 @@ TEST_F(TrainerDistTest, ShortRunRaisesReward) {
   EXPECT_GT(last, first + 0.05);
 }
 
+// The cut run keeps the actor's and the critic's Adam moments offloaded
+// (trainer.offload_optimizer: in a file, each chunk's pages handed back
+// as the optimizer steps and as the checkpoint reads them, read back from
+// the file by the resume) and still matches.
 TEST_F(TrainerDistTest, ResumeSameWorldSizeIsBitForBit) {
-  ExpectResumeIsBitForBit(false, false);
+  ExpectResumeIsBitForBit(false, false, ", offload_optimizer: true");
 }
 
 // GRPO needs no value model: the run creates no critic (its checkpoints
 // hold actor and reference only), trains by layer, and a resumed run
 // continues it bit for bit, as a GAE run does; the cut run keeps its
-// reference and rollout weights offloaded (trainer.offload_reference,
-// trainer.offload_rollout: in files, their pages handed back each
+// reference, rollout weights and moments offloaded
+// (trainer.offload_reference, trainer.offload_rollout,
+// trainer.offload_optimizer: in files, their pages handed back each
 // iteration and read back, the rollout weights' through the sparse delta
 // sync) and still matches.
 TEST_F(TrainerDistTest, GrpoRunsWithoutACriticAndResumesBitForBit) {
-  ExpectResumeIsBitForBit(true, true, /*offload_cut=*/true);
+  ExpectResumeIsBitForBit(true, true,
+                          ", offload_reference: true, offload_rollout: true, "
+                          "offload_optimizer: true");
   if (HasFatalFailure()) return;
   const std::string full_root = (dir_ / "full").string();
   hy::statestore::StoreOptions options;

@@ -129,6 +129,16 @@ struct TrainerSection {
   // last-sent copies (hy::reshard::Executor::Park) go to a file there too
   // between syncs. The same values bit for bit.
   bool offload_rollout = false;
+  // Keeps the Adam moments (this rank's two f32 pieces of them, for the
+  // actor and the critic) in a file on the node's local disk like the
+  // offloaded reference, as DeepSpeed's ZeRO-Infinity keeps optimizer
+  // state on NVMe: the optimizer step reads them back a chunk at a time
+  // and hands each chunk's pages back once it has stepped them, and a
+  // checkpoint reads them the same way, so no phase holds them resident
+  // (their bytes, twice the parameter piece's, less at every phase's
+  // peak). Costs a pass of page-cache (or disk) traffic over them per step
+  // and per checkpoint. The same values bit for bit.
+  bool offload_optimizer = false;
 };
 
 struct CheckpointConfig {

@@ -1,19 +1,32 @@
-"""Peer bench: what users do today (torch.save of per-rank files) against
-hy.save, on the same state, in one run.
+"""Peer bench: what users do today (torch.save of per-rank files; PyTorch's
+torch.distributed.checkpoint with its FileSystemWriter) against hy.save and
+hy.dcp (DCP with hy's storage), on the same state, in one run.
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/py_bench_save.py \
-        [--gib 1] [--ranks 4] [--load-ranks 3] [--json]
+    PYTHONPATH=build/python .venv/bin/python3 bench/py_bench_save.py \
+        [--gib 1] [--ranks 4] [--load-ranks 3] [--json] [--dir DIR]
 
 Each of --ranks processes (torch.distributed, gloo, 127.0.0.1) holds its
-row shard of a float32 state of --gib GiB (randn: weight-like, poorly
-compressible) and:
-  1. torch.save: writes rank<r>.pt and fsyncs it (durable), vs hy.save
-     (its stores sync); time = slowest rank, between barriers;
-  2. saves again with a contiguous 1% of the values changed;
-  3. --load-ranks processes load the state under another sharding: torch
-     loads every rank file whose rows overlap its own and slices; hy.load
-     fills hy.Shards in place.
-Prints a table (MB/s of the state's bytes; bytes on disk) or --json.
+row shard (torch.chunk's split of dim 0, as DTensor's Shard(0)) of a
+float32 state of --gib GiB (TENSORS equal 2-d tensors of randn:
+weight-like, poorly compressible) and, one writer after another, each timed
+between barriers (time = slowest rank):
+  1. saves it durably:
+       torch.save   rank<r>.pt per rank, fsynced;
+       hy.save      hy.Shards (its stores sync);
+       DCP FS       dcp.save of the shards as DTensors through
+                    FileSystemWriter (sync_files) into fs/step-1;
+       hy.dcp       the same dcp.save through hy.dcp.HyStorageWriter;
+  2. saves again with a contiguous 1% of every tensor changed: torch.save
+     overwrites its files, DCP FS writes fs/step-2 (a checkpoint per step,
+     as DCP is used), hy.save and hy.dcp add a step to their stores
+     (unchanged chunks are not written again);
+  3. --load-ranks processes load the newest state under their own
+     sharding: torch loads every rank file whose rows overlap its own and
+     slices; hy.load fills hy.Shards in place; DCP FS and hy.dcp dcp.load
+     into DTensors of the new sharding. Every result is checked against
+     the state.
+Prints a table (MB/s of the state's bytes; bytes on disk after each save)
+or --json.
 """
 
 import argparse
@@ -27,6 +40,13 @@ import tempfile
 import time
 
 TENSORS = 8  # The state is this many equal 2-d tensors.
+COLS = 1024
+WRITERS = [  # key, label
+    ("torch", "torch.save per-rank files"),
+    ("hy", "hy.save"),
+    ("dcp_fs", "DCP FileSystemWriter (DTensor)"),
+    ("dcp_hy", "hy.dcp HyStorageWriter (DTensor)"),
+]
 
 
 def free_port():
@@ -43,17 +63,36 @@ def du(path):
     return total
 
 
+def my_rows(n, r, w):
+    """Rank r's rows of n: torch.chunk's split (DTensor's Shard(0))."""
+    size = -(-n // w)
+    lo = min(r * size, n)
+    return lo, min(lo + size, n)
+
+
+def dirs(work):
+    return {"torch": os.path.join(work, "torch"),
+            "hy": os.path.join(work, "hy"),
+            "dcp_fs": os.path.join(work, "fs"),
+            "dcp_hy": os.path.join(work, "hydcp")}
+
+
 def rank_main(args):
     import torch
     import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
 
     import hy
+    from hy.dcp import HyStorageReader, HyStorageWriter
 
     mode, work, rank, world = args.mode, args.work, args.rank, args.world
+    where = dirs(work)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    cols = 1024
-    rows = int(args.gib * (1 << 30)) // 4 // cols // TENSORS
-    shape = (rows, cols)
+    mesh = init_device_mesh("cpu", (world,))
+    rows = int(args.gib * (1 << 30)) // 4 // COLS // TENSORS
+    shape = (rows, COLS)
 
     def full(i, changed):
         g = torch.Generator().manual_seed(i)
@@ -63,55 +102,77 @@ def rank_main(args):
             t.view(-1)[:n] += 1.0
         return t
 
-    def my_rows(n, r, w):
-        return n * r // w, n * (r + 1) // w
+    def dtensors(local):
+        return {k: DTensor.from_local(v, mesh, [Shard(0)], run_check=False,
+                                      shape=torch.Size(shape),
+                                      stride=(COLS, 1))
+                for k, v in local.items()}
+
+    def timed(key, fn):
+        dist.barrier()
+        t0 = time.perf_counter()
+        fn()
+        dist.barrier()
+        out[f"{key}_s"] = time.perf_counter() - t0
 
     out = {}
+    lo, hi = my_rows(rows, rank, world)
     if mode in ("save", "change"):
-        lo, hi = my_rows(rows, rank, world)
+        step = 1 if mode == "save" else 2
         state = {f"t{i}": full(i, mode == "change")[lo:hi].clone()
                  for i in range(TENSORS)}
-        # torch.save of a per-rank file, durable.
-        dist.barrier()
-        t0 = time.perf_counter()
-        f = os.path.join(work, "torch", f"rank{rank}.pt")
-        torch.save(state, f)
-        with open(f, "rb+") as fh:
-            os.fsync(fh.fileno())
-        dist.barrier()
-        out["torch_s"] = time.perf_counter() - t0
+
+        def torch_save():
+            f = os.path.join(where["torch"], f"rank{rank}.pt")
+            torch.save(state, f)
+            with open(f, "rb+") as fh:
+                os.fsync(fh.fileno())
+
+        timed("torch", torch_save)
         shards = {k: hy.Shard(v, [lo, 0], shape) for k, v in state.items()}
-        dist.barrier()
-        t0 = time.perf_counter()
-        hy.save(os.path.join(work, "hy"), shards)
-        dist.barrier()
-        out["hy_s"] = time.perf_counter() - t0
+        timed("hy", lambda: hy.save(where["hy"], shards))
+        dts = dtensors(state)
+        timed("dcp_fs", lambda: dcp.save(
+            dts, storage_writer=dcp.FileSystemWriter(
+                os.path.join(where["dcp_fs"], f"step-{step}"))))
+        timed("dcp_hy", lambda: dcp.save(
+            dts, storage_writer=HyStorageWriter(where["dcp_hy"])))
     else:  # load under another sharding
-        lo, hi = my_rows(rows, rank, world)
         old = args.saved_ranks
-        dist.barrier()
-        t0 = time.perf_counter()
         got = {}
-        for r in range(old):
-            olo, ohi = my_rows(rows, r, old)
-            if ohi <= lo or olo >= hi:
-                continue
-            part = torch.load(os.path.join(work, "torch", f"rank{r}.pt"))
-            for k, v in part.items():
-                a, b = max(lo, olo), min(hi, ohi)
-                got.setdefault(k, torch.empty(hi - lo, cols))[
-                    a - lo:b - lo] = v[a - olo:b - olo]
-        dist.barrier()
-        out["torch_s"] = time.perf_counter() - t0
-        targets = {f"t{i}": hy.Shard(torch.empty(hi - lo, cols), [lo, 0],
+
+        def torch_load():
+            for r in range(old):
+                olo, ohi = my_rows(rows, r, old)
+                if ohi <= lo or olo >= hi:
+                    continue
+                part = torch.load(os.path.join(where["torch"], f"rank{r}.pt"))
+                for k, v in part.items():
+                    a, b = max(lo, olo), min(hi, ohi)
+                    got.setdefault(k, torch.empty(hi - lo, COLS))[
+                        a - lo:b - lo] = v[a - olo:b - olo]
+
+        timed("torch", torch_load)
+        targets = {f"t{i}": hy.Shard(torch.empty(hi - lo, COLS), [lo, 0],
                                      shape) for i in range(TENSORS)}
-        dist.barrier()
-        t0 = time.perf_counter()
-        hy.load(os.path.join(work, "hy"), targets)
-        dist.barrier()
-        out["hy_s"] = time.perf_counter() - t0
-        for k in got:
-            assert torch.equal(got[k], targets[k].tensor), k
+        timed("hy", lambda: hy.load(where["hy"], targets))
+        fs_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS)
+                             for i in range(TENSORS)})
+        timed("dcp_fs", lambda: dcp.load(
+            fs_state, storage_reader=dcp.FileSystemReader(
+                os.path.join(where["dcp_fs"], "step-2"))))
+        hy_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS)
+                             for i in range(TENSORS)})
+        timed("dcp_hy", lambda: dcp.load(
+            hy_state, storage_reader=HyStorageReader(where["dcp_hy"])))
+        for i in range(TENSORS):
+            k = f"t{i}"
+            want = full(i, True)[lo:hi]
+            for who, t in (("torch", got[k]), ("hy", targets[k].tensor),
+                           ("DCP FS", fs_state[k].to_local()),
+                           ("hy.dcp", hy_state[k].to_local())):
+                if not torch.equal(t, want):
+                    raise SystemExit(f"rank {rank}: {who} loaded {k} wrong")
     if rank == 0:
         print(json.dumps(out), flush=True)
     dist.destroy_process_group()
@@ -126,13 +187,16 @@ def run(mode, work, world, args, saved_ranks=0):
          "--saved-ranks", str(saved_ranks)],
         stdout=subprocess.PIPE, env=env, text=True) for r in range(world)]
     result = None
-    for p in procs:
+    failed = []
+    for r, p in enumerate(procs):
         out, _ = p.communicate()
         if p.returncode != 0:
-            raise SystemExit(f"{mode}: a rank failed ({p.returncode})")
+            failed.append(f"rank {r}: exit {p.returncode}")
         for line in out.splitlines():
             if line.startswith("{"):
                 result = json.loads(line)
+    if failed:
+        raise SystemExit(f"{mode}: " + "; ".join(failed))
     return result
 
 
@@ -152,23 +216,22 @@ def main():
     if args.mode:
         return rank_main(args)
     work = tempfile.mkdtemp(prefix="hy-pybench-", dir=args.dir)
-    os.makedirs(os.path.join(work, "torch"))
+    where = dirs(work)
+    os.makedirs(where["torch"])
     try:
         mb = args.gib * (1 << 30) / 1e6
         first = run("save", work, args.ranks, args)
-        disk = {"torch": du(os.path.join(work, "torch")),
-                "hy": du(os.path.join(work, "hy"))}
+        disk = {k: du(d) for k, d in where.items()}
         second = run("change", work, args.ranks, args)
-        disk2 = {"torch": du(os.path.join(work, "torch")),
-                 "hy": du(os.path.join(work, "hy"))}
+        disk2 = {k: du(d) for k, d in where.items()}
         load = run("load", work, args.load_ranks, args, args.ranks)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = []
-    for who in ("torch", "hy"):
+    for who, label in WRITERS:
         rows.append({
-            "writer": "torch.save per-rank files" if who == "torch"
-                      else "hy.save",
+            "key": who,
+            "writer": label,
             "save_mb_s": mb / first[f"{who}_s"],
             "second_save_s": second[f"{who}_s"],
             "load_reshard_mb_s": mb / load[f"{who}_s"],
@@ -181,7 +244,8 @@ def main():
                          indent=2))
         return
     print(f"state {mb:.0f} MB fp32 on {args.ranks} ranks, loaded on "
-          f"{args.load_ranks}; durable saves; one run")
+          f"{args.load_ranks}; durable saves; one run (torch.save overwrites "
+          "its files; the others keep both steps)")
     head = ("writer", "save MB/s", "2nd save s (1% changed)",
             "load+reshard MB/s", "disk MB", "disk MB after 2nd")
     print("| " + " | ".join(head) + " |")
@@ -191,11 +255,19 @@ def main():
               f"{r['second_save_s']:.2f} | {r['load_reshard_mb_s']:.0f} | "
               f"{r['disk_mb_after_first']:.0f} | "
               f"{r['disk_mb_after_second']:.0f} |")
-    t, h = rows
-    print(f"hy/torch: save {h['save_mb_s'] / t['save_mb_s']:.2f}x, 2nd save "
-          f"{t['second_save_s'] / h['second_save_s']:.2f}x faster, load "
-          f"{h['load_reshard_mb_s'] / t['load_reshard_mb_s']:.2f}x, disk "
-          f"{h['disk_mb_after_second'] / t['disk_mb_after_second']:.2f}x")
+    by = {who: r for (who, _), r in zip(WRITERS, rows)}
+
+    def ratio(a, b):
+        x, y = by[a], by[b]
+        return (f"save {x['save_mb_s'] / y['save_mb_s']:.2f}x, 2nd save "
+                f"{y['second_save_s'] / x['second_save_s']:.2f}x faster, load "
+                f"{x['load_reshard_mb_s'] / y['load_reshard_mb_s']:.2f}x, "
+                "disk after 2nd "
+                f"{x['disk_mb_after_second'] / y['disk_mb_after_second']:.2f}"
+                "x")
+
+    print(f"hy.save / torch.save: {ratio('hy', 'torch')}")
+    print(f"hy.dcp / DCP FileSystemWriter: {ratio('dcp_hy', 'dcp_fs')}")
 
 
 if __name__ == "__main__":

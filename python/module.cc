@@ -17,6 +17,7 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_hy, m) {
   m.doc() = "hy's stores, from Python (use the package hy, not this module)";
+  m.attr("__version__") = HY_VERSION;
   hy::python::RegisterErrors(m);
   hy::python::BindStore(m);
   hy::python::BindReader(m);

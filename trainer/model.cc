@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
 #include <cstring>
 

@@ -1,6 +1,8 @@
 // PpoWorker: reshard to the rollout layout, rollout, and the experience
 // (old / reference log-probs, values, rewards, advantages).
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>

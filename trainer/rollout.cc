@@ -1,5 +1,7 @@
 #include "rollout.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>

@@ -31,6 +31,8 @@ from . import _hy
 from ._group import Group
 from ._values import Shard, leaves, split
 
+__version__: str = _hy.__version__
+
 Error = _hy.Error
 InvalidArgument = _hy.InvalidArgument
 NotFound = _hy.NotFound

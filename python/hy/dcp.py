@@ -1,40 +1,55 @@
-"""hy stores as a storage backend of torch.distributed.checkpoint (DCP,
-PyTorch >= 2.0):
+"""hy stores as a storage backend of torch.distributed.checkpoint (DCP):
 
     import torch.distributed.checkpoint as dcp
     from hy.dcp import HyStorageWriter, HyStorageReader
     dcp.save(state_dict, storage_writer=HyStorageWriter("ckpt"))
     dcp.load(state_dict, storage_reader=HyStorageReader("ckpt"))
 
+Any state DCP saves works, e.g. get_state_dict() of a model wrapped with
+FSDP2 (fully_shard: DTensor parameters and optimizer state): every rank
+writes the chunks it holds, and any number of ranks, under any sharding,
+loads them (tests/python/test_dcp.py: 4 ranks save, 3 load, bit for bit).
+
 The directory is a run root like hy.save's (one store per writing rank,
 <path>/node-<rank>/store), so saves are content-addressed (unchanged chunks
 are not written again), checksummed, compressed and atomic: every DCP save
-is a new step, committed on every rank's store or on none. DCP's metadata
-(its pickled Metadata) goes to <path>/dcp/<step>.metadata before the
-commit. Loading reads, for each item DCP asks for, only that region, from
-whichever rank's store holds it, so any number of ranks and any sharding
-load it (the directory must be readable by every loading rank).
+is a new step (one above the newest committed one), committed on every
+rank's store or on none. Tensors keep their DCP names (the flattened state
+dict keys); non-tensor values (torch.save'd by DCP) are blobs of the rank
+that wrote them. DCP's metadata (its pickled Metadata, with a checksum)
+goes to <path>/dcp/<step>-<generation>.metadata before the commit.
+Loading reads, for each item DCP asks for, only that region, from
+whichever rank's store holds it (the directory must be readable by every
+loading rank); a damaged chunk, blob or metadata file raises hy.DataLoss
+(wrapped in DCP's CheckpointException), never loads.
 
-Protocol: the coordinator picks the step in prepare_global_plan (one above
-its store's newest); every rank writes and prepares its part in
+Protocol: each rank reports its store's versions in prepare_local_plan;
+the coordinator picks the step and a version number no store has used in
+prepare_global_plan; every rank settles what an earlier, interrupted save
+left in its store (commits a part whose version some store committed,
+aborts any other prepared part) and writes and prepares its part in
 write_data; the coordinator's finish writes the metadata, commits its own
 store (the decision) and then copies the commit record into the other
-ranks' stores (they closed theirs after preparing). A failure between
-those leaves parts prepared; the next save settles them (hy.save does).
+ranks' stores (they closed theirs after preparing). A save killed before
+the decision leaves the previous step the newest one loadable; one killed
+while copying the decision leaves the new step unreadable (DataLoss: a
+rank's part is prepared, not committed) until the next save settles it.
 
-Status: written against DCP's StorageWriter / StorageReader of PyTorch
-2.x; Debian's torch 1.13 has no usable DCP, so it is exercised only where
-PyTorch >= 2.0 is installed (tests/python/test_dcp.py, scripts/py-check.sh).
+Needs DCP's collectives (use_collectives=True, the default) and a shared
+directory; DefaultSavePlanner's enable_plan_caching is refused (a cached
+plan would carry an old save's version).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
+import math
 import os
 import pickle
 import time
-from typing import Any, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import torch
 from torch.distributed.checkpoint.metadata import Metadata
@@ -49,7 +64,15 @@ from . import _hy
 from . import _store_path
 from ._values import as_array
 
-_GEN_BITS = 16
+__all__ = ["HyStorageWriter", "HyStorageReader"]
+
+_GEN_BITS = 16  # As hy.save: version = step << 16 | generation.
+_META_MAGIC = b"hy.dcp metadata v1 sha256="
+_TORCH_DTYPES = {
+    "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16,
+    "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+    "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
+}
 
 
 def _rank() -> int:
@@ -58,10 +81,18 @@ def _rank() -> int:
         else 0
 
 
-def _store(path: str, rank: int, writable: bool = True,
-           chunk_bytes: int = 0):
-    return _hy.Store(_store_path(path, rank), create=writable,
-                     read_only=not writable, chunk_bytes=chunk_bytes)
+def _store(path: str, rank: int, chunk_bytes: int = 0):
+    return _hy.Store(_store_path(path, rank), create=True, read_only=False,
+                     chunk_bytes=chunk_bytes)
+
+
+def _metadata_path(path: str, step: int, version: int) -> str:
+    gen = version & ((1 << _GEN_BITS) - 1)
+    return os.path.join(path, "dcp", f"{step}-{gen}.metadata")
+
+
+def _layout(world: int) -> str:
+    return f"dcp:ranks={world}"
 
 
 def _done(value: Any) -> Future:
@@ -71,16 +102,21 @@ def _done(value: Any) -> Future:
 
 
 class HyStorageWriter(StorageWriter):
+    """Saves DCP's state into the hy run root `path` (a new step per save).
+    chunk_bytes: hy's unit of deduplication (0: the store's default)."""
+
     def __init__(self, path: Union[str, os.PathLike], chunk_bytes: int = 0):
         super().__init__()
         self.path = os.fspath(path)
         self.chunk_bytes = chunk_bytes
         self.is_coordinator = False
         self.rank = 0
+        self._plan_data: Optional[Dict[str, Any]] = None
 
     def reset(self, checkpoint_id: Union[str, os.PathLike, None] = None):
         if checkpoint_id is not None:
             self.path = os.fspath(checkpoint_id)
+        self._plan_data = None
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id) -> bool:
@@ -89,38 +125,96 @@ class HyStorageWriter(StorageWriter):
     def set_up_storage_writer(self, is_coordinator: bool, *args, **kwargs):
         self.is_coordinator = is_coordinator
         self.rank = kwargs.get("rank", _rank())
+        if not kwargs.get("use_collectives", True):
+            import torch.distributed as dist
+            if dist.is_available() and dist.is_initialized() and \
+                    dist.get_world_size() > 1:
+                raise _hy.InvalidArgument(
+                    "hy.dcp needs DCP's collectives (use_collectives=True): "
+                    "a step is committed on every rank's store or on none")
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
-        return plan
+        # This rank's store's versions, for the coordinator's choice.
+        versions = _store(self.path, self.rank).versions()
+        return dataclasses.replace(
+            plan, storage_data={"rank": self.rank, "versions": versions})
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
-        versions = _store(self.path, self.rank).versions()
+        versions = [v for p in plans for v in p.storage_data["versions"]]
         committed = [v["step"] for v in versions if v["committed"]]
         step = max(committed) + 1 if committed else 0
+        # A generation no store has used at this step (a killed save may
+        # have prepared or aborted one on any rank's store).
         gens = [v["version"] & ((1 << _GEN_BITS) - 1) for v in versions
-                if v["step"] == step]
+                if v["version"] >> _GEN_BITS == step]
         version = (step << _GEN_BITS) | (max(gens) + 1 if gens else 0)
-        data = {"step": step, "version": version, "world": len(plans)}
+        # Versions some store committed: the coordinator of their save
+        # decided them (it commits its own store first).
+        decided = {v["version"]: [v["step"], v["world_size"]]
+                   for v in versions if v["committed"]}
+        data = {"step": step, "version": version, "world": len(plans),
+                "decided": decided}
         return [dataclasses.replace(p, storage_data=data) for p in plans]
+
+    def _settle(self, store: Any, decided: Dict[int, list]) -> None:
+        """Settles what an interrupted save left prepared in this rank's
+        store: committed where that save's decision was made, else
+        aborted."""
+        for v in store.versions():
+            if v["committed"] or v["aborted"] or not v["prepared"]:
+                continue
+            if v["version"] in decided:
+                step, world = decided[v["version"]]
+                store.commit(v["version"], step, world, self.rank,
+                             _layout(world), 0, 0, 0,
+                             int(time.time() * 1000))
+            else:
+                store.abort(v["version"])
 
     def write_data(self, plan: SavePlan,
                    planner: SavePlanner) -> Future:
-        self._plan_data = plan.storage_data
-        shards, blobs, results, keep = [], [], [], []
+        if getattr(planner, "_enable_plan_caching", False):
+            raise _hy.InvalidArgument(
+                "hy.dcp: the planner caches plans (enable_plan_caching); a "
+                "cached plan carries an earlier save's version. Use a "
+                "planner without plan caching")
+        data = plan.storage_data
+        if not isinstance(data, dict) or "version" not in data:
+            raise _hy.InvalidArgument(
+                "hy.dcp: the save plan lacks HyStorageWriter's step (was "
+                "prepare_global_plan skipped?)")
+        self._plan_data = data
+        shards, blobs, results = [], [], []
+        seen = set()
         for item in plan.items:
-            data = planner.resolve_data(item)
             fqn = item.index.fqn
             if item.type == WriteItemType.BYTE_IO:
-                raw = data.getvalue() if isinstance(data, io.BytesIO) \
-                    else bytes(data)
+                obj = planner.resolve_data(item)
+                raw = obj.getvalue() if isinstance(obj, io.BytesIO) \
+                    else bytes(obj)
                 blobs.append((f"dcp/{fqn}", self.rank, raw))
                 results.append(WriteResult(item.index, len(raw),
                                            {"rank": self.rank}))
                 continue
-            t = data.detach().cpu().contiguous()
-            keep.append(t)
-            array, dtype = as_array(t, fqn, writable=False)
             chunk = item.tensor_data.chunk
+            if math.prod(chunk.sizes) == 0:
+                # An empty shard (a rank FSDP left without rows): nothing
+                # to store; a load never asks for it.
+                results.append(WriteResult(item.index, 0,
+                                           {"rank": self.rank}))
+                continue
+            if fqn in seen:
+                raise _hy.InvalidArgument(
+                    f"hy.dcp: rank {self.rank} holds two chunks of '{fqn}'; "
+                    "a rank saves one box of a tensor")
+            seen.add(fqn)
+            t = planner.resolve_data(item).detach().cpu().contiguous()
+            if list(t.shape) != list(chunk.sizes):
+                raise _hy.InvalidArgument(
+                    f"hy.dcp: '{fqn}': the planner resolved a tensor of "
+                    f"shape {list(t.shape)} for a chunk of "
+                    f"{list(chunk.sizes)}")
+            array, dtype = as_array(t, fqn, writable=False)
             shards.append((fqn, dtype, list(item.tensor_data.size),
                            _hy.box_geometry(list(chunk.offsets),
                                             list(chunk.sizes)),
@@ -128,49 +222,61 @@ class HyStorageWriter(StorageWriter):
             results.append(WriteResult(item.index,
                                        t.numel() * t.element_size(),
                                        {"rank": self.rank}))
-        store = _store(self.path, self.rank, chunk_bytes=self.chunk_bytes)
-        store.save(self._plan_data["version"], self.rank, shards, blobs)
-        del store  # The coordinator commits it in finish().
+        store = _store(self.path, self.rank, self.chunk_bytes)
+        self._settle(store, {int(k): v for k, v in data["decided"].items()})
+        store.save(data["version"], self.rank, shards, blobs)
+        del store  # Prepared; the coordinator commits it in finish().
         return _done(results)
 
     def finish(self, metadata: Metadata,
                results: List[List[WriteResult]]) -> None:
         d = self._plan_data
+        if d is None:
+            raise _hy.FailedPrecondition(
+                "hy.dcp: finish() before write_data() on the coordinator")
         step, version, world = d["step"], d["version"], d["world"]
-        meta_dir = os.path.join(self.path, "dcp")
-        os.makedirs(meta_dir, exist_ok=True)
-        final = os.path.join(meta_dir, f"{step}.metadata")
+        # Which rank's store holds each non-tensor value (the reader's map).
+        metadata.storage_data = {wr.index: wr.storage_data
+                                 for rs in results for wr in rs}
+        metadata.storage_meta = self.storage_meta()
+        raw = pickle.dumps(metadata)
+        final = _metadata_path(self.path, step, version)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
         with open(final + ".tmp", "wb") as f:
-            pickle.dump(metadata, f)
+            f.write(_META_MAGIC + hashlib.sha256(raw).hexdigest().encode() +
+                    b"\n" + raw)
             f.flush()
             os.fsync(f.fileno())
         os.replace(final + ".tmp", final)
         now = int(time.time() * 1000)
-        ranks = sorted({wr.storage_data["rank"] for rs in results
-                        for wr in rs} | {self.rank})
         total = sum(wr.size_in_bytes for rs in results for wr in rs)
         # The decision first (the coordinator's store), then the copies.
-        order = [self.rank] + [r for r in ranks if r != self.rank]
+        order = [self.rank] + [r for r in range(world) if r != self.rank]
         for r in order:
             _store(self.path, r).commit(version, step, world, r,
-                                        f"dcp:ranks={world}", total, 0, 0,
-                                        now)
+                                        _layout(world), total, 0, 0, now)
+        self._plan_data = None
 
     def storage_meta(self):
         try:
             from torch.distributed.checkpoint.metadata import StorageMeta
-        except ImportError:
+        except ImportError:  # Older than torch 2.4.
             return None
         return StorageMeta(checkpoint_id=self.path)
 
 
 class HyStorageReader(StorageReader):
+    """Loads step `step` (default: the newest step committed with every
+    part readable) of the hy run root `path`, saved by HyStorageWriter."""
+
     def __init__(self, path: Union[str, os.PathLike],
                  step: Optional[int] = None):
         super().__init__()
         self.path = os.fspath(path)
         self.step = step
         self._reader = None
+        self._tensors: Dict[str, tuple] = {}
+        self.storage_data: Dict[Any, Any] = {}
 
     def reset(self, checkpoint_id: Union[str, os.PathLike, None] = None):
         if checkpoint_id is not None:
@@ -182,20 +288,32 @@ class HyStorageReader(StorageReader):
         return isinstance(checkpoint_id, (str, os.PathLike)) and \
             os.path.isdir(os.path.join(os.fspath(checkpoint_id), "dcp"))
 
-    def read_metadata(self) -> Metadata:
+    def _open(self) -> None:
         self._reader = _hy.Reader(self.path,
                                   -1 if self.step is None else self.step)
-        self.step = self._reader.step
-        path = os.path.join(self.path, "dcp", f"{self.step}.metadata")
+        self._tensors = self._reader.tensors()
+
+    def read_metadata(self) -> Metadata:
+        self._open()
+        r = self._reader
+        path = _metadata_path(self.path, r.step, r.version)
         if not os.path.exists(path):
-            raise _hy.NotFound(f"step {self.step} of {self.path} has no DCP "
-                               "metadata (not saved through hy.dcp)")
+            raise _hy.NotFound(
+                f"step {r.step} of {self.path} has no DCP metadata ({path}): "
+                "not saved through hy.dcp")
         with open(path, "rb") as f:
-            return pickle.load(f)
+            head = f.readline()
+            raw = f.read()
+        if not head.startswith(_META_MAGIC) or \
+                head[len(_META_MAGIC):].strip().decode("ascii", "replace") \
+                != hashlib.sha256(raw).hexdigest():
+            raise _hy.DataLoss(f"{path}: damaged (its checksum does not "
+                               "match) or not hy.dcp's metadata")
+        return pickle.loads(raw)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
                               *args, **kwargs) -> None:
-        self.storage_data = metadata.storage_data
+        self.storage_data = metadata.storage_data or {}
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
         return plan
@@ -205,23 +323,42 @@ class HyStorageReader(StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
         if self._reader is None:
-            self.read_metadata()
+            self._open()
         for item in plan.items:
             fqn = item.storage_index.fqn
             if item.type == LoadItemType.BYTE_IO:
-                rank = self.storage_data[item.storage_index]["rank"]
-                raw = self._reader.blob_of(f"dcp/{fqn}", rank)
+                where = self.storage_data.get(item.storage_index)
+                if where is None:
+                    raise _hy.NotFound(
+                        f"hy.dcp: no rank of step {self._reader.step} holds "
+                        f"the value '{fqn}'")
+                raw = self._reader.blob_of(f"dcp/{fqn}", where["rank"])
                 planner.load_bytes(item, io.BytesIO(raw))
                 continue
             target = planner.resolve_tensor(item).detach()
+            lengths = list(item.lengths)
+            if math.prod(lengths) == 0:
+                planner.commit_tensor(item, target)
+                continue
+            if fqn not in self._tensors:
+                raise _hy.NotFound(f"hy.dcp: no tensor '{fqn}' in step "
+                                   f"{self._reader.step} of {self.path}")
+            dtype, shape = self._tensors[fqn]
+            saved = _TORCH_DTYPES.get(dtype)
+            if saved is None:
+                raise _hy.InvalidArgument(
+                    f"hy.dcp: '{fqn}' is saved as {dtype}, not a torch dtype")
             offsets = [a + b for a, b in zip(item.storage_index.offset,
                                              item.storage_offsets)]
-            lengths = list(item.lengths)
-            dtype, shape = self._reader.tensors()[fqn]
-            tmp = torch.empty(lengths, dtype=target.dtype)
-            array, _ = as_array(tmp, fqn, writable=True)
-            self._reader.read(fqn, _hy.box_runs(offsets, lengths, list(shape)),
-                              array.reshape(-1).view("uint8"))
-            target.copy_(tmp)
+            runs = _hy.box_runs(offsets, lengths, list(shape))
+            if target.dtype == saved and target.is_contiguous() and \
+                    target.device.type == "cpu":
+                into = target  # Read straight into the destination.
+            else:
+                into = torch.empty(lengths, dtype=saved)
+            array, _ = as_array(into, fqn, writable=True)
+            self._reader.read(fqn, runs, array.reshape(-1).view("uint8"))
+            if into is not target:
+                target.copy_(into)
             planner.commit_tensor(item, target)
         return _done(None)

@@ -61,6 +61,7 @@ Result<std::unique_ptr<C10dTransport>> C10dTransport::FromEnv(
   const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
   if (agent_store != nullptr && std::string(agent_store) == "True") {
     opts.rank0_hosts_store = false;
+    opts.fresh_namespace = true;  // The agent's store outlives rounds.
   }
   HY_ASSIGN_OR_RETURN(std::unique_ptr<C10dTransport> transport,
                       Connect(rank, world_size, addr, port, opts));

@@ -12,11 +12,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
+#include <vector>
 
 namespace hy::reshard {
 namespace {
@@ -54,8 +58,8 @@ Status CurrentExceptionStatus(std::string_view op) {
     return Status::DeadlineExceeded(std::string(op) + ": " + e.what());
   } catch (const gloo::IoException& e) {
     return Classify(op, e.what(), StatusCode::kUnavailable);
-  } catch (const c10d::C10dError& e) {
-    return Classify(op, e.what(), StatusCode::kUnavailable);
+  } catch (const c10::DistError& e) {  // Store, network, backend errors.
+    return Classify(op, e.what_without_backtrace(), StatusCode::kUnavailable);
   } catch (const c10::Error& e) {
     return Classify(op, e.what_without_backtrace(), StatusCode::kInternal);
   } catch (const std::exception& e) {
@@ -113,6 +117,71 @@ class StoreKv : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> store_;
   const Millis timeout_;
 };
+
+std::vector<uint8_t> Bytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+
+// The epoch of fresh_namespace (see C10dTransportOptions). Keys of earlier
+// groups may sit under every name, so a rank trusts only a key whose name
+// holds something fresh: rank 0 draws a new epoch (an atomic counter), each
+// other rank publishes a random nonce under ready/<rank> and waits for
+// ack/<rank>/<its nonce>, which rank 0 writes for every value it sees
+// there (stale ones too: nobody waits for those); a rank that has the
+// epoch says so under done/<epoch>/<rank>, and rank 0 acks until all have.
+// The ranks of the earlier groups are gone (torchrun stops every worker
+// before a new round), so nothing rewrites these keys meanwhile.
+int64_t AgreeEpoch(c10d::Store& store, const std::string& base, int rank,
+                   int world_size, Millis timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (rank != 0) {
+    std::random_device rd;
+    const std::string nonce =
+        std::to_string(rd()) + "-" + std::to_string(rd()) + "-" +
+        std::to_string(std::chrono::steady_clock::now().time_since_epoch()
+                           .count());
+    store.set(base + "/ready/" + std::to_string(rank), Bytes(nonce));
+    const std::string ack = base + "/ack/" + std::to_string(rank) + "/" + nonce;
+    store.wait({ack}, timeout);
+    const std::vector<uint8_t> v = store.get(ack);
+    const int64_t epoch = std::stoll(std::string(v.begin(), v.end()));
+    store.set(base + "/done/" + std::to_string(epoch) + "/" +
+                  std::to_string(rank),
+              Bytes("1"));
+    return epoch;
+  }
+  const int64_t epoch = store.add(base + "/epoch", 1);
+  std::vector<std::string> acked(world_size);
+  std::vector<int> pending;
+  for (int r = 1; r < world_size; ++r) pending.push_back(r);
+  while (!pending.empty()) {
+    std::vector<int> still;
+    for (int r : pending) {
+      const std::string ready = base + "/ready/" + std::to_string(r);
+      if (store.check({base + "/done/" + std::to_string(epoch) + "/" +
+                       std::to_string(r)})) {
+        continue;
+      }
+      still.push_back(r);
+      if (!store.check({ready})) continue;
+      const std::vector<uint8_t> v = store.get(ready);
+      const std::string nonce(v.begin(), v.end());
+      if (nonce == acked[r]) continue;
+      store.set(base + "/ack/" + std::to_string(r) + "/" + nonce,
+                Bytes(std::to_string(epoch)));
+      acked[r] = nonce;
+    }
+    pending.swap(still);
+    if (pending.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("timed out: rank " +
+                               std::to_string(pending[0]) +
+                               " never took the store epoch");
+    }
+    std::this_thread::sleep_for(Millis(5));
+  }
+  return epoch;
+}
 
 }  // namespace
 
@@ -273,6 +342,7 @@ Result<std::unique_ptr<C10dTransport>> C10dTransport::Connect(
   const std::string where = "c10d connect rank " + std::to_string(rank) +
                             " of " + std::to_string(world_size) + " to " +
                             host + ":" + std::to_string(port);
+  std::string key_prefix;
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<uint16_t>(port);
@@ -280,22 +350,28 @@ Result<std::unique_ptr<C10dTransport>> C10dTransport::Connect(
     store_options.waitWorkers = false;
     store_options.timeout = timeout;
     impl->store = c10::make_intrusive<c10d::TCPStore>(host, store_options);
-    impl->kv =
-        std::make_unique<StoreKv>(c10::make_intrusive<c10d::PrefixStore>(
-                                      options.prefix + "/kv", impl->store),
-                                  timeout);
+    key_prefix = options.prefix;
+    if (options.fresh_namespace && world_size > 1) {
+      key_prefix += "/e" + std::to_string(AgreeEpoch(
+                               *impl->store, options.prefix + "/epochs", rank,
+                               world_size, timeout));
+    }
+    impl->kv = std::make_unique<StoreKv>(
+        c10::make_intrusive<c10d::PrefixStore>(key_prefix + "/kv", impl->store),
+        timeout);
     auto pg_options = c10d::ProcessGroupGloo::Options::create(timeout);
     pg_options->devices.push_back(CreateDevice(options.gloo_hostname));
     pg_options->threads = 2;
     impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>(options.prefix + "/pg",
-                                               impl->store),
+        c10::make_intrusive<c10d::PrefixStore>(key_prefix + "/pg", impl->store),
         rank, world_size, pg_options);
   } catch (...) {
     return CurrentExceptionStatus(where);
   }
-  return std::unique_ptr<C10dTransport>(
+  std::unique_ptr<C10dTransport> transport(
       new C10dTransport(rank, world_size, std::move(impl)));
+  transport->key_prefix_ = std::move(key_prefix);
+  return transport;
 }
 
 Status C10dTransport::AllToAllV(const std::vector<ConstBytes>& send,

@@ -27,13 +27,12 @@
 #                              sockets reset by the kernel.
 #   HY_MULTIHOST_KEEP=1        keep the work dir on success too.
 #   HY_MULTIHOST_PHASE_TIMEOUT=S  seconds each wait may take (150).
-#   HY_TORCHRUN=PATH           torchrun (default /usr/bin/torchrun).
+#   HY_TORCHRUN=PATH           torchrun (CTest passes the one beside the
+#                              build's python; default: torchrun on PATH).
 #
-# Debian's torchrun (torch 1.13 on Python 3.11), as this test found it:
-# - --redirects and --tee must each be 1 or 2: their default 0 (and 3)
-#   crash the agent (Std.from_str returns None: Python 3.11's IntFlag
-#   iteration skips NONE and ALL). --redirects 1 --tee 2 puts stdout in a
-#   file and stderr in a file and on the agent's console.
+# torchrun, as this test found it (Debian's 1.13 first, PyPI's 2.x since):
+# - --redirects 1 --tee 2 puts stdout in a file and stderr in a file and on
+#   the agent's console (1.13 on Python 3.11 crashed on the default 0).
 # - After a host dies, the agents left re-rendezvous only once its
 #   rendezvous keep-alive expires: 5 s x 3 attempts, hard-coded (not in
 #   rdzv_conf), then last_call_timeout: about 15-18 s after the loss.
@@ -49,7 +48,7 @@ set -o pipefail
 
 HYCTL_IN=${1:?usage: multihost_test.sh HYCTL WORKDIR}
 WORKDIR=${2:?usage: multihost_test.sh HYCTL WORKDIR}
-TORCHRUN=${HY_TORCHRUN:-/usr/bin/torchrun}
+TORCHRUN=${HY_TORCHRUN:-$(command -v torchrun)}
 SOAK=${HY_MULTIHOST_SOAK:-0}
 LOSSES=$((SOAK > 0 ? SOAK : 1))
 NPROC=2                      # Ranks per host.
@@ -101,7 +100,7 @@ since() {
 [[ $(id -u) -eq 0 ]] || skip "needs root (CAP_NET_ADMIN) to create network namespaces"
 command -v ip >/dev/null || skip "no ip(8) (iproute2)"
 command -v unshare >/dev/null || skip "no unshare(1)"
-[[ -x $TORCHRUN ]] || skip "no torchrun at $TORCHRUN (Debian python3-torch)"
+[[ -x $TORCHRUN ]] || skip "no torchrun at $TORCHRUN (scripts/install-deps.sh makes .venv/bin/torchrun)"
 [[ -x $HYCTL_IN ]] || fail "no hyctl at $HYCTL_IN"
 
 SUF=$$

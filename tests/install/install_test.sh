@@ -3,9 +3,9 @@
 # tree: a CMake project (find_package(hy)), the same source built with
 # pkg-config, and the Python package from the installed location.
 #
-#   install_test.sh <build dir> <source dir> <work dir>
+#   install_test.sh <build dir> <source dir> <work dir> <python>
 set -euo pipefail
-build=$1 src=$2 work=$3
+build=$1 src=$2 work=$3 python=$4
 rm -rf "$work"
 mkdir -p "$work"
 prefix=$work/prefix
@@ -30,8 +30,8 @@ g++ -O1 "$src/tests/install/consumer/main.cc" -o "$work/pc-consumer" \
 # The installed hyctl reads what the consumer wrote.
 "$prefix/bin/hyctl" verify "$work/store-pc" > /dev/null
 
-echo "== python3 -c 'import hy' from the install"
-PYTHONPATH=$prefix/lib/python3/dist-packages /usr/bin/python3 -c "
+echo "== $python -c 'import hy' from the install"
+PYTHONPATH=$prefix/lib/python3/dist-packages "$python" -c "
 import hy, numpy as np
 assert hy.__file__.startswith('$prefix'), hy.__file__
 a = np.arange(6, dtype=np.float32)

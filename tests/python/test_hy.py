@@ -1,8 +1,9 @@
-"""The Python package hy with Debian's torch: multi-process saves over real
-torch.distributed (gloo, 127.0.0.1), loads under another sharding,
-incremental saves, a save killed with SIGKILL, bad input.
+"""The Python package hy under PyPI's torch and numpy 2: multi-process saves
+over real torch.distributed (gloo, 127.0.0.1), loads under another
+sharding, incremental saves, a save killed with SIGKILL, bad input.
 
-Run by CTest (python.pytest) with PYTHONPATH=<build>/python.
+Run by CTest (python.*) against the package `pip install .` put in
+<build>/python-installed (PYTHONPATH), never the build tree.
 """
 
 import json
@@ -274,3 +275,65 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
     saved = hy._hy.Store(part).versions()[-1]["version"]
     with pytest.raises(hy.FailedPrecondition, match="every rank"):
         hy.reshard(part, saved, "tp=2")
+
+
+def test_installed_package_is_the_one_tested():
+    """The tests import what pip installed (PYTHONPATH from CTest), and
+    `python -m hy --version` names it."""
+    where = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    if not where:
+        pytest.skip("PYTHONPATH is not set: run through CTest")
+    assert os.path.realpath(hy.__file__).startswith(os.path.realpath(where))
+    assert os.path.isdir(os.path.join(where, f"hy-{hy.__version__}.dist-info"))
+    out = subprocess.run([sys.executable, "-m", "hy", "--version"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith(f"hy {hy.__version__} ("), out
+    assert os.path.realpath(where) in out, out
+
+
+def test_bf16_and_numpy2_views_save_and_load_bitwise(tmp_path):
+    """Every kind of leaf hands C++ a view of its own memory (numpy 2
+    arrays, numpy views of torch tensors, bf16 as int16, non-contiguous
+    sources copied), saved in the background with the GIL released while
+    this thread goes on with torch; each loads back bit for bit."""
+    assert int(np.__version__.split(".")[0]) >= 2, np.__version__
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(64, 48, generator=g)
+    state = {
+        "bf16": base.to(torch.bfloat16),
+        "f16": base.to(torch.float16)[::2],          # non-contiguous source
+        "t_view": base[:, 5:9],                     # non-contiguous view
+        "np_f64": np.linspace(-1, 1, 777),
+        "np_fortran": np.asfortranarray(base.numpy()[:7, :9]),
+        "np_i8": np.arange(-100, 100, dtype=np.int8),
+        "np_bool": np.arange(10) % 3 == 0,
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 4),
+        "opt": {"exp_avg": torch.randn(300, generator=g), "step": 7},
+    }
+    path = str(tmp_path / "ckpt")
+    h = hy.save_async(path, state)
+    for _ in range(20):  # torch works on while the save writes.
+        base @ base.T
+    assert h.wait() == 0
+    assert h.stats["total_new_bytes"] > 0
+    targets = {
+        k: (torch.empty_like(v).contiguous() if isinstance(v, torch.Tensor)
+            else np.empty_like(v, order="C")) for k, v in state.items()
+        if k != "opt"}
+    targets["opt"] = {"exp_avg": torch.zeros(300), "step": 0}
+    assert hy.load(path, targets) == 0
+    for k, v in state.items():
+        if k == "opt":
+            continue
+        got = targets[k]
+        if isinstance(v, torch.Tensor):
+            a, b = got, v.contiguous()
+            if a.dtype in (torch.bfloat16, torch.float16):
+                a, b = a.view(torch.int16), b.view(torch.int16)
+            assert torch.equal(a, b), k
+        else:
+            assert got.dtype == v.dtype and np.array_equal(
+                got.view(np.uint8), np.ascontiguousarray(v).view(np.uint8)), k
+    assert torch.equal(targets["opt"]["exp_avg"], state["opt"]["exp_avg"])
+    assert targets["opt"]["step"] == 7

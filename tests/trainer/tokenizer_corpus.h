@@ -1,5 +1,5 @@
 // A deterministic corpus of varied UTF-8 strings for the tokenizer's
-// comparison test against Hugging Face's JS implementation and for
+// comparison test against Hugging Face's Rust implementation and for
 // hy_bench_tokenizer: ASCII prose, CJK, emoji (ZWJ sequences, flags, skin
 // tones), accented and combining characters (NFC matters), digit runs,
 // whitespace runs with tabs / CR LF / newlines, code, contractions in mixed

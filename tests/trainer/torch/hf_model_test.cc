@@ -1,11 +1,12 @@
 // hy's decoder against an independent reference of transformers' Llama /
-// Qwen2 / Qwen3 forward (hf_reference.py, run with Debian's python3-torch),
+// Qwen2 / Qwen3 forward (hf_reference.py, run with the build's Python and PyPI's torch),
 // on tiny Hugging Face directories written here with random weights, one
 // per distinguishing feature of the families. Each case also runs the
 // reference with that feature dropped and checks that the logits then
 // differ by far more than the tolerance: a hy that ignored the feature
 // would fail the comparison.
 
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -28,9 +29,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Debian's interpreter, where python3-torch installs (not a pyenv shim
-// that may come first on PATH).
-#define kPython "/usr/bin/python3"
+// The build's Python environment (cmake/HyTorch.cmake: .venv/ from
+// scripts/install-deps.sh, with PyPI's torch).
+#define kPython HY_PYTHON_PATH
 
 struct Case {
   std::string name;
@@ -119,9 +120,8 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 class HfModelTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HfModelTest, LogitsMatchTheTransformersReference) {
-  if (std::system(kPython " -c 'import torch' 2>/dev/null") != 0) {
-    GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps.sh)";
-  }
+  ASSERT_EQ(std::system(kPython " -c 'import torch' 2>/dev/null"), 0)
+      << kPython << " cannot import torch (scripts/install-deps.sh)";
   const Case& c = GetParam();
   const fs::path dir = fs::temp_directory_path() /
                        ("hy_hf_model_test_" + c.name + "_" +

@@ -19,6 +19,7 @@
 // Exit status 0 on success; 1 with a message on stderr otherwise.
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstdio>
 #include <cstdlib>

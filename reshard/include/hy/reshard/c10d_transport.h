@@ -62,6 +62,13 @@ struct C10dTransportOptions {
   // GLOO_SOCKET_IFNAME names if set, else this host's name resolved (as
   // c10d does by default, falling back to the loopback address).
   std::string gloo_hostname;
+  // true: the store outlives the ranks and may hold keys of ranks that came
+  // before (torchrun >= 2.4 keeps one store for every rendezvous round, so
+  // a new round would read the dead round's Gloo addresses). The ranks
+  // first agree, through the store, on an epoch no earlier group under
+  // this prefix used, and put every key under prefix + "/e<epoch>".
+  // FromEnv sets it when TORCHELASTIC_USE_AGENT_STORE is "True".
+  bool fresh_namespace = false;
 };
 
 class C10dTransport : public Transport {
@@ -96,6 +103,10 @@ class C10dTransport : public Transport {
   const char* name() const override { return "gloo"; }
   // LOCAL_RANK for FromEnv; rank() otherwise.
   int local_rank() const { return local_rank_; }
+  // Where this transport's keys live in the store: options.prefix, plus
+  // the agreed epoch under fresh_namespace. Other groups over the same
+  // store (the trainer's TP groups) put their keys under it too.
+  const std::string& key_prefix() const { return key_prefix_; }
 
   // As Transport says. AllToAllV returns InvalidArgument, and the transport
   // stays usable, if send.size() != world_size().
@@ -128,6 +139,7 @@ class C10dTransport : public Transport {
   const int rank_;
   const int world_size_;
   int local_rank_;
+  std::string key_prefix_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,92 @@
+# The Python interpreter and LibTorch, both from one place: the virtual
+# environment scripts/install-deps.sh makes (.venv/ at the repo root), or
+# whatever -DPython3_EXECUTABLE names. LibTorch is the one inside that
+# interpreter's PyTorch wheel (torch/include, torch/lib), never a system
+# libtorch, so the C++ trainer and the Python package see the same PyTorch.
+#
+#   HY_WITH_TORCH          ON: build the LibTorch half (c10d transport,
+#                          trainer, hyctl, benches); OFF builds the rest
+#                          (the pip build of the Python package does).
+#   HY_TORCH_VERSION       the wheel's version, e.g. 2.13.0.
+#   HY_TORCH_INCLUDE_DIR   torch/include of the wheel (or given by hand, with
+#   HY_TORCH_LIBRARY, HY_TORCH_CPU_LIBRARY, HY_C10_LIBRARY).
+#   HY_GLOO_INCLUDE_DIR    gloo headers: the wheel's if it ships them, else
+#                          Debian's libgloo-dev (see docs/architecture.md).
+#   hy_torch_c10d          interface target: ATen + c10d + ProcessGroupGloo.
+option(HY_WITH_TORCH "Build the LibTorch half (trainer, c10d transport, hyctl)" ON)
+
+if(NOT DEFINED Python3_EXECUTABLE AND EXISTS "${PROJECT_SOURCE_DIR}/.venv/bin/python3")
+  set(Python3_EXECUTABLE "${PROJECT_SOURCE_DIR}/.venv/bin/python3")
+endif()
+find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+
+if(NOT HY_WITH_TORCH)
+  return()
+endif()
+
+if(NOT HY_TORCH_INCLUDE_DIR)
+  execute_process(
+    COMMAND "${Python3_EXECUTABLE}" -c
+      "import os, torch; print(os.path.dirname(torch.__file__)); print(torch.__version__.split('+')[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI))"
+    OUTPUT_VARIABLE _hy_torch OUTPUT_STRIP_TRAILING_WHITESPACE
+    ERROR_VARIABLE _hy_torch_err RESULT_VARIABLE _hy_torch_rc)
+  if(NOT _hy_torch_rc EQUAL 0)
+    message(FATAL_ERROR
+      "hy: ${Python3_EXECUTABLE} cannot import torch (run scripts/install-deps.sh, "
+      "or pass -DPython3_EXECUTABLE=<python with torch>, or -DHY_WITH_TORCH=OFF):\n"
+      "${_hy_torch_err}")
+  endif()
+  string(REPLACE "\n" ";" _hy_torch "${_hy_torch}")
+  list(GET _hy_torch 0 _hy_torch_dir)
+  list(GET _hy_torch 1 HY_TORCH_VERSION)
+  list(GET _hy_torch 2 _hy_torch_abi)
+  if(HY_TORCH_VERSION VERSION_LESS 2.4)
+    message(FATAL_ERROR "hy: torch ${HY_TORCH_VERSION} at ${_hy_torch_dir}; hy needs torch >= 2.4")
+  endif()
+  if(NOT _hy_torch_abi EQUAL 1)
+    message(FATAL_ERROR "hy: torch ${HY_TORCH_VERSION} was built with the pre-C++11 "
+      "string ABI; hy links Debian's libraries (C++11 ABI): use a torch wheel with "
+      "torch._C._GLIBCXX_USE_CXX11_ABI true (every PyPI wheel since 2.7)")
+  endif()
+  set(HY_TORCH_INCLUDE_DIR "${_hy_torch_dir}/include" CACHE PATH "LibTorch headers")
+  set(HY_TORCH_LIBRARY "${_hy_torch_dir}/lib/libtorch.so" CACHE FILEPATH "")
+  set(HY_TORCH_CPU_LIBRARY "${_hy_torch_dir}/lib/libtorch_cpu.so" CACHE FILEPATH "")
+  set(HY_C10_LIBRARY "${_hy_torch_dir}/lib/libc10.so" CACHE FILEPATH "")
+  set(HY_TORCH_VERSION "${HY_TORCH_VERSION}" CACHE STRING "PyTorch version" FORCE)
+endif()
+foreach(f HY_TORCH_LIBRARY HY_TORCH_CPU_LIBRARY HY_C10_LIBRARY)
+  if(NOT EXISTS "${${f}}")
+    message(FATAL_ERROR "hy: ${f} = ${${f}} does not exist")
+  endif()
+endforeach()
+
+# Gloo: ProcessGroupGloo.hpp includes <gloo/...>; wheels since 2.x do not
+# ship those headers. Debian's libgloo-dev stands in (headers only: gloo's
+# code is the copy linked into libtorch_cpu).
+find_path(HY_GLOO_INCLUDE_DIR gloo/transport/device.h
+          HINTS "${HY_TORCH_INCLUDE_DIR}" NO_CACHE)
+if(NOT HY_GLOO_INCLUDE_DIR)
+  message(FATAL_ERROR "hy: no gloo headers (install Debian's libgloo-dev)")
+endif()
+
+add_library(hy_torch_c10d INTERFACE IMPORTED GLOBAL)
+target_include_directories(hy_torch_c10d SYSTEM INTERFACE
+  ${HY_TORCH_INCLUDE_DIR}
+  # torch >= 2.5's c10d headers include torch/types.h from the C++ API.
+  ${HY_TORCH_INCLUDE_DIR}/torch/csrc/api/include
+  ${HY_GLOO_INCLUDE_DIR})
+# ProcessGroupGloo.hpp is empty unless this is set (as LibTorch was built).
+target_compile_definitions(hy_torch_c10d INTERFACE USE_C10D_GLOO)
+# Warnings that new compilers raise inside LibTorch's own headers (c10's
+# SmallVector under gcc 13's -Warray-bounds, inlined into hy's code) are
+# LibTorch's: reported, never fatal. hy's own -Werror stays for the rest.
+target_compile_options(hy_torch_c10d INTERFACE
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-error=array-bounds -Wno-error=stringop-overflow -Wno-error=maybe-uninitialized>)
+target_link_libraries(hy_torch_c10d INTERFACE
+  ${HY_TORCH_LIBRARY} ${HY_TORCH_CPU_LIBRARY} ${HY_C10_LIBRARY})
+# Installed binaries keep the wheel's lib/ in their RUNPATH: `cmake
+# --install`'s hyctl runs on the same LibTorch (CMake's USE_LINK_PATH skips
+# it when the environment lies inside the source tree, as .venv/ does).
+get_filename_component(_hy_torch_lib_dir "${HY_TORCH_CPU_LIBRARY}" DIRECTORY)
+list(APPEND CMAKE_INSTALL_RPATH "${_hy_torch_lib_dir}")
+message(STATUS "hy: LibTorch ${HY_TORCH_VERSION} from ${HY_TORCH_INCLUDE_DIR}; gloo headers ${HY_GLOO_INCLUDE_DIR}")

@@ -1,0 +1,110 @@
+"""Reference for hy's tokenizer tests and benchmark: Hugging Face's Rust
+implementation (PyPI `tokenizers`) and transformers' chat templates.
+
+  tokenize_reference.py encode TOKENIZER_JSON IN OUT
+    IN: JSON Lines, one JSON string each. OUT: one line per input,
+    {"plain": [ids without special tokens], "special": [ids with],
+     "nfc": the input in NFC}.
+  tokenize_reference.py bench TOKENIZER_JSON IN REPS
+    Encodes IN's strings (encode_batch_fast, add_special_tokens false) once
+    to warm up, then REPS times, on one thread; prints the best pass in CPU
+    time of the process: {"mb_per_s": ..., "bytes": ..., "seconds": ...,
+    "tokens": ...}.
+  tokenize_reference.py chat TOKENIZER_DIR IN OUT
+    IN: JSON Lines {"messages": [{"role", "content"}...],
+    "enable_thinking": bool}. OUT: one JSON string per input, what
+    transformers' apply_chat_template(add_generation_prompt=True) renders.
+
+Exit status 3 when a package is missing.
+"""
+
+import json
+import os
+import sys
+import time
+import unicodedata
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def read_lines(path):
+    # Split on "\n" only: the JSON may hold raw U+2028 and the like.
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f.read().split("\n") if line]
+
+
+def load_tokenizer(path):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as e:
+        sys.exit(_missing(e))
+    return Tokenizer.from_file(path)
+
+
+def _missing(e):
+    print(f"tokenize_reference: {e} (run scripts/install-deps.sh)",
+          file=sys.stderr)
+    return 3
+
+
+def encode(tokenizer_path, in_path, out_path):
+    tok = load_tokenizer(tokenizer_path)
+    texts = read_lines(in_path)
+    plain = tok.encode_batch(texts, add_special_tokens=False)
+    special = tok.encode_batch(texts, add_special_tokens=True)
+    with open(out_path, "w", encoding="utf-8") as out:
+        for text, p, s in zip(texts, plain, special):
+            out.write(json.dumps({"plain": p.ids, "special": s.ids,
+                                  "nfc": unicodedata.normalize("NFC", text)}))
+            out.write("\n")
+
+
+def bench(tokenizer_path, in_path, reps):
+    # One core, as hy_bench_tokenizer measures hy (before the first use).
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    tok = load_tokenizer(tokenizer_path)
+    texts = read_lines(in_path)
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    tok.encode_batch_fast(texts, add_special_tokens=False)
+    best, tokens = float("inf"), 0
+    for _ in range(reps):
+        start = time.process_time()
+        encs = tok.encode_batch_fast(texts, add_special_tokens=False)
+        best = min(best, time.process_time() - start)
+        tokens = sum(len(e.ids) for e in encs)
+    print(json.dumps({"mb_per_s": nbytes / best / 1e6, "bytes": nbytes,
+                      "seconds": best, "tokens": tokens}))
+
+
+def chat(tokenizer_dir, in_path, out_path):
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        sys.exit(_missing(e))
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    with open(out_path, "w", encoding="utf-8") as out:
+        for case in read_lines(in_path):
+            text = tok.apply_chat_template(
+                case["messages"], tokenize=False, add_generation_prompt=True,
+                enable_thinking=case["enable_thinking"])
+            out.write(json.dumps(text) + "\n")
+
+
+def main(argv):
+    if len(argv) == 5 and argv[1] == "encode":
+        encode(argv[2], argv[3], argv[4])
+    elif len(argv) == 5 and argv[1] == "bench":
+        bench(argv[2], argv[3], max(1, int(argv[4])))
+    elif len(argv) == 5 and argv[1] == "chat":
+        chat(argv[2], argv[3], argv[4])
+    else:
+        print("usage: tokenize_reference.py encode TOKENIZER_JSON IN OUT | "
+              "bench TOKENIZER_JSON IN REPS | chat TOKENIZER_DIR IN OUT",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -83,7 +83,7 @@ if [ ! -x "${venv}/bin/python3" ]; then
   echo "install-deps: creating ${venv} with ${py_base} ($("${py_base}" --version))"
   "${py_base}" -m venv "${venv}"
 fi
-if "${venv}/bin/python3" - "${py_packages[@]}" <<'EOF'
+if "${venv}/bin/python3" - "${py_packages[@]}" 2>/dev/null <<'EOF'
 import sys
 from importlib import metadata
 from packaging.requirements import Requirement

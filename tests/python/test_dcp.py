@@ -9,7 +9,8 @@ step loadable and the next save commits; a damaged chunk or metadata file
 raises.
 
 The ranks are tests/python/dcp_ranks.py (one process forks them after its
-imports). Run by CTest (python.dcp) with PYTHONPATH=<build>/python.
+imports). Run by CTest (python.dcp) against the pip-installed package
+(PYTHONPATH=<build>/python-installed).
 """
 
 import json

@@ -4,12 +4,17 @@
 // assembled tensor by tensor from every rank's FSDP shards through
 // CheckpointReader, named as Hugging Face names them (the "actor/" prefix
 // dropped), so transformers' AutoModelForCausalLM loads the directory (the
-// critic exports as *ForSequenceClassification with one label).
+// critic exports as *ForSequenceClassification with one label). The
+// special token ids and tokenizer files are the run's (the checkpoint's
+// record, hy/trainer/special_tokens.h): transformers' generate() stops
+// where the trainer's rollouts stopped.
 
 #include "export_hf_command.h"
 
-#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,7 +24,7 @@
 #include "hy/trainer/hf_export.h"
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
-#include "hy/trainer/task.h"
+#include "hy/trainer/special_tokens.h"
 
 namespace hy::cli {
 namespace {
@@ -29,9 +34,53 @@ struct Args {
   std::string out;
   int64_t step = -1;
   std::string model = "actor";
-  std::string dtype = "float32";
+  std::string dtype;  // Empty: the source model's.
+  std::string tokenizer;
   uint64_t max_shard_bytes = 5'000'000'000;
 };
+
+// float32 or bfloat16 as the source config.json says (float32 for a
+// random-init run and for float16, which export does not write).
+std::string SourceDtype(const std::string& config_json) {
+  const auto j = nlohmann::json::parse(config_json, nullptr, false);
+  if (!j.is_object()) return "float32";
+  for (const char* key : {"dtype", "torch_dtype"}) {
+    if (j.contains(key) && j[key] == "bfloat16") return "bfloat16";
+  }
+  return "float32";
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  if (in) text << in.rdbuf();
+  return text.str();
+}
+
+// The tokenizer files to copy: the run's, from where it recorded them or
+// from `override_dir`, checked against the hashes it recorded.
+Result<std::string> TokenizerDir(const trainer::RunTokens& tokens,
+                                 const std::string& override_dir) {
+  if (tokens.tokenizer_dir.empty()) {
+    if (!override_dir.empty()) {
+      return Status::InvalidArgument(
+          "--tokenizer: this run trained on the built-in task's own "
+          "symbols, not a tokenizer");
+    }
+    return std::string();
+  }
+  const std::string dir =
+      override_dir.empty() ? tokens.tokenizer_dir : override_dir;
+  Status s = trainer::CheckTokenizerFiles(tokens, dir);
+  if (!s.ok()) {
+    return Status(s.code(),
+                  std::string(s.message()) +
+                      (override_dir.empty()
+                           ? "; pass --tokenizer DIR with the run's files"
+                           : ""));
+  }
+  return dir;
+}
 
 int ExportHf(const Args& a) {
   if (a.model != "actor" && a.model != "critic" && a.model != "reference") {
@@ -40,7 +89,7 @@ int ExportHf(const Args& a) {
                                           "reference, got " +
                                           a.model));
   }
-  if (a.dtype != "float32" && a.dtype != "bfloat16") {
+  if (!a.dtype.empty() && a.dtype != "float32" && a.dtype != "bfloat16") {
     return Report("export-hf", Status::InvalidArgument(
                                    "--dtype must be float32 or bfloat16, got " +
                                    a.dtype));
@@ -51,30 +100,30 @@ int ExportHf(const Args& a) {
   if (!config_text.ok()) return Report("export-hf", config_text.status());
   auto config = trainer::ParseConfigYaml(*config_text);
   if (!config.ok()) return Report("export-hf", config.status());
+  auto tokens = trainer::RunTokensOf(reader->get(), *config);
+  if (!tokens.ok()) return Report("export-hf", tokens.status());
+  auto tokenizer_dir = TokenizerDir(*tokens, a.tokenizer);
+  if (!tokenizer_dir.ok()) return Report("export-hf", tokenizer_dir.status());
   trainer::HfExportOptions o;
   o.model = config->model;
   o.role = a.model == "critic" ? trainer::ModelRole::kCritic
                                : trainer::ModelRole::kActor;
-  o.dtype = a.dtype == "bfloat16" ? DType::kBF16 : DType::kF32;
   o.max_shard_bytes = a.max_shard_bytes;
+  o.tokens = tokens->spec;
+  o.tokenizer_dir = *tokenizer_dir;
   auto source = (*reader)->ReadBlob(std::string(trainer::kHfConfigBlob));
   if (source.ok()) {
     o.source_config_json = *source;
-    o.tokenizer_dir = config->model.path;
+    if (!config->model.path.empty()) {
+      o.source_generation_config_json =
+          ReadText(config->model.path + "/generation_config.json");
+    }
   } else if (!source.status().IsNotFound()) {
     return Report("export-hf", source.status());
-  } else {  // A random-init run of the built-in task.
-    o.bos_token_id = trainer::kBos;
-    o.eos_token_id = trainer::kEos;
-    o.pad_token_id = trainer::kPad;
   }
-  if (!o.tokenizer_dir.empty() &&
-      !std::filesystem::is_directory(o.tokenizer_dir)) {
-    std::cerr << "export-hf: " << o.tokenizer_dir
-              << " (the run's model directory) is gone: no tokenizer files "
-                 "copied\n";
-    o.tokenizer_dir.clear();
-  }
+  const std::string dtype =
+      a.dtype.empty() ? SourceDtype(o.source_config_json) : a.dtype;
+  o.dtype = dtype == "bfloat16" ? DType::kBF16 : DType::kF32;
   auto written = trainer::WriteHfDirectory(
       a.out, o, [&](const TensorMeta& meta, float* out) {
         const int64_t n = *meta.NumElements();
@@ -86,7 +135,7 @@ int ExportHf(const Args& a) {
   if (!written.ok()) return Report("export-hf", written.status());
   std::cout << "exported " << a.model << " of step " << (*reader)->step()
             << " (" << written->num_tensors << " tensors, "
-            << written->tensor_bytes << " bytes, " << a.dtype << ") to "
+            << written->tensor_bytes << " bytes, " << dtype << ") to "
             << a.out << ":";
   for (const auto& f : written->files) std::cout << " " << f;
   std::cout << "\n";
@@ -106,7 +155,12 @@ void AddExportHfCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("out", args->out, "Output directory")->required();
   cmd->add_option("--step", args->step, "Committed step (default: newest)");
   cmd->add_option("--model", args->model, "actor | critic | reference");
-  cmd->add_option("--dtype", args->dtype, "float32 (default) | bfloat16");
+  cmd->add_option("--dtype", args->dtype,
+                  "float32 | bfloat16 (default: the source model's; "
+                  "float32 for a random-init run)");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "Where the run's tokenizer files are now, if they moved "
+                  "(checked against the hashes the run recorded)");
   cmd->add_option("--max-shard-size", args->max_shard_bytes,
                   "Bytes per safetensors file; larger models are sharded "
                   "with an index (default 5000000000)");

@@ -7,6 +7,7 @@
 
 #include "cli_util.h"
 #include "data_command.h"
+#include "eval_command.h"
 #include "export_hf_command.h"
 #include "hy/metrics/hy_metrics.h"
 #include "metrics_command.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   hy::cli::AddDiffCommand(&app, &exit_code);
   hy::cli::AddReshardCommands(&app, &exit_code);
   hy::cli::AddExportHfCommand(&app, &exit_code);
+  hy::cli::AddEvalCommand(&app, &exit_code);
   hy::cli::AddRestoreCommand(&app, &exit_code);
   hy::cli::AddTrainCommand(&app, &exit_code);
   hy::cli::AddDataCommand(&app, &exit_code);

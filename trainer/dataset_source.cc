@@ -11,6 +11,7 @@
 #include "hy/trainer/prompt_data.h"
 #include "hy/trainer/prompt_source.h"
 #include "hy/trainer/reward.h"
+#include "hy/trainer/special_tokens.h"
 #include "hy/trainer/tokenizer.h"
 
 namespace hy::trainer {
@@ -35,7 +36,8 @@ class DatasetSource : public PromptSource {
     }
     HY_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::Load(tok_path));
     HY_RETURN_IF_ERROR(LoadChatTemplate(tok_path));
-    HY_RETURN_IF_ERROR(ChooseSpecialTokens(model_eos));
+    HY_RETURN_IF_ERROR(ChooseSpecialTokens(tok_path, model_eos));
+    tokenizer_path_ = tok_path;
     RewardOptions ro;
     ro.require_eos = data.require_eos;
     HY_ASSIGN_OR_RETURN(reward_, MakeReward(data.reward, ro));
@@ -94,6 +96,8 @@ class DatasetSource : public PromptSource {
 
   int vocab_size() const { return tokenizer_->vocab_size(); }
 
+  std::string tokenizer_path() const override { return tokenizer_path_; }
+
  private:
   size_t Record(uint64_t position, uint64_t seed) const {
     const uint64_t size = dataset_->size();
@@ -106,12 +110,15 @@ class DatasetSource : public PromptSource {
     return static_cast<size_t>(cache.second[position % size]);
   }
 
-  Status LoadChatTemplate(const std::string& tok_path) {
+  static std::filesystem::path TokenizerDir(const std::string& tok_path) {
     namespace fs = std::filesystem;
-    const fs::path dir =
-        fs::is_directory(tok_path) ? fs::path(tok_path)
-                                   : fs::path(tok_path).parent_path();
-    const fs::path cfg = dir / "tokenizer_config.json";
+    return fs::is_directory(tok_path) ? fs::path(tok_path)
+                                      : fs::path(tok_path).parent_path();
+  }
+
+  Status LoadChatTemplate(const std::string& tok_path) {
+    const std::filesystem::path cfg =
+        TokenizerDir(tok_path) / "tokenizer_config.json";
     bool chat = false;
     for (size_t i = 0; i < dataset_->size(); ++i) {
       chat = chat || dataset_->record(i).prompt.is_chat;
@@ -123,19 +130,19 @@ class DatasetSource : public PromptSource {
     return Status::OK();
   }
 
-  Status ChooseSpecialTokens(const std::vector<int>& model_eos) {
-    std::vector<int> eos;
-    if (tokenizer_->eos_id()) eos.push_back(*tokenizer_->eos_id());
-    for (int id : model_eos) {
-      if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  // The ids of special_tokens.h; the chat family counts even for plain
+  // prompts (a model that learned chat turns ends them with it).
+  Status ChooseSpecialTokens(const std::string& tok_path,
+                             const std::vector<int>& model_eos) {
+    std::optional<ChatFamily> chat;
+    if (template_ != nullptr) {
+      chat = template_->family();
+    } else {
+      auto t = ChatTemplate::FromTokenizerConfigFile(
+          (TokenizerDir(tok_path) / "tokenizer_config.json").string());
+      if (t.ok()) chat = t->family();
     }
-    if (eos.empty()) {
-      return Status::InvalidArgument(
-          "tokenizer: no eos_token in tokenizer_config.json and no "
-          "eos_token_id in the model's config.json: responses could not end");
-    }
-    spec_.eos = eos;
-    spec_.pad = tokenizer_->pad_id() ? *tokenizer_->pad_id() : eos.front();
+    HY_ASSIGN_OR_RETURN(spec_, SpecialTokensFor(*tokenizer_, chat, model_eos));
     return Status::OK();
   }
 
@@ -176,6 +183,7 @@ class DatasetSource : public PromptSource {
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<RewardFunction> reward_;
   TokenSpec spec_;
+  std::string tokenizer_path_;
   std::vector<std::vector<int>> encoded_;  // Per record.
   int max_prompt_tokens_ = 0;
   mutable std::mutex mu_;

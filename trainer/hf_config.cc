@@ -1,5 +1,6 @@
 // config.json -> ModelConfig (see hf_model.h).
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -165,6 +166,20 @@ std::vector<int> HfEosTokenIds(const std::string& config_json) {
   const Json& e = j["eos_token_id"];
   for (const Json& id : e.is_array() ? e : Json::array({e})) {
     if (id.is_number_integer()) out.push_back(id.get<int>());
+  }
+  return out;
+}
+
+std::vector<int> HfModelEosIds(const std::string& dir,
+                               const std::string& config_json) {
+  std::vector<int> out = HfEosTokenIds(config_json);
+  if (dir.empty()) return out;
+  std::ifstream in(dir + "/generation_config.json", std::ios::binary);
+  if (!in) return out;
+  std::stringstream text;
+  text << in.rdbuf();
+  for (int id : HfEosTokenIds(text.str())) {
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
   }
   return out;
 }

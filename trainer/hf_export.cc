@@ -9,17 +9,13 @@
 
 #include "hy/common/bf16.h"
 #include "hy/statestore/safetensors.h"
+#include "hy/trainer/special_tokens.h"
 
 namespace hy::trainer {
 namespace {
 
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
-
-constexpr const char* kTokenizerFiles[] = {
-    "tokenizer.json",   "tokenizer_config.json", "special_tokens_map.json",
-    "vocab.json",       "merges.txt",            "tokenizer.model",
-    "added_tokens.json", "chat_template.jinja"};
 
 std::string TorchDtype(DType d) {
   return d == DType::kBF16 ? "bfloat16" : "float32";
@@ -50,16 +46,23 @@ Status WriteText(const std::string& path, const std::string& text) {
   return Status::OK();
 }
 
+Result<Json> ParseObject(const std::string& text, const char* what) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument(std::string("the run's ") + what +
+                                   " is not a JSON object");
+  }
+  return j;
+}
+
+Json IdOrNull(int id) { return id >= 0 ? Json(id) : Json(nullptr); }
+
 Result<Json> ConfigJson(const HfExportOptions& o) {
   Json j;
   if (o.source_config_json.empty()) {
     j = Json::parse(HfConfigJson(o));
   } else {
-    j = Json::parse(o.source_config_json, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
-      return Status::InvalidArgument("the run's config.json is not a JSON "
-                                     "object");
-    }
+    HY_ASSIGN_OR_RETURN(j, ParseObject(o.source_config_json, "config.json"));
   }
   if (j.contains("dtype")) j["dtype"] = TorchDtype(o.dtype);
   j["torch_dtype"] = TorchDtype(o.dtype);
@@ -67,13 +70,28 @@ Result<Json> ConfigJson(const HfExportOptions& o) {
     j["architectures"] = {ClassifierArch(o.model)};
     j["num_labels"] = 1;
   }
+  if (o.tokens) {  // config.json holds one eos, the tokenizer's.
+    j["bos_token_id"] = IdOrNull(o.tokens->bos);
+    j["eos_token_id"] = o.tokens->eos.front();
+    j["pad_token_id"] = IdOrNull(o.tokens->pad);
+  }
   return j;
 }
 
-Json GenerationConfig(const Json& config) {
+Result<Json> GenerationConfig(const HfExportOptions& o, const Json& config) {
   Json g = {{"_from_model_config", true}};
+  if (!o.source_generation_config_json.empty()) {
+    HY_ASSIGN_OR_RETURN(g, ParseObject(o.source_generation_config_json,
+                                       "generation_config.json"));
+  }
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
     if (config.contains(key) && !config[key].is_null()) g[key] = config[key];
+  }
+  if (o.tokens) {
+    g["bos_token_id"] = IdOrNull(o.tokens->bos);
+    g["eos_token_id"] = o.tokens->eos.size() == 1 ? Json(o.tokens->eos[0])
+                                                   : Json(o.tokens->eos);
+    g["pad_token_id"] = IdOrNull(o.tokens->pad);
   }
   return g;
 }
@@ -140,9 +158,6 @@ std::string HfConfigJson(const HfExportOptions& o) {
         {"original_max_position_embeddings",
          m.rope_original_max_position_embeddings}};
   }
-  if (o.bos_token_id >= 0) j["bos_token_id"] = o.bos_token_id;
-  if (o.eos_token_id >= 0) j["eos_token_id"] = o.eos_token_id;
-  if (o.pad_token_id >= 0) j["pad_token_id"] = o.pad_token_id;
   return j.dump(2);
 }
 
@@ -197,11 +212,12 @@ Result<HfExportResult> WriteHfDirectory(
   HY_ASSIGN_OR_RETURN(Json config, ConfigJson(o));
   HY_RETURN_IF_ERROR(WriteText(out + "/config.json", config.dump(2) + "\n"));
   result.files.push_back("config.json");
+  HY_ASSIGN_OR_RETURN(Json generation, GenerationConfig(o, config));
   HY_RETURN_IF_ERROR(WriteText(out + "/generation_config.json",
-                               GenerationConfig(config).dump(2) + "\n"));
+                               generation.dump(2) + "\n"));
   result.files.push_back("generation_config.json");
   if (!o.tokenizer_dir.empty()) {
-    for (const char* f : kTokenizerFiles) {
+    for (const std::string& f : TokenizerFileNames()) {
       const fs::path src = fs::path(o.tokenizer_dir) / f;
       if (!fs::exists(src)) continue;
       fs::copy_file(src, fs::path(out) / f,

@@ -16,6 +16,7 @@
 #include "hy/recovery/node_identity.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
+#include "hy/trainer/special_tokens.h"
 #include "ppo_worker.h"
 
 namespace hy::trainer {
@@ -303,13 +304,15 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
     placement["replica_nodes"].push_back(holders);
   }
   const std::string placement_text = placement.dump();
-  std::vector<statestore::BlobData> blobs(3);
+  std::vector<statestore::BlobData> blobs(4);
   blobs[0].name = "trainer.state";
   blobs[0].data = ConstBytes(state_text);
   blobs[1].name = "trainer.config";
   blobs[1].data = ConstBytes(config_text);
   blobs[2].name = "recovery.placement";
   blobs[2].data = ConstBytes(placement_text);
+  blobs[3].name = std::string(kTokensBlob);  // What export-hf and eval use.
+  blobs[3].data = ConstBytes(tokens_text_);
   if (!hf_config_text_.empty()) {  // What export-hf writes back.
     blobs.emplace_back();
     blobs.back().name = std::string(kHfConfigBlob);

@@ -11,6 +11,7 @@
 #include "cpu_threads.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/reshard/model_spec.h"
+#include "hy/trainer/special_tokens.h"
 
 namespace hy::trainer {
 namespace {
@@ -121,7 +122,7 @@ Status PpoWorker::Setup() {
     HY_ASSIGN_OR_RETURN(
         source_,
         MakeDatasetSource(config_.data, config_.model.path,
-                          HfEosTokenIds(hf_config_text_), config_.trainer.seed,
+                          HfModelEosIds(config_.model.path, hf_config_text_), config_.trainer.seed,
                           config_.model.vocab_size));
     if (!config_.data.val_files.empty()) {
       DataConfig val = config_.data;
@@ -130,10 +131,17 @@ Status PpoWorker::Setup() {
       HY_ASSIGN_OR_RETURN(
           val_source_,
           MakeDatasetSource(val, config_.model.path,
-                            HfEosTokenIds(hf_config_text_),
+                            HfModelEosIds(config_.model.path, hf_config_text_),
                             config_.trainer.seed, config_.model.vocab_size));
     }
   }
+  RunTokens tokens;
+  tokens.spec = source_->token_spec();
+  if (!source_->tokenizer_path().empty()) {
+    HY_ASSIGN_OR_RETURN(tokens, DescribeRun(source_->token_spec(),
+                                            source_->tokenizer_path()));
+  }
+  tokens_text_ = RunTokensJson(tokens);
   const int longest =
       std::max(source_->max_prompt_tokens(),
                val_source_ ? val_source_->max_prompt_tokens() : 0) +

@@ -232,6 +232,7 @@ class PpoWorker {
   double checkpoint_blocking_s_ = -1;
   std::string rules_yaml_;
   std::string hf_config_text_;  // config.json of model.path, if any.
+  std::string tokens_text_;     // RunTokensJson of source_ (special_tokens.h).
 };
 
 // Store tensor-name prefixes.

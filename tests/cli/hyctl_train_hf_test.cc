@@ -86,7 +86,11 @@ class HyctlTrainHfTest : public ::testing::Test {
     o.model = model_;
     o.dtype = hy::DType::kBF16;
     o.max_shard_bytes = 16000;
-    o.eos_token_id = 258;
+    hy::trainer::TokenSpec ids;  // configs/demo-tokenizer's.
+    ids.bos = -1;
+    ids.eos = {258};
+    ids.pad = 256;
+    o.tokens = ids;
     o.tokenizer_dir = std::string(HY_SOURCE_DIR) + "/configs/demo-tokenizer";
     std::mt19937 rng(3);
     std::normal_distribution<float> normal(0.0f, 0.05f);
@@ -139,24 +143,34 @@ TEST_F(HyctlTrainHfTest, TrainExportResumeOnThreeRanks) {
   CmdResult exp = Hyctl("export-hf " + store + " " + hf +
                         " --max-shard-size 16000");
   ASSERT_EQ(exp.code, 0) << exp.out;
-  // Same tensors and shapes as the input, f32 (the master copy).
+  // Same tensors, shapes and dtype (the source's, bf16) as the input.
   auto in = Tensors(dir_ + "/model"), out = Tensors(hf);
   ASSERT_EQ(in.size(), out.size());
   for (const auto& [name, meta] : in) {
     ASSERT_TRUE(out.count(name)) << name;
     EXPECT_EQ(out[name].shape, meta.shape) << name;
-    EXPECT_EQ(out[name].dtype, hy::DType::kF32) << name;
+    EXPECT_EQ(out[name].dtype, hy::DType::kBF16) << name;
     EXPECT_EQ(meta.dtype, hy::DType::kBF16) << name;
   }
   EXPECT_TRUE(in.count("model.layers.1.self_attn.q_proj.bias"));
   EXPECT_FALSE(in.count("lm_head.weight"));  // Tied.
-  // config.json: the input's, but for the dtype.
+  // config.json: the input's (ids included: the tokenizer's).
   Json a = Json::parse(std::ifstream(dir_ + "/model/config.json"));
   Json b = Json::parse(std::ifstream(hf + "/config.json"));
-  EXPECT_EQ(b["torch_dtype"], "float32");
-  a.erase("torch_dtype");
-  b.erase("torch_dtype");
   EXPECT_EQ(a, b);
+  EXPECT_EQ(b["eos_token_id"], 258);
+  EXPECT_EQ(b["pad_token_id"], 256);
+  EXPECT_TRUE(b["bos_token_id"].is_null());
+  // --dtype float32: the f32 master copy.
+  const std::string hf32 = dir_ + "/hf32";
+  CmdResult exp32 = Hyctl("export-hf " + store + " " + hf32 +
+                          " --dtype float32");
+  ASSERT_EQ(exp32.code, 0) << exp32.out;
+  for (const auto& [name, meta] : Tensors(hf32)) {
+    EXPECT_EQ(meta.dtype, hy::DType::kF32) << name;
+  }
+  EXPECT_EQ(Json::parse(std::ifstream(hf32 + "/config.json"))["torch_dtype"],
+            "float32");
   EXPECT_TRUE(fs::exists(hf + "/model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(hf + "/tokenizer.json"));
   EXPECT_TRUE(fs::exists(hf + "/tokenizer_config.json"));

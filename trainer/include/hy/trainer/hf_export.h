@@ -4,8 +4,12 @@
 //   config.json               the run's input config.json with its dtype
 //                             fields set to the exported dtype, or, for a
 //                             run that started from random weights, one
-//                             written from ModelConfig
-//   generation_config.json    bos / eos / pad token ids
+//                             written from ModelConfig; bos / eos / pad
+//                             token ids the run's (special_tokens.h)
+//   generation_config.json    the source's (sampling defaults kept), with
+//                             the run's ids: eos a list when the run
+//                             stopped on several, as Qwen's and Llama's
+//                             own files spell it
 //   model.safetensors         when the weights fit in max_shard_bytes, else
 //   model-0000k-of-0000n.safetensors + model.safetensors.index.json
 //   tokenizer files           copied from the tokenizer directory, if any
@@ -21,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +34,7 @@
 #include "hy/common/status.h"
 #include "hy/common/tensor_meta.h"
 #include "hy/trainer/model_config.h"
+#include "hy/trainer/prompt_source.h"
 
 namespace hy::trainer {
 
@@ -37,14 +43,15 @@ struct HfExportOptions {
   ModelRole role = ModelRole::kActor;  // kCritic: *ForSequenceClassification.
   // The config.json text the run started from; empty: write one from model.
   std::string source_config_json;
-  // Directory whose tokenizer files (tokenizer.json, tokenizer_config.json,
-  // special_tokens_map.json, vocab.json, merges.txt, ...) are copied; empty:
-  // none.
+  // The source's generation_config.json text; empty: none.
+  std::string source_generation_config_json;
+  // Directory whose tokenizer files (TokenizerFileNames() of
+  // special_tokens.h) are copied; empty: none.
   std::string tokenizer_dir;
   DType dtype = DType::kF32;  // kF32 or kBF16.
-  // Token ids for a config written from scratch (-1: not written); a source
-  // config's own ids win.
-  int64_t bos_token_id = -1, eos_token_id = -1, pad_token_id = -1;
+  // The ids the run trained with; they replace the source config's. Unset:
+  // the source's stay (a config written from scratch gets none).
+  std::optional<TokenSpec> tokens;
   uint64_t max_shard_bytes = 5'000'000'000;  // save_pretrained's "5GB".
 };
 
@@ -56,7 +63,8 @@ struct HfExportResult {
 
 // Writes the directory `out` (created if missing). `read(meta, out_f32)`
 // fills one tensor's elements as f32. Returns InvalidArgument for an
-// unsupported dtype or a source config that is not a JSON object, the
+// unsupported dtype or a source config (or generation config) that is not
+// a JSON object, the
 // read callback's errors, IOError for a file that cannot be written.
 Result<HfExportResult> WriteHfDirectory(
     const std::string& out, const HfExportOptions& options,

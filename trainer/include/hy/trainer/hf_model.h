@@ -55,6 +55,12 @@ Result<ModelConfig> ParseHfConfig(const std::string& json_text,
 // empty when absent or unreadable.
 std::vector<int> HfEosTokenIds(const std::string& config_json);
 
+// The model's eos ids: config_json's, then those of `dir`'s
+// generation_config.json (if any) not already listed, as transformers'
+// generate() stops on them.
+std::vector<int> HfModelEosIds(const std::string& dir,
+                               const std::string& config_json);
+
 // When config->path names a directory, replaces every architecture field
 // of *config by its config.json (path stays) and, if config_json is not
 // null, sets *config_json to the file's text; else does nothing. Returns

@@ -29,6 +29,7 @@ namespace hy::trainer {
 
 // The ids the loop treats specially.
 struct TokenSpec {
+  int bos = kBos;             // Begins a sequence (-1: the tokenizer has none).
   int pad = kPad;             // Fills left padding and ended responses.
   std::vector<int> eos{kEos};  // Any of them ends a response.
   bool IsEos(int64_t id) const;
@@ -74,6 +75,10 @@ class PromptSource {
 
   // Distinct prompts in one pass of the stream (an epoch); 0: unbounded.
   virtual uint64_t num_prompts() const { return 0; }
+
+  // The tokenizer.json file or directory the prompts were tokenized with;
+  // empty for a source with its own symbols (the built-in task).
+  virtual std::string tokenizer_path() const { return ""; }
 };
 
 // The built-in digit tasks of task.h over their 18-symbol vocabulary.
@@ -89,8 +94,8 @@ std::unique_ptr<PromptSource> MakeTaskSource(const TaskConfig& task,
 // data_cursor.h, tokenized by the tokenizer at data.tokenizer (or
 // model_dir), chat prompts rendered by the template in its
 // tokenizer_config.json, scored by data.reward on the decoded response.
-// EOS: the tokenizer's eos_token plus `model_eos` (config.json's
-// eos_token_id); pad: its pad_token, else the first EOS. SFT
+// Special ids: SpecialTokensFor (special_tokens.h) with `model_eos`
+// (config.json's eos_token_id). SFT
 // demonstrations are the records' answers, in a second seeded order.
 // Every prompt is tokenized here, so a bad record fails before training.
 // Returns the dataset's, tokenizer's, template's and reward's errors

@@ -1,0 +1,113 @@
+// The special ids a run trains with (special_tokens.h), on the real Qwen3
+// and Llama 3 tokenizer files and the demo's, and the record that carries
+// them and the tokenizer's file hashes to export-hf.
+
+#include "hy/trainer/special_tokens.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "temp_dir.h"
+
+namespace hy::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Tokenizer> Load(const std::string& path) {
+  auto t = Tokenizer::Load(path);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+int Id(const Tokenizer& t, std::string_view token) {
+  auto id = t.TokenToId(token);
+  EXPECT_TRUE(id.has_value()) << token;
+  return id ? *id : -1;
+}
+
+const std::string kShared = HY_TOKENIZER_DATA_DIR;
+const std::string kDemo = std::string(HY_SOURCE_DIR) + "/configs/demo-tokenizer";
+
+TEST(SpecialTokensTest, Llama3EndsOnEndOfTextAndEndOfTurn) {
+  auto t = Load(kShared + "/llama3");
+  ASSERT_NE(t, nullptr);
+  auto spec = SpecialTokensFor(*t, ChatFamily::kLlama3, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->bos, Id(*t, "<|begin_of_text|>"));
+  EXPECT_EQ(spec->eos, (std::vector<int>{Id(*t, "<|end_of_text|>"),
+                                         Id(*t, "<|eot_id|>")}));
+  EXPECT_EQ(spec->pad, spec->eos.front());  // No pad_token: the first eos.
+}
+
+TEST(SpecialTokensTest, Qwen3AddsTheModelsEosOnce) {
+  auto t = Load(kShared + "/qwen3");
+  ASSERT_NE(t, nullptr);
+  const int im_end = Id(*t, "<|im_end|>"), eot = Id(*t, "<|endoftext|>");
+  auto spec = SpecialTokensFor(*t, ChatFamily::kQwen3, {im_end, eot, eot});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->bos, -1);  // bos_token: null.
+  EXPECT_EQ(spec->eos, (std::vector<int>{im_end, eot}));
+  EXPECT_EQ(spec->pad, eot);
+}
+
+TEST(SpecialTokensTest, RefusesATurnEndOrEosTheTokenizerLacks) {
+  auto demo = Load(kDemo);
+  ASSERT_NE(demo, nullptr);
+  auto llama_turns = SpecialTokensFor(*demo, ChatFamily::kLlama3, {});
+  ASSERT_FALSE(llama_turns.ok());
+  EXPECT_NE(llama_turns.status().ToString().find("<|eot_id|>"),
+            std::string::npos);
+  TempDir dir;
+  fs::copy_file(kDemo + "/tokenizer.json", dir.path() + "/tokenizer.json");
+  auto bare = Load(dir.path());  // No tokenizer_config.json: no eos.
+  ASSERT_NE(bare, nullptr);
+  EXPECT_FALSE(SpecialTokensFor(*bare, std::nullopt, {}).ok());
+  auto with_model = SpecialTokensFor(*bare, std::nullopt, {7});
+  ASSERT_TRUE(with_model.ok());
+  EXPECT_EQ(with_model->eos, std::vector<int>{7});
+}
+
+TEST(SpecialTokensTest, RecordRoundTripsAndCatchesChangedFiles) {
+  TempDir dir;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(kDemo + "/" + f, dir.path() + "/" + f);
+  }
+  auto t = Load(dir.path());
+  ASSERT_NE(t, nullptr);
+  auto spec = SpecialTokensFor(*t, std::nullopt, {});
+  ASSERT_TRUE(spec.ok());
+  auto run = DescribeRun(*spec, dir.path() + "/tokenizer.json");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(fs::path(run->tokenizer_dir).is_absolute());
+  EXPECT_EQ(run->file_hashes.size(), 2u);
+  auto back = ParseRunTokens(RunTokensJson(*run));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->spec.eos, spec->eos);
+  EXPECT_EQ(back->spec.bos, spec->bos);
+  EXPECT_EQ(back->spec.pad, spec->pad);
+  EXPECT_EQ(back->file_hashes, run->file_hashes);
+  EXPECT_TRUE(CheckTokenizerFiles(*back, dir.path()).ok());
+  EXPECT_TRUE(CheckTokenizerFiles(*back, kDemo).ok());  // Same bytes.
+
+  std::ofstream(dir.path() + "/tokenizer_config.json", std::ios::app) << " ";
+  Status changed = CheckTokenizerFiles(*back, dir.path());
+  EXPECT_EQ(changed.code(), StatusCode::kFailedPrecondition) << changed;
+  EXPECT_NE(changed.ToString().find("tokenizer_config.json"),
+            std::string::npos);
+  fs::remove(dir.path() + "/tokenizer.json");
+  EXPECT_TRUE(CheckTokenizerFiles(*back, dir.path()).IsNotFound());
+
+  for (const char* bad : {"", "[]", "{\"eos\": []}", "{\"bos\": 1}",
+                          "{\"bos\":null,\"eos\":[],\"pad\":0,"
+                          "\"tokenizer_dir\":\"\",\"files\":{}}"}) {
+    EXPECT_TRUE(ParseRunTokens(bad).status().IsDataLoss()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hy::trainer

@@ -18,7 +18,7 @@ torch_spec="${HY_TORCH_SPEC:-torch==2.13.0}"
 # What the venv must hold; pinned where a test's expectations depend on it.
 py_packages=(
   "${torch_spec}" "numpy>=2" "pytest>=8" "pybind11>=2.12"
-  "scikit-build-core>=0.10" "tokenizers>=0.20" "transformers>=4.45"
+  "scikit-build-core>=0.10" "tokenizers>=0.20" "transformers>=5"
   "safetensors>=0.4"
   # NCCL (headers, libnccl.so.2) for the GPU executor, built wherever nvcc is.
   "nvidia-nccl-cu13"

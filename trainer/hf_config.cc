@@ -47,18 +47,21 @@ class ConfigReader {
   std::string where_;
 };
 
-Status ReadRopeScaling(const Json& j, const ConfigReader& top,
-                       const std::string& where, ModelConfig* m) {
-  auto it = j.find("rope_scaling");
-  if (it == j.end() || it->is_null()) return Status::OK();
-  if (!it->is_object()) return top.Bad("rope_scaling", "must be an object");
-  ConfigReader r(*it, where + ": rope_scaling");
+// The rotary embedding's object `field` (rope_parameters: rope_theta, the
+// type and its parameters; rope_scaling: the type and its parameters):
+// default or llama3 with its four parameters.
+Status ReadRopeType(const Json& j, const ConfigReader& top,
+                    const std::string& field, const std::string& where,
+                    ModelConfig* m) {
+  if (!j.is_object()) return top.Bad(field, "must be an object");
+  ConfigReader r(j, where + ": " + field);
+  HY_RETURN_IF_ERROR(r.Read("rope_theta", &m->rope_theta));
   std::string type;
   HY_RETURN_IF_ERROR(r.Read("rope_type", &type));
   if (type.empty()) HY_RETURN_IF_ERROR(r.Read("type", &type));
   if (type == "default") return Status::OK();
   if (type != "llama3") {
-    return top.Bad("rope_scaling.rope_type",
+    return top.Bad(field + ".rope_type",
                    "\"" + type + "\" is not implemented (supported: llama3)");
   }
   m->rope_scaling_type = type;
@@ -68,6 +71,20 @@ Status ReadRopeScaling(const Json& j, const ConfigReader& top,
       r.Read("high_freq_factor", &m->rope_high_freq_factor, true));
   return r.Read("original_max_position_embeddings",
                 &m->rope_original_max_position_embeddings, true);
+}
+
+// transformers 5 writes rope_parameters; transformers 4 wrote rope_theta
+// and rope_scaling at the top level. rope_parameters wins when present.
+Status ReadRope(const Json& j, const ConfigReader& top,
+                const std::string& where, ModelConfig* m) {
+  HY_RETURN_IF_ERROR(top.Read("rope_theta", &m->rope_theta));
+  for (const char* field : {"rope_parameters", "rope_scaling"}) {
+    auto it = j.find(field);
+    if (it != j.end() && !it->is_null()) {
+      return ReadRopeType(*it, top, field, where, m);
+    }
+  }
+  return Status::OK();
 }
 
 // Fields that change the math in ways hy does not implement.
@@ -130,7 +147,6 @@ Result<ModelConfig> ParseHfConfig(const std::string& text,
   HY_RETURN_IF_ERROR(r.Read("num_key_value_heads", &m.num_kv_heads));
   HY_RETURN_IF_ERROR(r.Read("head_dim", &m.head_dim_override));
   HY_RETURN_IF_ERROR(r.Read("rms_norm_eps", &m.rms_norm_eps, true));
-  HY_RETURN_IF_ERROR(r.Read("rope_theta", &m.rope_theta));
   HY_RETURN_IF_ERROR(
       r.Read("max_position_embeddings", &m.max_position_embeddings, true));
   HY_RETURN_IF_ERROR(r.Read("attention_bias", &m.attention_bias));
@@ -140,7 +156,7 @@ Result<ModelConfig> ParseHfConfig(const std::string& text,
   HY_RETURN_IF_ERROR(r.Read("torch_dtype", &dtype));
   if (dtype.empty()) HY_RETURN_IF_ERROR(r.Read("dtype", &dtype));
   if (!dtype.empty()) m.torch_dtype = dtype;
-  HY_RETURN_IF_ERROR(ReadRopeScaling(j, r, where, &m));
+  HY_RETURN_IF_ERROR(ReadRope(j, r, where, &m));
   HY_RETURN_IF_ERROR(RefuseUnimplemented(j, r));
   if (m.family() == ModelFamily::kQwen2) m.attention_bias = false;
   Status valid = ValidateModelConfig(m);

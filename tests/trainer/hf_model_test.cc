@@ -71,6 +71,30 @@ TEST(HfConfigTest, Llama3RopeScaling) {
   EXPECT_EQ(params, 1235814400);  // Llama-3.2-1B.
 }
 
+// transformers 5 writes rope_theta and the scaling into rope_parameters
+// (no top-level rope_theta / rope_scaling); the same model either way.
+TEST(HfConfigTest, TransformersFiveRopeParameters) {
+  Json j = Json::parse(Fixture("llama-3.2-1b.config.json"));
+  auto v4 = ParseHfConfig(j.dump(), "v4");
+  ASSERT_TRUE(v4.ok()) << v4.status().ToString();
+  j["rope_parameters"] = j["rope_scaling"];
+  j["rope_parameters"]["rope_theta"] = j["rope_theta"];
+  j.erase("rope_scaling");
+  j.erase("rope_theta");
+  auto v5 = ParseHfConfig(j.dump(), "v5");
+  ASSERT_TRUE(v5.ok()) << v5.status().ToString();
+  EXPECT_EQ(v5->rope_theta, 500000.0);
+  EXPECT_EQ(v5->rope_scaling_type, "llama3");
+  EXPECT_EQ(v5->rope_scaling_factor, 32.0);
+  EXPECT_EQ(v5->rope_original_max_position_embeddings, 8192);
+  EXPECT_TRUE(SameArchitecture(*v4, *v5));
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};
+  auto plain = ParseHfConfig(j.dump(), "v5");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->rope_theta, 1e6);
+  EXPECT_EQ(plain->rope_scaling_type, "");
+}
+
 void ExpectRefused(const std::string& fixture, const std::string& key,
                    const Json& value, const std::string& needle) {
   Json j = Json::parse(Fixture(fixture));
@@ -102,6 +126,9 @@ TEST(HfConfigTest, RefusesWhatChangesTheMathAndIsNotImplemented) {
   ExpectRefused("llama-3.2-1b.config.json", "rope_scaling",
                 {{"rope_type", "llama3"}, {"factor", 8.0}},
                 "low_freq_factor is missing");
+  ExpectRefused(q3, "rope_parameters",
+                {{"rope_type", "yarn"}, {"rope_theta", 1e6}},
+                "rope_parameters.rope_type");
   EXPECT_FALSE(ParseHfConfig("{not json", "x").ok());
 }
 

@@ -6,9 +6,11 @@
 // ReadHfConfig maps config.json onto ModelConfig, refusing what hy does not
 // implement rather than ignoring it: an architecture other than Llama /
 // Qwen2 / Qwen3ForCausalLM, hidden_act other than silu, sliding-window
-// attention, non-zero attention dropout, a rope_scaling type other than
-// llama3, a dtype other than float32 / bfloat16 / float16. Every error
-// names the file and the field.
+// attention, non-zero attention dropout, a rope type other than default
+// and llama3, a dtype other than float32 / bfloat16 / float16. Every error
+// names the file and the field. The rotary settings are read from
+// rope_parameters (transformers 5) or else from rope_theta and
+// rope_scaling (transformers 4).
 //
 // HfWeights opens the weight files (memory-mapped: pages are read when a
 // range is touched, so a rank that reads only its FSDP shard's byte ranges

@@ -8,7 +8,8 @@
 # largest, iteration and training seconds, checkpoint blocking and durable
 # seconds; with --json the worker's JSON reports instead. About 4-5 min
 # and 20 GB of memory on this machine (2 cores, 24 GB). Run from anywhere
-# after the build and scripts/install-deps.sh (the Qwen3 tokenizer).
+# after the build; the Qwen3 tokenizer is ../shared/data/tokenizers/qwen3
+# (shared/ beside the clone).
 #   scripts/scale-grpo.sh [--json] [--no-kill] [hyctl train args, e.g.
 #                         --set trainer.offload_optimizer=false]
 # HYCTL (default build/bin/hyctl) and HY_SCALE_DIR (default

@@ -40,6 +40,40 @@ std::string_view Strip(std::string_view s, std::string_view chars) {
   return StripRight(StripLeft(s, chars), chars);
 }
 
+// The code points of Python's str.isspace() in UTF-8: what Jinja's trim
+// filter (str.strip()) removes.
+// clang-format off
+constexpr std::string_view kPyWhitespace[] = {
+    "\t", "\n", "\v", "\f", "\r", "\x1C", "\x1D", "\x1E", "\x1F", " ",
+    "\xC2\x85", "\xC2\xA0", "\xE1\x9A\x80", "\xE2\x80\x80", "\xE2\x80\x81",
+    "\xE2\x80\x82", "\xE2\x80\x83", "\xE2\x80\x84", "\xE2\x80\x85",
+    "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88", "\xE2\x80\x89",
+    "\xE2\x80\x8A", "\xE2\x80\xA8", "\xE2\x80\xA9", "\xE2\x80\xAF",
+    "\xE2\x81\x9F", "\xE3\x80\x80"};
+// clang-format on
+
+// The length of the whitespace character s starts (ends) with, or 0.
+size_t LeadingPyWhitespace(std::string_view s) {
+  for (std::string_view w : kPyWhitespace) {
+    if (StartsWith(s, w)) return w.size();
+  }
+  return 0;
+}
+
+size_t TrailingPyWhitespace(std::string_view s) {
+  for (std::string_view w : kPyWhitespace) {
+    if (EndsWith(s, w)) return w.size();
+  }
+  return 0;
+}
+
+// Python's s.strip() (Jinja's `trim`) on UTF-8.
+std::string_view PyStrip(std::string_view s) {
+  for (size_t n; (n = LeadingPyWhitespace(s)) != 0;) s.remove_prefix(n);
+  for (size_t n; (n = TrailingPyWhitespace(s)) != 0;) s.remove_suffix(n);
+  return s;
+}
+
 // The literal default system prompt of a ChatML template, as Qwen2 and
 // Qwen2.5 write it: '<|im_start|>system\nTEXT<|im_end|>\n' inside a Jinja
 // string (so "\n" is a backslash and an n). Empty when there is none.
@@ -134,15 +168,19 @@ Result<ChatTemplate> ChatTemplate::FromTemplateText(
         "hy does not render (ChatML, Qwen3, Llama 3.0); pass prompts as "
         "strings");
   }
+  // A template that never tests add_generation_prompt writes the prompt
+  // unconditionally (Llama 3.0's first release does).
+  const bool optional = Contains(chat_template, "add_generation_prompt");
   if (Contains(chat_template, "<|start_header_id|>")) {
-    return ChatTemplate(ChatFamily::kLlama3, "", std::move(bos_token));
+    return ChatTemplate(ChatFamily::kLlama3, "", std::move(bos_token),
+                        optional);
   }
   if (Contains(chat_template, kImStart)) {
     if (Contains(chat_template, "enable_thinking")) {
-      return ChatTemplate(ChatFamily::kQwen3, "", "");
+      return ChatTemplate(ChatFamily::kQwen3, "", "", optional);
     }
     return ChatTemplate(ChatFamily::kChatMl, DefaultSystemPrompt(chat_template),
-                        "");
+                        "", optional);
   }
   return Status::InvalidArgument(
       "chat_template is not one hy renders (ChatML, Llama 3); pass prompts "
@@ -175,40 +213,45 @@ Result<ChatTemplate> ChatTemplate::FromTokenizerConfigFile(
 }
 
 Result<std::string> ChatTemplate::Render(
-    const std::vector<ChatMessage>& messages, bool enable_thinking) const {
+    const std::vector<ChatMessage>& messages, bool enable_thinking,
+    bool add_generation_prompt) const {
   if (messages.empty()) {
     return Status::InvalidArgument("chat prompt: no messages");
   }
   for (const ChatMessage& m : messages) {
     if (!IsKnownChatRole(m.role)) {
-      return Status::InvalidArgument("chat prompt: role \"" + m.role +
-                                     "\" is not system, user or assistant");
+      return Status::InvalidArgument(
+          "chat prompt: role \"" + m.role +
+          "\" is not system, user or assistant (hy renders no tool messages "
+          "or tool calls)");
     }
   }
+  const bool prompt = add_generation_prompt || !generation_prompt_optional_;
   switch (family_) {
     case ChatFamily::kChatMl:
-      return RenderChatMl(messages);
+      return RenderChatMl(messages, prompt);
     case ChatFamily::kQwen3:
-      return RenderQwen3(messages, enable_thinking);
+      return RenderQwen3(messages, enable_thinking, prompt);
     case ChatFamily::kLlama3:
-      return RenderLlama3(messages);
+      return RenderLlama3(messages, prompt);
   }
   return Status::Internal("chat template: unknown family");
 }
 
-std::string ChatTemplate::RenderChatMl(
-    const std::vector<ChatMessage>& messages) const {
+std::string ChatTemplate::RenderChatMl(const std::vector<ChatMessage>& messages,
+                                       bool generation_prompt) const {
   std::string out;
   if (!default_system_.empty() && messages[0].role != "system") {
     AppendChatMl("system", default_system_, &out);
   }
   for (const ChatMessage& m : messages) AppendChatMl(m.role, m.content, &out);
-  out += std::string(kImStart) + "assistant\n";
+  if (generation_prompt) out += std::string(kImStart) + "assistant\n";
   return out;
 }
 
 std::string ChatTemplate::RenderQwen3(const std::vector<ChatMessage>& messages,
-                                      bool enable_thinking) const {
+                                      bool enable_thinking,
+                                      bool generation_prompt) const {
   const size_t last_query = LastQueryIndex(messages);
   std::string out;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -238,20 +281,24 @@ std::string ChatTemplate::RenderQwen3(const std::vector<ChatMessage>& messages,
     }
     AppendChatMl("assistant", body, &out);
   }
-  out += std::string(kImStart) + "assistant\n";
-  if (!enable_thinking) out += "<think>\n\n</think>\n\n";
+  if (generation_prompt) {
+    out += std::string(kImStart) + "assistant\n";
+    if (!enable_thinking) out += "<think>\n\n</think>\n\n";
+  }
   return out;
 }
 
-std::string ChatTemplate::RenderLlama3(
-    const std::vector<ChatMessage>& messages) const {
+std::string ChatTemplate::RenderLlama3(const std::vector<ChatMessage>& messages,
+                                       bool generation_prompt) const {
   std::string out = bos_token_;
   for (const ChatMessage& m : messages) {
     out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-    out += Strip(m.content, " \t\n\r\f\v");
+    out += PyStrip(m.content);
     out += "<|eot_id|>";
   }
-  out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  if (generation_prompt) {
+    out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
   return out;
 }
 

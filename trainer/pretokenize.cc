@@ -97,7 +97,8 @@ std::string TranslatePattern(std::string_view pattern) {
       i += len;
       continue;
     }
-    // A group of literals and '|' only: spell each ASCII letter as [xX].
+    // A group of literals and '|' only: spell each ASCII letter as [xX],
+    // with the characters outside ASCII that case-fold to it.
     size_t end = i + 4;
     bool plain = true;
     while (end < pattern.size() && pattern[end] != ')') {
@@ -119,9 +120,12 @@ std::string TranslatePattern(std::string_view pattern) {
     for (size_t k = i + 4; k < end; ++k) {
       const char c = pattern[k];
       if (IsAsciiLetter(c)) {
+        const char lower = static_cast<char>(c | 0x20);
         out.push_back('[');
-        out.push_back(static_cast<char>(c | 0x20));
+        out.push_back(lower);
         out.push_back(static_cast<char>(c & ~0x20));
+        if (lower == 's') out.append("\\x{17F}");   // long s
+        if (lower == 'k') out.append("\\x{212A}");  // Kelvin sign
         out.push_back(']');
       } else {
         out.push_back(c);

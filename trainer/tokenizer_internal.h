@@ -72,8 +72,10 @@ class RegexSplitter {
 };
 
 // Rewrites Oniguruma-only syntax for PCRE2. `(?i:...)` groups made of plain
-// literals (the contractions of the GPT-style patterns) fold ASCII case only,
-// as Hugging Face's JS does ('S matches, the long s U+017F does not).
+// literals (the contractions of the GPT-style patterns) fold case as
+// Oniguruma does in Hugging Face's Rust tokenizers: ASCII letters, plus the
+// one-character folds outside ASCII (the long s U+017F matches s, the Kelvin
+// sign U+212A matches k); not multi-character ones (the "st" ligature).
 std::string TranslatePattern(std::string_view pattern);
 
 // ---- BPE (bpe.cc) ----------------------------------------------------------

@@ -4,7 +4,17 @@ implementation (PyPI `tokenizers`) and transformers' chat templates.
   tokenize_reference.py encode TOKENIZER_JSON IN OUT
     IN: JSON Lines, one JSON string each. OUT: one line per input,
     {"plain": [ids without special tokens], "special": [ids with],
-     "nfc": the input in NFC}.
+     "nfc": the input in NFC, "decode": decode(special),
+     "decode_skip": decode(special, skip_special_tokens=True)}.
+  tokenize_reference.py decode TOKENIZER_JSON IN OUT
+    IN: JSON Lines, one JSON array of ids each. OUT: one line per input,
+    {"text": decode(ids), "skip": decode(ids, skip_special_tokens=True)}
+    (bytes that are not UTF-8 come back as U+FFFD).
+  tokenize_reference.py utf8 IN OUT
+    IN: JSON Lines, one JSON array of byte values (0-255) each, since a
+    JSON string cannot hold invalid UTF-8. OUT: one line per input,
+    {"error_at": where Python's strict UTF-8 decoder fails (null if it
+    does not), "replaced": the bytes decoded with errors="replace"}.
   tokenize_reference.py bench TOKENIZER_JSON IN REPS
     Encodes IN's strings (encode_batch_fast, add_special_tokens false) once
     to warm up, then REPS times, on one thread; prints the best pass in CPU
@@ -12,8 +22,9 @@ implementation (PyPI `tokenizers`) and transformers' chat templates.
     "tokens": ...}.
   tokenize_reference.py chat TOKENIZER_DIR IN OUT
     IN: JSON Lines {"messages": [{"role", "content"}...],
-    "enable_thinking": bool}. OUT: one JSON string per input, what
-    transformers' apply_chat_template(add_generation_prompt=True) renders.
+    "enable_thinking": bool, "add_generation_prompt": bool (default true)}.
+    OUT: one JSON string per input, what transformers'
+    apply_chat_template(..., tokenize=False) renders.
 
 Exit status 3 when a package is missing.
 """
@@ -52,11 +63,40 @@ def encode(tokenizer_path, in_path, out_path):
     texts = read_lines(in_path)
     plain = tok.encode_batch(texts, add_special_tokens=False)
     special = tok.encode_batch(texts, add_special_tokens=True)
+    special_ids = [s.ids for s in special]
+    decoded = tok.decode_batch(special_ids, skip_special_tokens=False)
+    decoded_skip = tok.decode_batch(special_ids, skip_special_tokens=True)
     with open(out_path, "w", encoding="utf-8") as out:
-        for text, p, s in zip(texts, plain, special):
-            out.write(json.dumps({"plain": p.ids, "special": s.ids,
-                                  "nfc": unicodedata.normalize("NFC", text)}))
+        for text, p, ids, d, ds in zip(texts, plain, special_ids, decoded,
+                                       decoded_skip):
+            out.write(json.dumps({"plain": p.ids, "special": ids,
+                                  "nfc": unicodedata.normalize("NFC", text),
+                                  "decode": d, "decode_skip": ds}))
             out.write("\n")
+
+
+def decode(tokenizer_path, in_path, out_path):
+    tok = load_tokenizer(tokenizer_path)
+    ids = read_lines(in_path)
+    text = tok.decode_batch(ids, skip_special_tokens=False)
+    skip = tok.decode_batch(ids, skip_special_tokens=True)
+    with open(out_path, "w", encoding="utf-8") as out:
+        for t, s in zip(text, skip):
+            out.write(json.dumps({"text": t, "skip": s}) + "\n")
+
+
+def utf8(in_path, out_path):
+    with open(out_path, "w", encoding="utf-8") as out:
+        for values in read_lines(in_path):
+            data = bytes(values)
+            try:
+                data.decode("utf-8")
+                error_at = None
+            except UnicodeDecodeError as e:
+                error_at = e.start
+            out.write(json.dumps({
+                "error_at": error_at,
+                "replaced": data.decode("utf-8", errors="replace")}) + "\n")
 
 
 def bench(tokenizer_path, in_path, reps):
@@ -86,7 +126,8 @@ def chat(tokenizer_dir, in_path, out_path):
     with open(out_path, "w", encoding="utf-8") as out:
         for case in read_lines(in_path):
             text = tok.apply_chat_template(
-                case["messages"], tokenize=False, add_generation_prompt=True,
+                case["messages"], tokenize=False,
+                add_generation_prompt=case.get("add_generation_prompt", True),
                 enable_thinking=case["enable_thinking"])
             out.write(json.dumps(text) + "\n")
 
@@ -94,12 +135,17 @@ def chat(tokenizer_dir, in_path, out_path):
 def main(argv):
     if len(argv) == 5 and argv[1] == "encode":
         encode(argv[2], argv[3], argv[4])
+    elif len(argv) == 5 and argv[1] == "decode":
+        decode(argv[2], argv[3], argv[4])
+    elif len(argv) == 4 and argv[1] == "utf8":
+        utf8(argv[2], argv[3])
     elif len(argv) == 5 and argv[1] == "bench":
         bench(argv[2], argv[3], max(1, int(argv[4])))
     elif len(argv) == 5 and argv[1] == "chat":
         chat(argv[2], argv[3], argv[4])
     else:
         print("usage: tokenize_reference.py encode TOKENIZER_JSON IN OUT | "
+              "decode TOKENIZER_JSON IN OUT | utf8 IN OUT | "
               "bench TOKENIZER_JSON IN REPS | chat TOKENIZER_DIR IN OUT",
               file=sys.stderr)
         return 2

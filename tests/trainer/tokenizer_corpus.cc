@@ -5,28 +5,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "chat_corpus.h"
+#include "test_rng.h"
+
 namespace hy::trainer::testing {
 namespace {
-
-// splitmix64: deterministic everywhere (unlike std distributions).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  size_t Below(size_t n) { return static_cast<size_t>(Next() % n); }
-  template <typename T>
-  const T& Pick(const std::vector<T>& v) {
-    return v[Below(v.size())];
-  }
-
- private:
-  uint64_t state_;
-};
 
 void AppendCodePoint(uint32_t cp, std::string* out) {
   if (cp < 0x80) {
@@ -170,6 +153,8 @@ uint32_t RandomCodePoint(Rng& rng) {
   }
 }
 
+constexpr int kPieceKinds = 11;  // the cases of Piece
+
 std::string Piece(Rng& rng, int kind) {
   std::string s;
   switch (kind) {
@@ -226,18 +211,20 @@ std::string Piece(Rng& rng, int kind) {
         s += rng.Below(3) == 0 ? "" : " ";
       }
       return s;
-    case 8:
+    case 8:  // special tokens (and near misses) inside text
       for (size_t i = 0, n = 1 + rng.Below(6); i < n; ++i) {
         s += rng.Below(2) ? rng.Pick(kSpecial) : " " + rng.Pick(kSpecial);
         if (rng.Below(2) == 0) s += rng.Pick(kWords);
         if (rng.Below(3) == 0) s += rng.Pick(kWhitespace);
       }
       return s;
-    default:
+    case 9:
       for (size_t i = 0, n = 1 + rng.Below(30); i < n; ++i) {
         AppendCodePoint(RandomCodePoint(rng), &s);
       }
       return s;
+    default:  // a whole conversation in Qwen3's or Llama 3's chat format
+      return MakeChatText(rng);
   }
 }
 
@@ -248,17 +235,19 @@ std::vector<std::string> MakeTokenizerCorpus(size_t count, uint64_t seed) {
   std::vector<std::string> out;
   out.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    const int kind = static_cast<int>(i % 11);
+    const int kind = static_cast<int>(i % (kPieceKinds + 1));
     std::string s;
-    if (kind == 10) {  // a mix of every kind
+    if (kind == kPieceKinds) {  // a mix of every kind
       for (size_t k = 0, n = 2 + rng.Below(6); k < n; ++k) {
-        s += Piece(rng, static_cast<int>(rng.Below(10)));
+        s += Piece(rng, static_cast<int>(rng.Below(kPieceKinds)));
       }
     } else {
       s = Piece(rng, kind);
     }
     if (i % 997 == 0) {  // now and then a long one
-      while (s.size() < 20000) s += Piece(rng, static_cast<int>(rng.Below(10)));
+      while (s.size() < 20000) {
+        s += Piece(rng, static_cast<int>(rng.Below(kPieceKinds)));
+      }
     }
     out.push_back(std::move(s));
   }

@@ -3,8 +3,10 @@
 // hy_bench_tokenizer: ASCII prose, CJK, emoji (ZWJ sequences, flags, skin
 // tones), accented and combining characters (NFC matters), digit runs,
 // whitespace runs with tabs / CR LF / newlines, code, contractions in mixed
-// case, special tokens written inside the text, and random code points
-// (those assigned by Unicode 14, see tokenizer_corpus.cc).
+// case, special tokens written inside the text, whole conversations in
+// Qwen3's and Llama 3's chat formats (chat_corpus.h: <|im_start|>,
+// <|eot_id|>, <think> blocks), and random code points (those assigned by
+// Unicode 14, see tokenizer_corpus.cc).
 
 #ifndef HY_TESTS_TRAINER_TOKENIZER_CORPUS_H_
 #define HY_TESTS_TRAINER_TOKENIZER_CORPUS_H_

@@ -66,7 +66,10 @@ class Tokenizer {
 
   // Encodes UTF-8 text. With add_special_tokens the post-processor's
   // template is applied (Llama 3: <|begin_of_text|> first).
-  // Returns InvalidArgument if `text` is not valid UTF-8.
+  // Returns InvalidArgument, naming the byte, if `text` is not valid UTF-8
+  // (where Python's strict decoder fails): Hugging Face's tokenizers only
+  // ever see valid text, and replacing the bytes would give the ids of
+  // another text.
   Result<std::vector<int32_t>> Encode(std::string_view text,
                                       bool add_special_tokens = false) const;
 
@@ -77,8 +80,10 @@ class Tokenizer {
   Status EncodeAppend(std::string_view text, std::vector<int32_t>* ids) const;
 
   // Decodes ids to text: vocabulary tokens through the byte-level reverse
-  // map, added tokens as their content. Byte sequences that are not valid
-  // UTF-8 (a cut multi-byte character) become U+FFFD, as Hugging Face does.
+  // map, added tokens as their content (special ones left out with
+  // skip_special_tokens). Byte sequences that are not valid UTF-8 (a cut
+  // multi-byte character) become U+FFFD, one per maximal invalid
+  // subsequence, as Hugging Face's Rust tokenizers do.
   // Returns InvalidArgument naming the first id that is not in the
   // vocabulary.
   Result<std::string> Decode(const std::vector<int32_t>& ids,

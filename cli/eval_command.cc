@@ -53,6 +53,7 @@ int Eval(const Args& a) {
         }
       });
   if (!report.ok()) return Report("eval", report.status());
+  for (const std::string& n : report->notes) std::cerr << "eval: " << n << "\n";
   if (samples.is_open() && !samples.flush()) {
     return Report("eval", Status::IOError("cannot write " + a.samples));
   }

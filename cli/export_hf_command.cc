@@ -132,6 +132,9 @@ int ExportHf(const Args& a) {
             MutableBytes(reinterpret_cast<uint8_t*>(out),
                          static_cast<size_t>(n) * 4));
       });
+  for (const std::string& f : (*reader)->fallbacks()) {
+    std::cerr << "export-hf: " << f << "\n";
+  }
   if (!written.ok()) return Report("export-hf", written.status());
   std::cout << "exported " << a.model << " of step " << (*reader)->step()
             << " (" << written->num_tensors << " tensors, "

@@ -134,6 +134,9 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
     elements += t.region.length;
   }
   HY_RETURN_IF_ERROR(writer->Finish());
+  for (const std::string& f : reader->fallbacks()) {
+    std::cerr << "restore: " << f << "\n";
+  }
   std::cout << "restored step " << commit.step << " (version " << commit.version
             << ", " << commit.world_size << " old ranks, layout "
             << (commit.layout.empty() ? "-" : commit.layout) << ") as rank "

@@ -1,6 +1,7 @@
 #include "state_source.h"
 
 #include <charconv>
+#include <iostream>
 
 #include "hy/statestore/store.h"
 #include "hy/trainer/checkpoint.h"
@@ -43,6 +44,12 @@ class RunSource : public StateSource {
  public:
   RunSource(std::string root, std::unique_ptr<trainer::CheckpointReader> r)
       : root_(std::move(root)), reader_(std::move(r)) {}
+  // Says which damaged copies were passed over (CheckpointReader).
+  ~RunSource() override {
+    for (const std::string& f : reader_->fallbacks()) {
+      std::cerr << "hyctl: " << f << "\n";
+    }
+  }
 
   std::string Describe() const override {
     return "run root " + root_ + " step " + std::to_string(reader_->step());

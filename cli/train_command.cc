@@ -2,6 +2,7 @@
 
 #include "train_command.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <CLI/CLI.hpp>
@@ -120,7 +121,13 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
               << std::endl;
     int code = kExitOk;
     LaunchResult res;
+    o.stop_grace_seconds = c.trainer.stop_grace_seconds;
     const Status s = RunLauncher(o, &code, &res);
+    if (s.ok() && res.stopped_by != 0) {
+      std::cerr << "hyctl train: stopped by " << strsignal(res.stopped_by)
+                << "; the workers saved and exited (continue with --resume "
+                << root << ")" << std::endl;
+    }
     if (s.ok()) return kExitOk;
     std::cerr << "hyctl train: " << s.message() << std::endl;
     if (s.code() != StatusCode::kAborted) return kExitError;
@@ -239,6 +246,22 @@ void CountRestart(const metrics::HyMetrics& m) {
   m.restarts(c.ok() ? *c : metrics::RestartCause::kProcessExit)->Increment();
 }
 
+// The first SIGINT / SIGTERM a worker gets asks the run to stop after the
+// iteration in progress (WorkerOptions::stop_signal); SA_RESETHAND makes a
+// second one do what it always does.
+volatile sig_atomic_t g_stop_signal = 0;
+
+void OnStopSignal(int sig) { g_stop_signal = sig; }
+
+void CatchStopSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND | SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 int Work(const TrainConfig& c, const TrainFlags& f) {
   const char* rank_env = Env("RANK");
   const int rank = rank_env != nullptr ? std::atoi(rank_env) : 0;
@@ -286,6 +309,8 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     std::lock_guard<std::mutex> lock(mu);
     std::cerr << line << std::endl;
   };
+  CatchStopSignals();
+  o.stop_signal = [] { return static_cast<int>(g_stop_signal); };
   Result<trainer::RunSummary> summary = trainer::RunWorker(c, o);
   endpoints.Push();
   if (!summary.ok()) {
@@ -306,6 +331,12 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
   if (rank == 0) {
     std::lock_guard<std::mutex> lock(mu);
     (json ? std::cerr : std::cout) << SummaryText(*summary) << std::endl;
+    if (summary->stopped_by != 0) {
+      std::cerr << "hyctl train: stopped by " << strsignal(summary->stopped_by)
+                << " after " << summary->iterations
+                << " iteration(s); committed step "
+                << summary->checkpoint_step << std::endl;
+    }
   }
   return kExitOk;
 }

@@ -273,9 +273,8 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
   };
   auto stop_all = [&](Clock::time_point now) {
     if (kill_at) return;
-    signal_all(SIGTERM);
-    kill_at = now + std::chrono::milliseconds(
-                        static_cast<int64_t>(o.kill_grace_seconds * 1000));
+    signal_all(SIGKILL);
+    kill_at = now;
   };
   if (!start_error.ok()) stop_all(Clock::now());
 
@@ -324,16 +323,17 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
       }
     }
 
-    // Signals to the launcher: forward; a second one kills.
+    // Signals to the launcher: forward (the workers save and stop); a
+    // second one, or the grace running out, kills.
     if (g_signal_count != signals_seen) {
       signals_seen = g_signal_count;
       if (stopped_by == 0) stopped_by = g_signal;
       if (signals_seen > 1) {
         signal_all(SIGKILL);
-      } else {
+      } else if (!kill_at) {
         signal_all(g_signal);
         kill_at = now + std::chrono::milliseconds(
-                            static_cast<int64_t>(o.kill_grace_seconds * 1000));
+                            static_cast<int64_t>(o.stop_grace_seconds * 1000));
       }
     }
     if (failed_at && !kill_at &&
@@ -370,6 +370,12 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
   if (failure) {
     *exit_code = failure_code == 0 ? 1 : failure_code;
     return Status::Aborted(*failure + "; stopped the other workers");
+  }
+  if (stopped_by != 0 &&
+      std::all_of(res.wait_status.begin(), res.wait_status.end(),
+                  [](int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; })) {
+    res.stopped_by = stopped_by;  // Every worker saved and stopped.
+    return Status::OK();
   }
   if (stopped_by != 0) {
     *exit_code = 1;

@@ -35,12 +35,15 @@ struct LaunchOptions {
   // torchrun variables above.
   std::vector<std::pair<std::string, std::string>> env;
   int master_port = 0;
-  double kill_grace_seconds = 5;
+  // After SIGINT / SIGTERM to the launcher (forwarded to the workers, which
+  // then save and exit), how long they get before SIGKILL.
+  double stop_grace_seconds = 120;
   // HY_NODE_ID of each rank (empty: not set).
   std::vector<int> node_ids;
   // After the first failure, how long the other workers get to notice it
-  // and exit by themselves (recovery::kExitPeerFailed) before they are sent
-  // SIGTERM. 0: at once.
+  // and exit by themselves (recovery::kExitPeerFailed) before they are
+  // killed (SIGKILL: a SIGTERM would ask them to save, which a job that
+  // lost a rank cannot). 0: at once.
   double peer_exit_seconds = 0;
 };
 
@@ -50,6 +53,9 @@ struct LaunchResult {
   int first_failed = -1;         // The rank that failed first, or -1.
   // From the first failure until every worker had exited.
   double stop_seconds = 0;
+  // The signal that stopped the launcher when every worker then exited 0
+  // (saved and stopped); 0 otherwise.
+  int stopped_by = 0;
 };
 
 // Returns a TCP port on 127.0.0.1 that was free a moment ago (bound to

@@ -2,7 +2,9 @@
 // (see hy/trainer/checkpoint.h).
 
 #include <algorithm>
+#include <functional>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "checkpoint_internal.h"
@@ -60,10 +62,23 @@ struct CheckpointReader::Impl {
   uint64_t step = 0;  // The version read (see recovery::MakeVersion).
   statestore::CommitRecord commit;
   std::vector<std::unique_ptr<Store>> stores;  // Index = old rank.
+  std::vector<recovery::CopyEntry> source;     // The copy read, per old rank.
   std::map<std::string, TensorIndex> tensors;
+  recovery::Catalog catalog;       // Every copy under the root.
+  std::set<std::string> bad;       // CopyKeys found damaged.
+  std::vector<std::string> fallbacks;
 
   // Opens old rank `r`'s chosen copy and adds its shards to the index.
   Status AddRank(const recovery::CopyEntry& copy, int r);
+  // Opens `copy` for old rank `r` and checks it holds the same commit.
+  Result<std::unique_ptr<Store>> OpenCopy(const recovery::CopyEntry& copy,
+                                          int r);
+  // After `damage` reading old rank r's copy: marks it bad and switches to
+  // another committed copy of its part (primaries first), noting it in
+  // fallbacks. Returns `damage` when no other copy is left.
+  Status SwitchCopy(int r, const Status& damage);
+  // Runs `read` against old rank r's copy, falling back on DataLoss.
+  Status WithFallback(int r, const std::function<Status(Store*)>& read);
   // Reads `pieces` (global runs of one holder) into `out` (whose first
   // element is global element `base`).
   Status ReadPieces(const std::string& name, const TensorIndex& t,
@@ -92,6 +107,7 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     return choice.status().WithContext(root);
   }
   auto impl = std::make_unique<Impl>();
+  impl->catalog = std::move(catalog);
   impl->step = choice->version;
   impl->commit = choice->commit;
   if (impl->commit.world_size < 1) {
@@ -125,6 +141,7 @@ Status CheckpointReader::Impl::AddRank(const recovery::CopyEntry& copy,
                             " cannot be opened: " + opened.status().ToString());
   }
   stores.push_back(std::move(opened).value());
+  source.push_back(copy);
   Store* store = stores[r].get();
   Result<statestore::Manifest> m = store->ReadManifest(step);
   if (!m.ok()) return m.status().WithContext(path);
@@ -158,6 +175,78 @@ Status CheckpointReader::Impl::AddRank(const recovery::CopyEntry& copy,
     }
   }
   return Status::OK();
+}
+
+Result<std::unique_ptr<Store>> CheckpointReader::Impl::OpenCopy(
+    const recovery::CopyEntry& copy, int r) {
+  HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                      OpenReadOnly(copy.where.path));
+  HY_ASSIGN_OR_RETURN(statestore::Manifest m, store->ReadManifest(step));
+  const statestore::CommitRecord& c = m.commit;
+  if (c.step != commit.step || c.world_size != commit.world_size ||
+      c.layout != commit.layout || c.model_rules != commit.model_rules) {
+    return Status::DataLoss(copy.where.path +
+                            " holds a different commit of the version");
+  }
+  for (const auto& [name, entry] : m.tensors) {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || it->second.meta != entry.meta) {
+      return Status::DataLoss(copy.where.path + " holds another tensor '" +
+                              name + "' for rank " + std::to_string(r));
+    }
+  }
+  return store;
+}
+
+Status CheckpointReader::Impl::SwitchCopy(int r, const Status& damage) {
+  bad.insert(recovery::CopyKey(source[r], r));
+  std::vector<const recovery::CopyEntry*> others;
+  for (const recovery::CopyEntry& e : catalog.entries()) {
+    if (e.version != step || e.state != recovery::CopyState::kCommitted ||
+        std::find(e.ranks.begin(), e.ranks.end(), r) == e.ranks.end() ||
+        bad.count(recovery::CopyKey(e, r)) > 0) {
+      continue;
+    }
+    others.push_back(&e);
+  }
+  std::stable_sort(others.begin(), others.end(), [](auto* a, auto* b) {
+    return !a->where.replica && b->where.replica;
+  });
+  std::string tried;
+  for (const recovery::CopyEntry* e : others) {
+    Result<std::unique_ptr<Store>> store = OpenCopy(*e, r);
+    if (!store.ok()) {
+      bad.insert(recovery::CopyKey(*e, r));
+      tried += "; " + recovery::DescribeCopy(*e) + ": " +
+               store.status().ToString();
+      continue;
+    }
+    fallbacks.push_back("rank " + std::to_string(r) + " of " +
+                        StepName(commit.step) + ": " +
+                        recovery::DescribeCopy(source[r]) + " is damaged (" +
+                        damage.ToString() + "); reading " +
+                        recovery::DescribeCopy(*e) + " instead");
+    stores[r] = std::move(store).value();
+    source[r] = *e;
+    return Status::OK();
+  }
+  return Status::DataLoss(std::string(damage.message()) + " (" +
+                          recovery::DescribeCopy(source[r]) +
+                          "; no other intact copy of rank " +
+                          std::to_string(r) + "'s part" + tried + ")");
+}
+
+Status CheckpointReader::Impl::WithFallback(
+    int r, const std::function<Status(Store*)>& read) {
+  for (;;) {
+    Status s = read(stores[r].get());
+    if (!s.IsDataLoss()) return s;
+    HY_RETURN_IF_ERROR(SwitchCopy(r, s));
+  }
+}
+
+const std::vector<std::string>& CheckpointReader::fallbacks() const {
+  return impl_->fallbacks;
 }
 
 uint64_t CheckpointReader::step() const { return impl_->commit.step; }
@@ -232,15 +321,15 @@ Status CheckpointReader::Impl::ReadPieces(const std::string& name,
                                           const TensorIndex& t, const Holder& h,
                                           const std::vector<RunOverlap>& pieces,
                                           int64_t base, MutableBytes out) {
-  Store* store = stores[h.rank].get();
   const uint64_t es = DTypeSize(t.meta.dtype);
   int64_t wanted = 0;
   for (const RunOverlap& p : pieces) wanted += p.length;
   if (pieces.size() > kMaxPiecesPerRead && 4 * wanted >= h.elements) {
     // Many pieces making up much of the shard: decode it whole, once.
     std::string shard(static_cast<size_t>(h.elements) * es, '\0');
-    HY_RETURN_IF_ERROR(
-        store->ReadShard(step, name, h.rank, MutableBytes(shard)));
+    HY_RETURN_IF_ERROR(WithFallback(h.rank, [&](Store* store) {
+      return store->ReadShard(step, name, h.rank, MutableBytes(shard));
+    }));
     for (const RunOverlap& p : pieces) {
       std::copy_n(shard.data() + p.local_offset * es, p.length * es,
                   out.data() + (p.global_offset - base) * es);
@@ -248,9 +337,11 @@ Status CheckpointReader::Impl::ReadPieces(const std::string& name,
     return Status::OK();
   }
   for (const RunOverlap& p : pieces) {
-    HY_RETURN_IF_ERROR(store->ReadRegion(
-        step, name, FlatRun{p.global_offset, p.length},
-        out.subspan((p.global_offset - base) * es, p.length * es)));
+    HY_RETURN_IF_ERROR(WithFallback(h.rank, [&](Store* store) {
+      return store->ReadRegion(
+          step, name, FlatRun{p.global_offset, p.length},
+          out.subspan((p.global_offset - base) * es, p.length * es));
+    }));
   }
   return Status::OK();
 }
@@ -262,8 +353,14 @@ Result<std::string> CheckpointReader::ReadBlob(const std::string& name,
     return Status::NotFound("no old rank " + std::to_string(rank) + " in " +
                             StepName(impl_->commit.step));
   }
-  Store* store = impl_->stores[std::max(rank, 0)].get();
-  return store->ReadBlob(impl_->step, name, rank);
+  std::string blob;
+  HY_RETURN_IF_ERROR(
+      impl_->WithFallback(std::max(rank, 0), [&](Store* store) {
+        Result<std::string> r = store->ReadBlob(impl_->step, name, rank);
+        if (r.ok()) blob = std::move(r).value();
+        return r.status();
+      }));
+  return blob;
 }
 
 }  // namespace hy::trainer

@@ -124,6 +124,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("trainer.offload_reference", &t.offload_reference);
   add("trainer.offload_rollout", &t.offload_rollout);
   add("trainer.offload_optimizer", &t.offload_optimizer);
+  add("trainer.stop_grace_seconds", &t.stop_grace_seconds, kPositive);
   CheckpointConfig& k = c->checkpoint;
   add("checkpoint.store_root", &k.store_root);
   add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.

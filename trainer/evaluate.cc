@@ -209,6 +209,7 @@ Result<EvalReport> Evaluate(
       if (on_sample) on_sample(s);
     }
   }
+  if (l.reader != nullptr) report.notes = l.reader->fallbacks();
   report.prompts = count;
   report.reward_mean = count > 0 ? reward / static_cast<double>(count) : 0;
   report.exact_match = count > 0 ? exact / static_cast<double>(count) : 0;

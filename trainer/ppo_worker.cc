@@ -307,7 +307,8 @@ Result<RunSummary> PpoWorker::Run() {
     HY_RETURN_IF_ERROR(Update(it, exp, &report));
     peaks.End(PhasePeaks::kUpdate);
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
-    const bool last = it + 1 == end;
+    HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
+    const bool last = it + 1 == end || stop != 0;
     if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
       // What the step waits for: the previous checkpoint, and copying
       // this one's data, or with read_in_place its blobs only (the shards
@@ -359,6 +360,14 @@ Result<RunSummary> PpoWorker::Run() {
     rewards.push_back(report.reward_mean);
     ++summary.iterations;
     if (options_.on_iteration) options_.on_iteration(report);
+    if (stop != 0) {
+      summary.stopped_by = stop;
+      Log("stopping after iteration " + std::to_string(it) + " (signal " +
+          std::to_string(stop) + ")" +
+          (save_every > 0 ? ": step " + std::to_string(it + 1) + " saved"
+                          : ": checkpoint.save_every is 0, nothing saved"));
+      break;
+    }
     if (val_source_ != nullptr && it + 1 < end && test_freq > 0 &&
         (it + 1) % test_freq == 0) {
       HY_RETURN_IF_ERROR(Validate(it + 1).status());
@@ -373,7 +382,7 @@ Result<RunSummary> PpoWorker::Run() {
     }
     summary.first10_reward = first / static_cast<double>(k);
     summary.last10_reward = last / static_cast<double>(k);
-    if (val_source_ != nullptr) {
+    if (val_source_ != nullptr && summary.stopped_by == 0) {
       HY_ASSIGN_OR_RETURN(summary.val_end, Validate(end));
     }
   }
@@ -386,6 +395,18 @@ Result<RunSummary> PpoWorker::Run() {
   heartbeat_->Stop();
   HY_RETURN_IF_ERROR(comm_->transport()->Barrier());
   return summary;
+}
+
+Result<int> PpoWorker::AgreeToStop() {
+  if (!options_.stop_signal) return 0;
+  const int mine = options_.stop_signal();
+  HY_ASSIGN_OR_RETURN(
+      auto all, comm_->AllGatherBytes({static_cast<uint8_t>(
+                    mine > 0 && mine < 256 ? mine : (mine != 0 ? 255 : 0))}));
+  for (const auto& a : all) {
+    if (!a.empty() && a[0] != 0) return a[0];
+  }
+  return 0;
 }
 
 Result<RunSummary> RunWorker(const TrainConfig& config,

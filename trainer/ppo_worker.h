@@ -93,6 +93,9 @@ class PpoWorker {
   // another run's stores (FailedPrecondition).
   Status ClaimRun();
   // Collective: whether any rank is a restart (IsRestart()).
+  // The stop signal some rank saw (WorkerOptions::stop_signal), agreed
+  // on by all ranks; 0 for none. Collective.
+  Result<int> AgreeToStop();
   Result<bool> AnyRankRestarted();
   void StartHeartbeat();
   // Rebuilds this rank's shards of the chosen version.

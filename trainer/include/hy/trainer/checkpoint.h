@@ -189,20 +189,28 @@ class CheckpointReader {
   const statestore::CommitRecord& commit() const;  // Rank 0's record.
 
   // Reads elements [region.offset, region.end()) of the flattened tensor,
-  // assembling them from the old ranks' shards. Returns NotFound for an
-  // unknown tensor, InvalidArgument for a region outside it or a wrong-size
-  // out, DataLoss if some element is held by no old rank or a chunk is bad.
+  // assembling them from the old ranks' shards. A copy with a damaged chunk
+  // (DataLoss) is dropped for another committed copy of the same part, a
+  // primary before replicas (fallbacks() says which). Returns NotFound for
+  // an unknown tensor, InvalidArgument for a region outside it or a
+  // wrong-size out, DataLoss if some element is held by no old rank or no
+  // intact copy is left.
   Status ReadRegion(const std::string& tensor, FlatRun region,
                     MutableBytes out);
 
   uint64_t version() const;
+
+  // One line per copy dropped for a damaged chunk and the copy read
+  // instead, in the order it happened.
+  const std::vector<std::string>& fallbacks() const;
   std::vector<std::string> TensorNames() const;  // Sorted.
 
   // The tensor's dtype and global shape, or NotFound.
   Result<TensorMeta> FindTensor(const std::string& tensor) const;
 
   // A blob as saved: a replicated one from rank 0's store, or old rank
-  // `rank`'s own one. NotFound if absent, DataLoss if damaged.
+  // `rank`'s own one. NotFound if absent, DataLoss if damaged in every
+  // copy.
   Result<std::string> ReadBlob(const std::string& name,
                                int rank = statestore::kReplicatedBlob);
 

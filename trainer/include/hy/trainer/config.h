@@ -139,6 +139,11 @@ struct TrainerSection {
   // peak). Costs a pass of page-cache (or disk) traffic over them per step
   // and per checkpoint. The same values bit for bit.
   bool offload_optimizer = false;
+  // SIGINT / SIGTERM (a preemption): the workers finish the iteration
+  // they are in, save and commit it, and exit 0; this bounds how long
+  // hyctl train waits for that before it kills them (a second signal
+  // kills at once).
+  double stop_grace_seconds = 120;
 };
 
 struct CheckpointConfig {

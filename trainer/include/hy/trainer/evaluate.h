@@ -64,6 +64,8 @@ struct EvalReport {
   double exact_match = 0;  // Share of responses scoring as exact.
   double seconds = 0;
   int64_t new_tokens = 0;
+  // Damaged copies passed over for another (CheckpointReader::fallbacks).
+  std::vector<std::string> notes;
 };
 
 // Runs the evaluation, calling on_sample (may be empty) per prompt in

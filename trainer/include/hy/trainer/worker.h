@@ -109,6 +109,9 @@ struct RunSummary {
   std::string store_root;
   int64_t recovered_step = -1;   // The step recovery resumed from; -1 none.
   double recovery_seconds = 0;   // Start-up to the first iteration.
+  // The signal that stopped the run early (WorkerOptions::stop_signal), 0
+  // when it ran to its end.
+  int stopped_by = 0;
 };
 
 struct WorkerOptions {
@@ -136,10 +139,17 @@ struct WorkerOptions {
   std::function<void(const ValidationReport&)> on_validation;
   // Log lines (setup, SFT progress, checkpoint events); may be null.
   std::function<void(const std::string&)> log;
+  // Polled on every rank at the end of each PPO iteration; a non-zero
+  // signal number asks the run to stop (a preemption). The ranks agree at
+  // the first iteration end where any of them saw one, save and commit
+  // that iteration (when checkpoint.save_every > 0), skip the final
+  // validation and return with RunSummary::stopped_by set. May be null.
+  std::function<int()> stop_signal;
 };
 
-// Runs one rank until total_iterations (or max_iterations) are done, then
-// waits for the last checkpoint to commit.
+// Runs one rank until total_iterations (or max_iterations) are done, or a
+// stop is asked for (WorkerOptions::stop_signal), then waits for the last
+// checkpoint to commit.
 //
 // Start-up (every start, first or restart): the ranks agree on their node
 // ids (HY_NODE_ID if the launcher set it, else the node directories under

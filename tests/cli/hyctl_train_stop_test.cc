@@ -1,0 +1,121 @@
+// hyctl train stopped by SIGTERM, as a cluster preempts a job: the workers
+// finish the iteration they are in, save and commit it, the launcher exits
+// 0; resumed, the run ends bit for bit where an uninterrupted one does.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hy/trainer/checkpoint.h"
+#include "hyctl_run.h"
+
+namespace hy::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using hy::testing::CmdResult;
+using hy::testing::RunCommand;
+
+constexpr const char* kCleanEnv =
+    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
+    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
+
+// Two ranks, saving only at the end (or when stopped).
+const std::string kFlags =
+    " --nproc 2 --set trainer.sft_steps=2 --set rollout.batch_size=16 "
+    "--set actor.ppo_mini_batch_size=8 "
+    "--set checkpoint.save_every=100";
+
+std::vector<std::string> Lines(const std::string& text,
+                               const std::string& needle) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+    start = end + 1;
+  }
+  return out;
+}
+
+// Every tensor of `root`'s newest step, as bytes.
+std::map<std::string, std::vector<uint8_t>> ReadAll(const std::string& root,
+                                                    uint64_t* step) {
+  std::map<std::string, std::vector<uint8_t>> out;
+  auto reader = trainer::CheckpointReader::Open(root);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return out;
+  *step = (*reader)->step();
+  for (const std::string& name : (*reader)->TensorNames()) {
+    auto meta = (*reader)->FindTensor(name);
+    EXPECT_TRUE(meta.ok());
+    const int64_t n = *meta->NumElements();
+    std::vector<uint8_t>& bytes = out[name];
+    bytes.resize(static_cast<size_t>(n) * DTypeSize(meta->dtype));
+    EXPECT_TRUE((*reader)->ReadRegion(name, {0, n}, MutableBytes(bytes)).ok())
+        << name;
+  }
+  return out;
+}
+
+TEST(HyctlTrainStopTest, SigtermSavesTheIterationReachedAndResumesBitForBit) {
+  const std::string dir =
+      ::testing::TempDir() + "hyctl-stop-" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string hyctl = std::string(kCleanEnv) + HYCTL_PATH;
+
+  CmdResult ref = RunCommand(hyctl + " train --iterations 8 --store " + dir +
+                             "/ref" + kFlags);
+  ASSERT_EQ(ref.code, 0) << ref.err;
+
+  // SIGTERM to the launcher once two iterations are reported.
+  const std::string cut = dir + "/cut";
+  CmdResult stopped = RunCommand(
+      "cd '" + dir + "' && (" + hyctl + " train -o json --iterations 8 " +
+      "--store " + cut + kFlags + " > out.jsonl 2> err.txt & p=$!; " +
+      "for i in $(seq 1200); do [ \"$(grep -c '\"iteration\"' out.jsonl)\" " +
+      "-ge 2 ] && break; sleep 0.05; done; kill -TERM $p; wait $p; " +
+      "echo rc=$?; cat out.jsonl; cat err.txt >&2)");
+  ASSERT_NE(stopped.out.find("rc=0"), std::string::npos)
+      << stopped.out << stopped.err;
+  const size_t reached = Lines(stopped.out, "\"iteration\"").size();
+  ASSERT_GE(reached, 2u);
+  ASSERT_LT(reached, 8u) << "the run ended before the signal";
+  EXPECT_NE(stopped.err.find("hyctl train: stopped by Terminated after " +
+                             std::to_string(reached) +
+                             " iteration(s); committed step " +
+                             std::to_string(reached)),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_NE(stopped.err.find("the workers saved and exited"),
+            std::string::npos)
+      << stopped.err;
+  uint64_t step = 0;
+  ReadAll(cut, &step);
+  EXPECT_EQ(step, reached);
+
+  CmdResult resumed = RunCommand(hyctl + " train --resume " + cut +
+                                 " --iterations 8" + kFlags);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  uint64_t ref_step = 0, cut_step = 0;
+  const auto want = ReadAll(dir + "/ref", &ref_step);
+  const auto got = ReadAll(cut, &cut_step);
+  EXPECT_EQ(ref_step, 8u);
+  EXPECT_EQ(cut_step, 8u);
+  ASSERT_EQ(want.size(), got.size());
+  ASSERT_FALSE(want.empty());
+  for (const auto& [name, bytes] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << name;
+    EXPECT_TRUE(it->second == bytes) << name << " differs after the resume";
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hy::cli

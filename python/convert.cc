@@ -78,6 +78,7 @@ py::dict StatsToDict(const statestore::SaveStats& s) {
   d["new_chunks"] = s.new_chunks;
   d["new_bytes"] = s.new_bytes;
   d["delta_chunks"] = s.delta_chunks;
+  d["rewritten_chunks"] = s.rewritten_chunks;
   d["stored_bytes"] = s.stored_bytes;
   return d;
 }

@@ -158,6 +158,19 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     if (known_.count(a) || queued.count(a)) continue;
     std::string value;
     Status s = store_->Get(store_->meta_, keys::ChunkIndex(a), &value);
+    if (s.ok() && !store_->IsVerified(a)) {
+      // Held but not checked since this store was opened: read it back
+      // before referencing it; a damaged one is written again (its index
+      // entry then names the new copy, healing every version using it).
+      std::string back(chunks[i].raw.size(), '\0');
+      Status v = store_->ReadChunkAt(a, back.size(), MutableBytes(back), 0);
+      if (v.IsDataLoss()) {
+        ++stats_.rewritten_chunks;
+        s = Status::NotFound("damaged");
+      } else if (!v.ok()) {
+        return v.WithContext(where_);
+      }
+    }
     if (s.ok()) {
       keys::ChunkLocation loc;
       if (!keys::DecodeLocation(value, &loc)) {
@@ -218,6 +231,7 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
       const keys::ChunkLocation loc{f.batch->epoch, e.value.size(), e.depth,
                                     e.base, EncodingName(*h)};
       known_[e.address] = loc;
+      store_->MarkVerified(e.address);
       batch_.Put(store_->meta_, keys::ChunkIndex(e.address),
                  keys::EncodeLocation(loc));
       stats_.new_bytes += e.value.size();

@@ -115,6 +115,12 @@ class RocksStore : public Store {
   Status ReadChunk(const ChunkRef& ref, MutableBytes out);
   Status ReadChunkAt(const Hash128& address, uint64_t raw_length,
                      MutableBytes out, int level);
+  // Whether this store wrote `address`'s chunk or read it back intact
+  // since it was opened: only such a chunk may be referenced by a save
+  // without being written again (content-addressed dedup trusts no chunk
+  // it has not checked). Thread-safe.
+  bool IsVerified(const Hash128& address);
+  void MarkVerified(const Hash128& address);
   // Where the previous committed version before `version` keeps each
   // shard's chunks: tensor name -> its shard entry for `rank`.
   Result<std::map<std::string, ShardEntry>> PreviousShards(uint64_t version,
@@ -155,6 +161,9 @@ class RocksStore : public Store {
 
   std::mutex cache_mu_;
   std::map<uint64_t, std::shared_ptr<const Manifest>> manifest_cache_;
+
+  std::mutex verified_mu_;
+  std::set<Hash128> verified_;  // Guarded by verified_mu_.
 
   std::mutex staging_mu_;
   std::condition_variable staging_cv_;

@@ -116,7 +116,18 @@ Status RocksStore::ReadChunkAt(const Hash128& address, uint64_t raw_length,
     return Status::DataLoss("chunk " + ref.address.ToHex() +
                             " does not match its address");
   }
+  MarkVerified(ref.address);
   return Status::OK();
+}
+
+bool RocksStore::IsVerified(const Hash128& address) {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  return verified_.count(address) > 0;
+}
+
+void RocksStore::MarkVerified(const Hash128& address) {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  verified_.insert(address);
 }
 
 Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,

@@ -78,6 +78,63 @@ TEST(StoreCorruptionTest, FlippedByteInOneChunkIsReportedExactly) {
   EXPECT_EQ(0, std::memcmp(first.data(), data.data(), 4096));
 }
 
+// Dedup trusts no chunk it has not checked: a later save (another process,
+// so nothing is known verified) that would reference a damaged chunk reads
+// it back, finds the damage and writes it again; every version using it is
+// whole again.
+TEST(StoreCorruptionTest, SaveRewritesADamagedChunkItWouldReuse) {
+  TempDir dir;
+  const auto data = Bytes(4096 * 20, 5);
+  SaveOne(dir.path(), data);
+  {
+    RawDb raw(dir.path());
+    std::unique_ptr<rocksdb::Iterator> it(
+        raw.db()->NewIterator(rocksdb::ReadOptions(), raw.cf(kChunksCf)));
+    it->SeekToFirst();
+    for (int i = 0; i < 3 && it->Valid(); ++i) it->Next();
+    ASSERT_TRUE(it->Valid());
+    std::string value = it->value().ToString();
+    value[value.size() / 2] ^= 0x20;
+    ASSERT_TRUE(raw.db()
+                    ->Put(rocksdb::WriteOptions(), raw.cf(kChunksCf),
+                          it->key().ToString(), value)
+                    .ok());
+  }
+  auto store = *Store::Open(dir.path(), SmallChunks());
+  ASSERT_EQ(store->Verify(1)->bad.size(), 1u);
+  SaveStats stats;
+  ASSERT_TRUE(store
+                  ->Save({2,
+                          0,
+                          {WholeShard("w", DType::kF32,
+                                      {int64_t(data.size() / 4)}, data)},
+                          {}},
+                         &stats)
+                  .ok());
+  ASSERT_TRUE(store->Commit(Commit(2)).ok());
+  EXPECT_EQ(stats.rewritten_chunks, 1u);
+  EXPECT_EQ(stats.new_chunks, 1u);  // Only the damaged one: 19 deduped.
+  EXPECT_TRUE(store->Verify(1)->bad.empty());
+  EXPECT_TRUE(store->Verify(2)->bad.empty());
+  std::vector<uint8_t> out(data.size());
+  ASSERT_TRUE(store->ReadRegion(1, "w", {0, int64_t(data.size() / 4)},
+                                MutableBytes(out))
+                  .ok());
+  EXPECT_EQ(out, data);
+  // Within one store, chunks it wrote or read back are reused unread.
+  SaveStats again;
+  ASSERT_TRUE(store
+                  ->Save({3,
+                          0,
+                          {WholeShard("w", DType::kF32,
+                                      {int64_t(data.size() / 4)}, data)},
+                          {}},
+                         &again)
+                  .ok());
+  EXPECT_EQ(again.new_chunks, 0u);
+  EXPECT_EQ(again.rewritten_chunks, 0u);
+}
+
 TEST(StoreCorruptionTest, MissingChunkAndBadManifestAreDataLoss) {
   TempDir dir;
   const auto data = Bytes(4096 * 4, 6);

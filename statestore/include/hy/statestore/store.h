@@ -146,6 +146,9 @@ struct SaveStats {
   uint64_t new_bytes = 0;     // Encoded bytes written by this save.
   uint64_t delta_chunks = 0;  // New chunks stored as XOR deltas.
   uint64_t stored_bytes = 0;  // Encoded bytes of all referenced chunks.
+  // Chunks the store held damaged (found when read back before reuse) and
+  // this save wrote again.
+  uint64_t rewritten_chunks = 0;
 };
 
 struct VersionInfo {

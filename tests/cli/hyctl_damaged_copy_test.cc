@@ -20,9 +20,7 @@ namespace fs = std::filesystem;
 using hy::testing::CmdResult;
 using hy::testing::RunCommand;
 
-constexpr const char* kCleanEnv =
-    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
+using hy::testing::kCleanEnv;
 
 std::string Hyctl() { return std::string(kCleanEnv) + HYCTL_PATH + " "; }
 

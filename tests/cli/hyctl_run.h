@@ -16,6 +16,12 @@
 
 namespace hy::testing {
 
+// A prefix for hyctl command lines: no torchrun or launcher variables leak
+// in from the test's environment.
+inline constexpr const char* kCleanEnv =
+    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
+    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
+
 struct CmdResult {
   int code = -1;  // The exit code; -1 if it did not exit normally.
   std::string out;

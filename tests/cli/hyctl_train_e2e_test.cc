@@ -20,11 +20,8 @@
 
 namespace {
 
-constexpr const char* kCleanEnv =
-    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
-
 using hy::testing::CmdResult;
+using hy::testing::kCleanEnv;
 
 // Runs hyctl outside any torchrun environment; stdout in `out`.
 CmdResult Hyctl(const std::string& args) {

@@ -115,6 +115,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"trainer.offload_rollout", c.trainer.offload_rollout ? "true" : "false"},
       {"trainer.offload_optimizer",
        c.trainer.offload_optimizer ? "true" : "false"},
+      {"trainer.stop_grace_seconds", D(c.trainer.stop_grace_seconds)},
       {"checkpoint.store_root", c.checkpoint.store_root},
       {"checkpoint.save_every", S(c.checkpoint.save_every)},
       {"checkpoint.keep_last", S(c.checkpoint.keep_last)},
@@ -209,7 +210,8 @@ TrainConfig Modified() {
                true,
                true,
                true,
-               true};
+               true,
+               0.125};
   c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false};
   c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;

@@ -33,6 +33,7 @@ if not hasattr(fsdp, "fully_shard"):
 import hy  # noqa: E402
 from hy import _hy  # noqa: E402
 from hy.dcp import HyStorageReader  # noqa: E402
+from damage import flip_table_files  # noqa: E402
 
 RANKS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                      "dcp_ranks.py")
@@ -163,18 +164,7 @@ def test_damaged_chunk_raises_never_loads(saved, tmp_path):
     shutil.copy(os.path.join(src, "ref-1.pt"), work)
     # As test_hy.py's test_corrupted_chunk_is_data_loss: flip bytes in the
     # middle of every large table file of every rank's store.
-    flipped = 0
-    for store in hy.open(os.path.join(work, "hy")).stores():
-        for name in os.listdir(store):
-            if not name.endswith((".sst", ".blob")):
-                continue
-            f = os.path.join(store, name)
-            data = bytearray(open(f, "rb").read())
-            if len(data) > 20000:
-                for i in range(len(data) // 2, len(data) // 2 + 64):
-                    data[i] ^= 0x5A
-                open(f, "wb").write(bytes(data))
-                flipped += 1
+    flipped = flip_table_files(hy.open(os.path.join(work, "hy")).stores())
     assert flipped > 0, "no table file large enough to damage"
     exits, ranks, err = launch("load", work, 3, STEPS=1, DAMAGED=1)
     assert exits == [0] * 3, f"exits {exits}\n{err[-6000:]}"

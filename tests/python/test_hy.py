@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import hy
+from damage import flip_table_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -146,16 +147,7 @@ def test_corrupted_chunk_is_data_loss(tmp_path):
     hy.save(path, {"w": torch.randn(256, 256)})
     # Flip bytes in the middle of every table file of the store.
     store = os.path.join(path, "node-0", "store")
-    flipped = 0
-    for name in os.listdir(store):
-        if name.endswith(".sst") or name.endswith(".blob"):
-            f = os.path.join(store, name)
-            data = bytearray(open(f, "rb").read())
-            if len(data) > 20000:
-                for i in range(len(data) // 2, len(data) // 2 + 64):
-                    data[i] ^= 0x5A
-                open(f, "wb").write(bytes(data))
-                flipped += 1
+    flipped = flip_table_files([store])
     if flipped == 0:
         pytest.skip("no table file large enough to damage")
     with pytest.raises(hy.Error) as e:

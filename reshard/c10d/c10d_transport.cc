@@ -1,8 +1,11 @@
 // C10dTransport and C10dStoreServer over LibTorch's c10d (see
-// c10d_transport.h). The only reshard source that includes LibTorch headers;
-// it includes the narrowest ones it can, which still take ~20 s to compile.
+// c10d_transport.h). With c10d_epoch.cc (the fresh-namespace handshake) the
+// only reshard sources that include LibTorch headers; this one includes the
+// narrowest it can, which still take ~20 s to compile.
 
 #include "hy/reshard/c10d_transport.h"
+
+#include "c10d_epoch.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/exception.h>
@@ -12,10 +15,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -117,71 +118,6 @@ class StoreKv : public KeyValueStore {
   c10::intrusive_ptr<c10d::Store> store_;
   const Millis timeout_;
 };
-
-std::vector<uint8_t> Bytes(const std::string& s) {
-  return std::vector<uint8_t>(s.begin(), s.end());
-}
-
-// The epoch of fresh_namespace (see C10dTransportOptions). Keys of earlier
-// groups may sit under every name, so a rank trusts only a key whose name
-// holds something fresh: rank 0 draws a new epoch (an atomic counter), each
-// other rank publishes a random nonce under ready/<rank> and waits for
-// ack/<rank>/<its nonce>, which rank 0 writes for every value it sees
-// there (stale ones too: nobody waits for those); a rank that has the
-// epoch says so under done/<epoch>/<rank>, and rank 0 acks until all have.
-// The ranks of the earlier groups are gone (torchrun stops every worker
-// before a new round), so nothing rewrites these keys meanwhile.
-int64_t AgreeEpoch(c10d::Store& store, const std::string& base, int rank,
-                   int world_size, Millis timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (rank != 0) {
-    std::random_device rd;
-    const std::string nonce =
-        std::to_string(rd()) + "-" + std::to_string(rd()) + "-" +
-        std::to_string(std::chrono::steady_clock::now().time_since_epoch()
-                           .count());
-    store.set(base + "/ready/" + std::to_string(rank), Bytes(nonce));
-    const std::string ack = base + "/ack/" + std::to_string(rank) + "/" + nonce;
-    store.wait({ack}, timeout);
-    const std::vector<uint8_t> v = store.get(ack);
-    const int64_t epoch = std::stoll(std::string(v.begin(), v.end()));
-    store.set(base + "/done/" + std::to_string(epoch) + "/" +
-                  std::to_string(rank),
-              Bytes("1"));
-    return epoch;
-  }
-  const int64_t epoch = store.add(base + "/epoch", 1);
-  std::vector<std::string> acked(world_size);
-  std::vector<int> pending;
-  for (int r = 1; r < world_size; ++r) pending.push_back(r);
-  while (!pending.empty()) {
-    std::vector<int> still;
-    for (int r : pending) {
-      const std::string ready = base + "/ready/" + std::to_string(r);
-      if (store.check({base + "/done/" + std::to_string(epoch) + "/" +
-                       std::to_string(r)})) {
-        continue;
-      }
-      still.push_back(r);
-      if (!store.check({ready})) continue;
-      const std::vector<uint8_t> v = store.get(ready);
-      const std::string nonce(v.begin(), v.end());
-      if (nonce == acked[r]) continue;
-      store.set(base + "/ack/" + std::to_string(r) + "/" + nonce,
-                Bytes(std::to_string(epoch)));
-      acked[r] = nonce;
-    }
-    pending.swap(still);
-    if (pending.empty()) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("timed out: rank " +
-                               std::to_string(pending[0]) +
-                               " never took the store epoch");
-    }
-    std::this_thread::sleep_for(Millis(5));
-  }
-  return epoch;
-}
 
 }  // namespace
 
@@ -352,7 +288,7 @@ Result<std::unique_ptr<C10dTransport>> C10dTransport::Connect(
     impl->store = c10::make_intrusive<c10d::TCPStore>(host, store_options);
     key_prefix = options.prefix;
     if (options.fresh_namespace && world_size > 1) {
-      key_prefix += "/e" + std::to_string(AgreeEpoch(
+      key_prefix += "/e" + std::to_string(c10d_internal::AgreeEpoch(
                                *impl->store, options.prefix + "/epochs", rank,
                                world_size, timeout));
     }

@@ -110,15 +110,9 @@ class DatasetSource : public PromptSource {
     return static_cast<size_t>(cache.second[position % size]);
   }
 
-  static std::filesystem::path TokenizerDir(const std::string& tok_path) {
-    namespace fs = std::filesystem;
-    return fs::is_directory(tok_path) ? fs::path(tok_path)
-                                      : fs::path(tok_path).parent_path();
-  }
-
   Status LoadChatTemplate(const std::string& tok_path) {
     const std::filesystem::path cfg =
-        TokenizerDir(tok_path) / "tokenizer_config.json";
+        std::filesystem::path(TokenizerDir(tok_path)) / "tokenizer_config.json";
     bool chat = false;
     for (size_t i = 0; i < dataset_->size(); ++i) {
       chat = chat || dataset_->record(i).prompt.is_chat;
@@ -134,14 +128,9 @@ class DatasetSource : public PromptSource {
   // prompts (a model that learned chat turns ends them with it).
   Status ChooseSpecialTokens(const std::string& tok_path,
                              const std::vector<int>& model_eos) {
-    std::optional<ChatFamily> chat;
-    if (template_ != nullptr) {
-      chat = template_->family();
-    } else {
-      auto t = ChatTemplate::FromTokenizerConfigFile(
-          (TokenizerDir(tok_path) / "tokenizer_config.json").string());
-      if (t.ok()) chat = t->family();
-    }
+    const std::optional<ChatFamily> chat =
+        template_ != nullptr ? std::optional<ChatFamily>(template_->family())
+                             : ChatFamilyOf(tok_path);
     HY_ASSIGN_OR_RETURN(spec_, SpecialTokensFor(*tokenizer_, chat, model_eos));
     return Status::OK();
   }

@@ -31,12 +31,19 @@ Result<std::string> ReadFile(const fs::path& path) {
   return text;
 }
 
-fs::path TokenizerDir(const std::string& path) {
-  return fs::is_directory(path) ? fs::path(path)
-                                : fs::path(path).parent_path();
+}  // namespace
+
+std::string TokenizerDir(const std::string& path) {
+  return fs::is_directory(path) ? path : fs::path(path).parent_path().string();
 }
 
-}  // namespace
+std::optional<ChatFamily> ChatFamilyOf(const std::string& tokenizer_path) {
+  auto t = ChatTemplate::FromTokenizerConfigFile(
+      (fs::path(TokenizerDir(tokenizer_path)) / "tokenizer_config.json")
+          .string());
+  if (!t.ok()) return std::nullopt;
+  return t->family();
+}
 
 const std::vector<std::string>& TokenizerFileNames() {
   static const std::vector<std::string> names = {
@@ -139,16 +146,12 @@ Result<RunTokens> RunTokensOf(CheckpointReader* reader,
   const std::string path =
       config.data.tokenizer.empty() ? config.model.path : config.data.tokenizer;
   HY_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::Load(path));
-  std::optional<ChatFamily> chat;
-  auto t = ChatTemplate::FromTokenizerConfigFile(
-      (TokenizerDir(path) / "tokenizer_config.json").string());
-  if (t.ok()) chat = t->family();
   std::string source_config;
   auto hf = reader->ReadBlob(std::string(kHfConfigBlob));
   if (hf.ok()) source_config = *hf;
   HY_ASSIGN_OR_RETURN(
       TokenSpec spec,
-      SpecialTokensFor(*tokenizer, chat,
+      SpecialTokensFor(*tokenizer, ChatFamilyOf(path),
                        HfModelEosIds(config.model.path, source_config)));
   return DescribeRun(spec, path);
 }

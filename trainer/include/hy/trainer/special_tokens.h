@@ -45,6 +45,14 @@ inline constexpr std::string_view kTokensBlob = "trainer.tokens";
 // (those present are hashed and exported).
 const std::vector<std::string>& TokenizerFileNames();
 
+// The directory of a tokenizer path: the path itself, or the directory of
+// a tokenizer.json file.
+std::string TokenizerDir(const std::string& tokenizer_path);
+
+// The family of the chat template in the tokenizer_config.json beside
+// `tokenizer_path`; nullopt when there is none or hy does not render it.
+std::optional<ChatFamily> ChatFamilyOf(const std::string& tokenizer_path);
+
 // The token ending an assistant turn in `family`'s format ("<|im_end|>",
 // "<|eot_id|>").
 std::string_view TurnEndToken(ChatFamily family);

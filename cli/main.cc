@@ -10,6 +10,7 @@
 #include "eval_command.h"
 #include "export_hf_command.h"
 #include "hy/metrics/hy_metrics.h"
+#include "maintenance_commands.h"
 #include "metrics_command.h"
 #include "reshard_command.h"
 #include "restore_command.h"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   int exit_code = kExitOk;
   hy::cli::AddMetricsCommand(&app, &exit_code);
   hy::cli::AddStoreCommands(&app, &exit_code);
+  hy::cli::AddMaintenanceCommands(&app, &exit_code);
   hy::cli::AddTransferCommands(&app, &exit_code);
   hy::cli::AddDiffCommand(&app, &exit_code);
   hy::cli::AddReshardCommands(&app, &exit_code);

@@ -1,4 +1,4 @@
-// hyctl inspect, verify and gc (see store_commands.h).
+// hyctl inspect and verify (see store_commands.h).
 
 #include "store_commands.h"
 
@@ -276,8 +276,7 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
     std::string store;
     std::string format;
     std::optional<uint64_t> version;
-    size_t keep = 1;
-    std::vector<uint64_t> pinned;
+    bool quick = false;
   };
   auto args = std::make_shared<Args>();
 
@@ -291,10 +290,15 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
   inspect->add_option("--version", args->version,
                       "Show this version's tensors (run root: only this "
                       "step's versions)");
+  inspect->add_flag("--quick", args->quick,
+                    "Run root: list copies without reading their chunks (by "
+                    "default every copy is verified and damaged ones are "
+                    "flagged)");
   AddOutputOption(inspect, &args->format, {"table", "json"});
   inspect->callback([args, exit_code] {
     if (IsRunRoot(args->store)) {
-      *exit_code = InspectRunRoot(args->store, args->version, args->format);
+      *exit_code =
+          InspectRunRoot(args->store, args->version, args->format, args->quick);
       return;
     }
     auto store = OpenStore(args->store, /*read_only=*/true);
@@ -317,50 +321,6 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
   AddOutputOption(verify, &args->format, {"table", "json"});
   verify->callback([args, exit_code] {
     *exit_code = Verify(args->store, args->version, args->format);
-  });
-
-  CLI::App* gc = app->add_subcommand(
-      "gc", "Drop old versions, leftovers and unreferenced chunks");
-  gc->add_option("STORE", args->store,
-                 "Store directory, or a run root (every store in it)")
-      ->required();
-  gc->add_option("--keep", args->keep, "Newest committed versions to keep")
-      ->required()
-      ->check(CLI::PositiveNumber);
-  gc->add_option("--pin", args->pinned, "Also keep these versions");
-  gc->callback([args, exit_code] {
-    std::vector<std::string> paths = {args->store};
-    const bool root = IsRunRoot(args->store);
-    if (root) {
-      Result<std::vector<std::string>> all = RunRootStores(args->store);
-      if (!all.ok()) {
-        *exit_code = Report("gc", all.status());
-        return;
-      }
-      paths = *all;
-    }
-    for (const std::string& p : paths) {
-      auto store = OpenStore(p, /*read_only=*/false);
-      if (!store.ok()) {
-        *exit_code = Report("gc", store.status());
-        return;
-      }
-      statestore::GcOptions o;
-      o.keep_last = args->keep;
-      o.pinned.insert(args->pinned.begin(), args->pinned.end());
-      Result<statestore::GcReport> r = (*store)->Gc(o);
-      if (!r.ok()) {
-        *exit_code = Report("gc", r.status().WithContext(p));
-        return;
-      }
-      std::cout << (root ? p + ": " : "") << "dropped "
-                << r->dropped_versions.size() << " versions, "
-                << r->dropped_uncommitted.size() << " uncommitted leftovers, "
-                << r->dropped_chunks << " chunks; reclaimed "
-                << Mb(r->reclaimed_bytes) << " MB, repacked "
-                << Mb(r->repacked_bytes) << " MB\n";
-    }
-    *exit_code = kExitOk;
   });
 }
 

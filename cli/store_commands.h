@@ -5,7 +5,7 @@
 //                                 it is recoverable (--version: a step)
 //   verify  STORE [--version V]   decode and check every chunk (exit 3 on
 //                                 any corruption)
-//   gc      STORE --keep N        drop old versions and unreferenced chunks
+//   (gc and repair: maintenance_commands.h)
 //   import  STORE --safetensors F commit a safetensors file as a version
 //   export  STORE --version V --safetensors F
 // Read-only commands open the store read-only.
@@ -25,15 +25,17 @@ namespace hy::cli {
 
 // Add the commands to `app`; a command that runs stores its exit code in
 // `*exit_code`, which must outlive app.parse().
-void AddStoreCommands(CLI::App* app, int* exit_code);     // inspect/verify/gc
+void AddStoreCommands(CLI::App* app, int* exit_code);     // inspect/verify
 void AddTransferCommands(CLI::App* app, int* exit_code);  // import/export
 void AddDiffCommand(CLI::App* app, int* exit_code);       // diff_command.cc
 
 // inspect on a run root (inspect_run.cc): one row per old rank of every
 // version, its copies, whether the version is recoverable; `only_step`
-// keeps that step. Returns the exit code.
+// keeps that step. Unless `quick`, every committed copy is verified and
+// damaged ones are flagged (and not counted recoverable). Returns the exit
+// code.
 int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
-                   const std::string& format);
+                   const std::string& format, bool quick);
 // Unix ms as "2026-11-22T04:46:50Z".
 std::string Iso8601(int64_t ms);
 

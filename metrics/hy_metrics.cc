@@ -74,6 +74,12 @@ std::vector<FamilyDef> MakeCatalogue() {
        {}, {}},
       {"hy_replication_lag_steps", T::kGauge,
        "Latest committed step minus latest fully replicated step.", {}, {}},
+      {"hy_damaged_chunks_total", T::kCounter,
+       "Stored chunks found damaged (checksum or decode failure) by a read, "
+       "a read-back before reuse or a verify, each counted once per store "
+       "that holds it; each is quarantined and written again by the next "
+       "save that needs it.",
+       {}, {}},
       // Liveness, recovery.
       {"hy_peer_heartbeat_age_seconds", T::kGauge,
        "Seconds since this rank last saw the heartbeat of each peer rank.",
@@ -279,6 +285,7 @@ Result<HyMetrics> HyMetrics::Register(Registry& r) {
     m.checkpoint_last_replicated_step =
         gauge("hy_checkpoint_last_replicated_step");
     m.replication_lag_steps = gauge("hy_replication_lag_steps");
+    m.damaged_chunks = counter("hy_damaged_chunks_total");
 
     m.peer_heartbeat_age_family = f.gauges.at("hy_peer_heartbeat_age_seconds");
     for (size_t i = 0; i < m.recovery_duration_.size(); ++i) {

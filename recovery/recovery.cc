@@ -249,8 +249,20 @@ Status Recovery::Impl::ChooseAndVerify() {
 Result<Store*> Recovery::Impl::StoreAt(const std::string& path) {
   auto it = open.find(path);
   if (it == open.end()) {
-    HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> s,
-                        OpenStore(path, /*read_only=*/true));
+    statestore::StoreOptions o;
+    o.read_only = true;
+    o.create_if_missing = false;
+    o.threads = 4;
+    o.metrics = options.metrics;
+    if (options.log) {
+      o.on_damaged_chunk = [log = options.log](const std::string& store,
+                                               const Hash128& address,
+                                               const Status& why) {
+        log("store " + store + ": chunk " + address.ToHex() + " is damaged (" +
+            why.ToString() + ")");
+      };
+    }
+    HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> s, Store::Open(path, o));
     it = open.emplace(path, std::move(s)).first;
   }
   return it->second.get();

@@ -35,6 +35,8 @@ Result<Store*> Replicator::ReplicaStore(int source_rank) {
   statestore::StoreOptions o;
   o.threads = 2;
   o.run_id = options_.run_id;
+  o.on_damaged_chunk = options_.on_damaged_chunk;
+  o.metrics = options_.metrics;
   // The encoded batches a copy is ingested through stay within the
   // stream's bound too (the default would hold two of 256 MB).
   o.ingest_batch_bytes = std::min(o.ingest_batch_bytes,
@@ -49,10 +51,22 @@ Status Replicator::StorePart(int source_rank, internal::PartReceiver* copy) {
   Status s = store->Commit(copy->commit());
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
   HY_RETURN_IF_ERROR(s);
-  statestore::GcOptions gc;
-  gc.keep_last = static_cast<size_t>(options_.keep_last);
-  store->Gc(gc).status().IgnoreError();  // The next commit retries it.
+  // Versions of other generations stay until Retain, once every copy of
+  // this one is durable.
+  RetentionPolicy policy;
+  policy.live_generation = VersionGeneration(copy->commit().version);
+  policy.keep_last = static_cast<size_t>(options_.keep_last);
+  store->Gc(GcOptionsFor(policy)).status().IgnoreError();  // Retried later.
   return Status::OK();
+}
+
+Status Replicator::Retain(const RetentionPolicy& policy) {
+  Status first;
+  for (auto& [path, store] : stores_) {
+    Status s = store->Gc(GcOptionsFor(policy)).status().WithContext(path);
+    if (first.ok()) first = s;
+  }
+  return first;
 }
 
 Status Replicator::Replicate(Store* own, uint64_t version, bool own_committed,

@@ -158,7 +158,11 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     if (known_.count(a) || queued.count(a)) continue;
     std::string value;
     Status s = store_->Get(store_->meta_, keys::ChunkIndex(a), &value);
-    if (s.ok() && !store_->IsVerified(a)) {
+    if (s.ok() && store_->IsDamaged(a)) {
+      // Quarantined (found damaged by a read): written again at once.
+      ++stats_.rewritten_chunks;
+      s = Status::NotFound("damaged");
+    } else if (s.ok() && !store_->IsVerified(a)) {
       // Held but not checked since this store was opened: read it back
       // before referencing it; a damaged one is written again (its index
       // entry then names the new copy, healing every version using it).

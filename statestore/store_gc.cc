@@ -61,16 +61,24 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
   HY_ASSIGN_OR_RETURN(std::vector<VersionInfo> versions, ListVersions());
 
   // Which versions stay.
-  std::vector<uint64_t> committed;
-  for (const VersionInfo& v : versions) {
-    if (v.committed) committed.push_back(v.version);
-  }
+  // keep_last counts the committed versions options.counted accepts; the
+  // others stay unless the caller dropped them.
+  std::vector<uint64_t> committed, counted;
   std::set<uint64_t> keep;
-  for (size_t i = committed.size() > options.keep_last
-                      ? committed.size() - options.keep_last
+  for (const VersionInfo& v : versions) {
+    if (!v.committed) continue;
+    committed.push_back(v.version);
+    if (!options.counted || options.counted(v.version)) {
+      counted.push_back(v.version);
+    } else if (!(options.drop && options.drop(v.version))) {
+      keep.insert(v.version);
+    }
+  }
+  for (size_t i = counted.size() > options.keep_last
+                      ? counted.size() - options.keep_last
                       : 0;
-       i < committed.size(); ++i) {
-    keep.insert(committed[i]);
+       i < counted.size(); ++i) {
+    if (!(options.drop && options.drop(counted[i]))) keep.insert(counted[i]);
   }
   for (uint64_t p : options.pinned) {
     if (std::binary_search(committed.begin(), committed.end(), p))
@@ -91,8 +99,8 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
     if (v.committed) {
       dropped = keep.count(v.version) == 0;
     } else {
-      dropped =
-          v.aborted || (shared && !keep.empty() && v.version < newest_kept);
+      dropped = v.aborted || (options.drop && options.drop(v.version)) ||
+                (shared && !keep.empty() && v.version < newest_kept);
     }
     if (dropped) {
       DeleteVersionParts(&batch, v.version);

@@ -2,7 +2,8 @@
 // store.cc (open, plumbing), store_write.cc (Save), store_async.cc
 // (SaveAsync), part_builder.cc (the chunk pipeline both use),
 // part_writer.cc (NewPartWriter), store_commit.cc (commit, listing),
-// store_read.cc (reads, Verify) and store_gc.cc (Gc).
+// store_read.cc (reads, Verify), store_repair.cc (Repair) and store_gc.cc
+// (Gc).
 
 #ifndef HY_STATESTORE_STORE_IMPL_H_
 #define HY_STATESTORE_STORE_IMPL_H_
@@ -65,6 +66,10 @@ class RocksStore : public Store {
   Result<std::string> ReadBlob(uint64_t version, const std::string& name,
                                int rank) override;
   Result<VerifyReport> Verify(uint64_t version) override;
+  Status ReadChunk(const Hash128& address, uint64_t raw_length,
+                   MutableBytes out) override;
+  std::vector<Hash128> DamagedChunks() override;
+  Result<RepairReport> Repair(const ChunkSource& source) override;
   Result<GcReport> Gc(const GcOptions& options) override;
   const std::string& path() const override { return path_; }
   const std::string& run_id() const override { return run_id_; }
@@ -113,13 +118,22 @@ class RocksStore : public Store {
   // Decodes the chunk `ref` into `out` (ref.raw_length bytes) and checks it
   // against its address. DataLoss if missing or corrupt.
   Status ReadChunk(const ChunkRef& ref, MutableBytes out);
+  // As ReadChunk, for a chunk `level` deep in a delta chain; a DataLoss
+  // quarantines the chunk (Quarantine).
   Status ReadChunkAt(const Hash128& address, uint64_t raw_length,
                      MutableBytes out, int level);
+  Status ReadChunkUnchecked(const Hash128& address, uint64_t raw_length,
+                            MutableBytes out, int level);
+  // Records `address` as damaged (once: says so through on_damaged_chunk
+  // and hy_damaged_chunks_total) and forgets that it was verified.
+  void Quarantine(const Hash128& address, const Status& why);
+  bool IsDamaged(const Hash128& address);
   // Whether this store wrote `address`'s chunk or read it back intact
   // since it was opened: only such a chunk may be referenced by a save
   // without being written again (content-addressed dedup trusts no chunk
   // it has not checked). Thread-safe.
   bool IsVerified(const Hash128& address);
+  // Also lifts a quarantine: the chunk was written again or read intact.
   void MarkVerified(const Hash128& address);
   // Where the previous committed version before `version` keeps each
   // shard's chunks: tensor name -> its shard entry for `rank`.
@@ -164,6 +178,7 @@ class RocksStore : public Store {
 
   std::mutex verified_mu_;
   std::set<Hash128> verified_;  // Guarded by verified_mu_.
+  std::set<Hash128> damaged_;   // Guarded by verified_mu_.
 
   std::mutex staging_mu_;
   std::condition_variable staging_cv_;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "hy/metrics/hy_metrics.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
@@ -57,8 +58,49 @@ Status RocksStore::ReadChunk(const ChunkRef& ref, MutableBytes out) {
   return ReadChunkAt(ref.address, ref.raw_length, out, 0);
 }
 
+Status RocksStore::ReadChunk(const Hash128& address, uint64_t raw_length,
+                             MutableBytes out) {
+  std::shared_lock<std::shared_mutex> gc(gc_mu_);
+  std::string ignored;
+  Status s = Get(meta_, keys::ChunkIndex(address), &ignored);
+  if (s.IsNotFound()) {
+    return Status::NotFound("no chunk " + address.ToHex() + " in " + path_);
+  }
+  HY_RETURN_IF_ERROR(s);
+  return ReadChunkAt(address, raw_length, out, 0);
+}
+
 Status RocksStore::ReadChunkAt(const Hash128& address, uint64_t raw_length,
                                MutableBytes out, int level) {
+  Status s = ReadChunkUnchecked(address, raw_length, out, level);
+  if (s.IsDataLoss()) Quarantine(address, s);
+  return s;
+}
+
+void RocksStore::Quarantine(const Hash128& address, const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(verified_mu_);
+    verified_.erase(address);
+    if (!damaged_.insert(address).second) return;
+  }
+  if (options_.metrics != nullptr)
+    options_.metrics->damaged_chunks->Increment();
+  if (options_.on_damaged_chunk) options_.on_damaged_chunk(path_, address, why);
+}
+
+bool RocksStore::IsDamaged(const Hash128& address) {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  return damaged_.count(address) > 0;
+}
+
+std::vector<Hash128> RocksStore::DamagedChunks() {
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  return {damaged_.begin(), damaged_.end()};
+}
+
+Status RocksStore::ReadChunkUnchecked(const Hash128& address,
+                                      uint64_t raw_length, MutableBytes out,
+                                      int level) {
   // Chains are bounded by delta_max_chain when written; a deeper one is
   // damage (or a cycle), not data.
   constexpr int kMaxChainDepth = 255;
@@ -128,6 +170,7 @@ bool RocksStore::IsVerified(const Hash128& address) {
 void RocksStore::MarkVerified(const Hash128& address) {
   std::lock_guard<std::mutex> lock(verified_mu_);
   verified_.insert(address);
+  damaged_.erase(address);
 }
 
 Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,

@@ -16,6 +16,7 @@
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/replicator.h"
+#include "hy/recovery/retention.h"
 #include "hy/recovery/transport_commit.h"
 #include "hy/statestore/group_commit.h"
 
@@ -73,6 +74,9 @@ struct Checkpointer::Impl {
 
   // Settles versions a dead run left prepared but undecided.
   Status ResolveLeftovers();
+  // Retention after `version` committed (and, when `replicated`, every
+  // copy of it is durable): hy/recovery/retention.h.
+  void Retain(uint64_t version, bool replicated);
   // The background half of a checkpoint: waits for the save, commits, Gcs.
   void Finish(uint64_t step, std::shared_ptr<statestore::SaveHandle> handle,
               const std::string& layout, const std::string& rules,
@@ -161,6 +165,15 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
   so.threads = kWriterThreads;
   so.metrics = options.metrics;
   so.run_id = options.run_id;
+  if (options.log_damage) {
+    so.on_damaged_chunk = [log = options.log_damage](const std::string& path,
+                                                     const Hash128& address,
+                                                     const Status& why) {
+      log("store " + path + ": chunk " + address.ToHex() + " is damaged (" +
+          why.ToString() +
+          "); quarantined: the next save that needs it writes it again");
+    };
+  }
   const std::string path =
       RankStorePath(options.root, options.rank, options.nodes);
   Result<std::unique_ptr<Store>> store = Store::Open(path, so);
@@ -181,6 +194,8 @@ Result<std::unique_ptr<Checkpointer>> Checkpointer::Open(
     ro.replicas = options.replicas;
     ro.keep_last = options.keep_last;
     ro.run_id = options.run_id;
+    ro.on_damaged_chunk = so.on_damaged_chunk;
+    ro.metrics = options.metrics;
     // Replication streams within the same memory bound as staging.
     if (options.staging_bytes > 0) ro.piece_bytes = options.staging_bytes;
     impl->replicator = std::make_unique<recovery::Replicator>(options.transport,
@@ -300,12 +315,7 @@ void Checkpointer::Impl::Finish(uint64_t step,
   }
   RecordReplication(committed ? static_cast<int64_t>(step) : -1,
                     replicated ? static_cast<int64_t>(step) : -1);
-  if (s.ok()) {
-    statestore::GcOptions gc;
-    gc.keep_last = static_cast<size_t>(options.keep_last);
-    // A failed Gc loses no checkpoint; the next one retries it.
-    store->Gc(gc).status().IgnoreError();
-  }
+  if (s.ok()) Retain(version, replicated);
   const double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - save_start)
                              .count();
@@ -316,6 +326,47 @@ void Checkpointer::Impl::Finish(uint64_t step,
   }
   status.in_flight_step = -1;
   status.last_error = std::move(s);
+}
+
+void Checkpointer::Impl::Retain(uint64_t version, bool replicated) {
+  recovery::RetentionPolicy policy;
+  policy.live_generation = options.generation;
+  policy.keep_last = static_cast<size_t>(options.keep_last);
+  if (replicated && !options.keep_superseded) policy.safe_version = version;
+  // A failed Gc loses no checkpoint; the next commit retries it.
+  store->Gc(recovery::GcOptionsFor(policy)).status().IgnoreError();
+  if (replicator != nullptr) replicator->Retain(policy).IgnoreError();
+  if (policy.safe_version == 0 || options.transport == nullptr) return;
+  // Stores no rank of this world writes, left by earlier generations: on
+  // this node (its first rank sweeps them) and, by rank 0, on nodes the
+  // run no longer uses.
+  std::vector<int> nodes = options.nodes;
+  if (nodes.empty()) {
+    for (int r = 0; r < options.world_size; ++r) nodes.push_back(r);
+  }
+  const int replicas = replicator != nullptr ? options.replicas : 0;
+  if (recovery::SlotOf(options.rank, nodes) == 0) {
+    Result<std::vector<recovery::StoreLocation>> stale =
+        recovery::StaleNodeStores(options.root, nodes[options.rank], nodes,
+                                  replicas);
+    if (stale.ok()) {
+      recovery::ApplyRetention(*stale, policy, options.run_id, nullptr)
+          .IgnoreError();
+    }
+  }
+  if (options.rank != 0) return;
+  Result<std::vector<int>> present = recovery::ListNodes(options.root);
+  if (!present.ok()) return;
+  for (int n : *present) {
+    if (std::count(nodes.begin(), nodes.end(), n) > 0) continue;
+    Result<std::vector<recovery::StoreLocation>> gone =
+        recovery::ListNodeStores(options.root, n);
+    if (gone.ok()) {
+      recovery::ApplyRetention(*gone, policy, options.run_id, nullptr)
+          .IgnoreError();
+    }
+  }
+  recovery::RemoveEmptyNodes(options.root, nodes).status().IgnoreError();
 }
 
 Status Checkpointer::Impl::Commit(uint64_t step,

@@ -134,6 +134,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("checkpoint.heartbeat_timeout_ms", &k.heartbeat_timeout_ms, kAtLeast1);
   add("checkpoint.staging_mb", &k.staging_mb, kNonNegative);
   add("checkpoint.read_in_place", &k.read_in_place);
+  add("checkpoint.keep_superseded", &k.keep_superseded);
   add("metrics.port", &c->metrics.port, kPort);
   add("metrics.bind", &c->metrics.bind);
   add("metrics.pushgateway", &c->metrics.pushgateway);

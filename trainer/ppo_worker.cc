@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 
 #include "cpu_threads.h"
 #include "hy/metrics/hy_metrics.h"
@@ -212,6 +213,7 @@ Result<RunSummary> PpoWorker::Run() {
     ro.fetch_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
   }
   ro.log = [this](const std::string& line) { Log("recovery: " + line); };
+  ro.metrics = options_.metrics;
   HY_ASSIGN_OR_RETURN(std::unique_ptr<recovery::Recovery> rec,
                       recovery::Recovery::Open(comm_->transport(), ro));
   if (rec->has_state()) {
@@ -240,11 +242,15 @@ Result<RunSummary> PpoWorker::Run() {
   co.replicas = config_.checkpoint.replicas;
   co.transport = comm_->aux();
   co.keep_last = config_.checkpoint.keep_last;
+  co.keep_superseded = config_.checkpoint.keep_superseded;
   co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
   co.staging_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
   co.read_in_place = config_.checkpoint.read_in_place;
   co.metrics = options_.metrics;
   co.run_id = run_id_;
+  co.log_damage = [rank = comm_->rank()](const std::string& line) {
+    std::cerr << "rank " << rank << ": " << line << std::endl;
+  };
   rec.reset();  // Closes the copies it read.
   HY_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Open(co));
   if (recovered_step_ >= 0 && config_.checkpoint.save_every > 0) {

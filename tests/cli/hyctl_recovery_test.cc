@@ -46,6 +46,7 @@ std::string SmallArgs(const std::string& root, int iterations) {
          " --set trainer.sft_steps=2 --set rollout.batch_size=16"
          " --set actor.ppo_mini_batch_size=8 --set checkpoint.save_every=2"
          " --set checkpoint.keep_last=100"
+         " --set checkpoint.keep_superseded=true"
          " --set checkpoint.heartbeat_timeout_ms=3000";
 }
 

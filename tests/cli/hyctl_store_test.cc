@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
+#include "hyctl_run.h"
 #include "statestore/raw_db.h"
 #include "statestore/store_test_util.h"
 
@@ -36,6 +38,12 @@ CmdResult Hyctl(const std::string& args) {
   const int status = pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// Hyctl, with stderr captured too.
+hy::testing::CmdResult HyctlErr(const std::string& args) {
+  return hy::testing::RunCommand(std::string(hy::testing::kCleanEnv) +
+                                 HYCTL_PATH + " " + args);
 }
 
 // A file with one tensor of every dtype, odd sizes and metadata.
@@ -152,7 +160,40 @@ TEST(HyctlStoreTest, GcAndExitCodes) {
   EXPECT_EQ(
       Hyctl("import " + store + " --safetensors " + dir.Sub("absent")).code, 2);
   EXPECT_EQ(Hyctl("gc " + store).code, 64);  // --keep is required.
+  EXPECT_EQ(Hyctl("gc " + store + " --keep 0").code, 64);
   EXPECT_EQ(Hyctl("frobnicate").code, 64);
+}
+
+// --pin takes a step (the unit users see), and one no version holds is an
+// error, never silently ignored.
+TEST(HyctlStoreTest, GcPinsSteps) {
+  TempDir dir;
+  const std::string in = MakeSafetensors(dir);
+  const std::string store = dir.Sub("store");
+  for (int step : {10, 20, 30}) {
+    ASSERT_EQ(Hyctl("import " + store + " --safetensors " + in + " --step " +
+                    std::to_string(step))
+                  .code,
+              0);
+  }
+  hy::testing::CmdResult r = HyctlErr("gc " + store + " --keep 1 --pin 15");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("no committed step 15"), std::string::npos) << r.err;
+  r = HyctlErr("gc " + store + " --keep 1 --pin 10");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dropped 1 versions"), std::string::npos) << r.out;
+  r = HyctlErr("inspect " + store + " -o json");
+  const nlohmann::json versions = nlohmann::json::parse(r.out);
+  std::vector<uint64_t> steps;
+  for (const auto& v : versions) steps.push_back(v["step"]);
+  EXPECT_EQ(steps, (std::vector<uint64_t>{10, 30}));
+
+  // A store a running job holds: said so, not RocksDB's LOCK error.
+  auto held = statestore::Store::Open(store, {});
+  ASSERT_TRUE(held.ok()) << held.status();
+  r = HyctlErr("gc " + store + " --keep 1");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("open in another process"), std::string::npos) << r.err;
 }
 
 }  // namespace

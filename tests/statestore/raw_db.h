@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "hy/common/hash.h"
 
 namespace hy::statestore::testing {
 
@@ -48,6 +51,27 @@ class RawDb {
   rocksdb::DB* db_ = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
 };
+
+// Flips a bit in the middle of the value of the chunk that is `n`th in
+// key order in the store at `path` (through RocksDB, so only the chunk's
+// own checksums catch it) and returns that chunk's address.
+inline Hash128 DamageChunk(const std::string& path, int n) {
+  RawDb raw(path);
+  std::unique_ptr<rocksdb::Iterator> it(
+      raw.db()->NewIterator(rocksdb::ReadOptions(), raw.cf(kChunksCf)));
+  it->SeekToFirst();
+  for (int i = 0; i < n && it->Valid(); ++i) it->Next();
+  EXPECT_TRUE(it->Valid()) << path << " has no chunk " << n;
+  if (!it->Valid()) return {};
+  const std::string key = it->key().ToString();
+  std::string value = it->value().ToString();
+  value[value.size() / 2] ^= 0x20;
+  EXPECT_TRUE(raw.db()
+                  ->Put(rocksdb::WriteOptions(), raw.cf(kChunksCf), key, value)
+                  .ok());
+  // Keys are the epoch (8 bytes) and the address (16, canonical order).
+  return Hash128::DecodeFrom(reinterpret_cast<const uint8_t*>(key.data() + 8));
+}
 
 }  // namespace hy::statestore::testing
 

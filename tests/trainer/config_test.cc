@@ -125,6 +125,8 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"checkpoint.staging_mb", S(c.checkpoint.staging_mb)},
       {"checkpoint.read_in_place",
        c.checkpoint.read_in_place ? "true" : "false"},
+      {"checkpoint.keep_superseded",
+       c.checkpoint.keep_superseded ? "true" : "false"},
       {"metrics.port", S(c.metrics.port)},
       {"metrics.bind", c.metrics.bind},
       {"metrics.pushgateway", c.metrics.pushgateway},
@@ -212,7 +214,7 @@ TrainConfig Modified() {
                true,
                true,
                0.125};
-  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false};
+  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false, true};
   c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;
 }

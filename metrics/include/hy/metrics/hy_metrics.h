@@ -166,6 +166,7 @@ struct HyMetrics {
   Gauge* checkpoint_last_committed_step = nullptr;
   Gauge* checkpoint_last_replicated_step = nullptr;
   Gauge* replication_lag_steps = nullptr;
+  Counter* damaged_chunks = nullptr;
   Histogram* iteration_duration = nullptr;
   Gauge* ppo_reward_mean = nullptr;
   Gauge* ppo_kl = nullptr;

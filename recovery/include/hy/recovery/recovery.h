@@ -49,6 +49,10 @@ namespace hy::statestore {
 class Store;
 }
 
+namespace hy::metrics {
+struct HyMetrics;
+}  // namespace hy::metrics
+
 namespace hy::recovery {
 
 struct RecoveryOptions {
@@ -60,8 +64,11 @@ struct RecoveryOptions {
   // least), so it holds that much to send and what the others send it in
   // one round, never a whole part. Its own needs are read in place.
   uint64_t fetch_bytes = uint64_t{64} << 20;
-  // Lines saying what was lost, used and from where. May be null.
+  // Lines saying what was lost, used and from where (damaged chunks met
+  // among them). May be null.
   std::function<void(const std::string&)> log;
+  // Counts the damaged chunks met (hy_damaged_chunks_total). May be null.
+  const metrics::HyMetrics* metrics = nullptr;
 };
 
 // A region of a tensor a rank needs, and where to put it

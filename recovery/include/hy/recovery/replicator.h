@@ -29,14 +29,19 @@
 #define HY_RECOVERY_REPLICATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "hy/common/result.h"
+#include "hy/recovery/retention.h"
 #include "hy/reshard/transport.h"
 
+namespace hy::metrics {
+struct HyMetrics;
+}
 namespace hy::statestore {
 class Store;
 }
@@ -50,8 +55,16 @@ struct ReplicatorOptions {
   std::string root;
   std::vector<int> nodes;  // Node id of each rank.
   int replicas = 1;        // Copies besides the primary.
-  int keep_last = 2;       // Gc of the replica stores after each commit.
+  // Gc of a replica store after each copy keeps this many versions of the
+  // copy's generation (earlier ones go by Retain).
+  int keep_last = 2;
   std::string run_id;      // Recorded in the replica stores (run_identity.h).
+  // For the replica stores: statestore::StoreOptions::on_damaged_chunk and
+  // ::metrics (hy_damaged_chunks_total).
+  std::function<void(const std::string& store, const Hash128& address,
+                     const Status& why)>
+      on_damaged_chunk = nullptr;
+  const metrics::HyMetrics* metrics = nullptr;
   // A holder writes each copy through a buffer of this many raw bytes and
   // ingests it in encoded batches of at most this many.
   uint64_t piece_bytes = uint64_t{64} << 20;
@@ -84,6 +97,12 @@ class Replicator {
   // the transport's errors.
   Status Replicate(statestore::Store* own, uint64_t version, bool own_committed,
                    ReplicateStats* stats);
+
+  // Applies `policy` (retention.h) to every replica store this rank holds
+  // open: after a Replicate that returned OK on every rank, the versions
+  // of earlier generations it supersedes go. Returns the first Gc error
+  // (the others are still tried).
+  Status Retain(const RetentionPolicy& policy);
 
  private:
   // The store holding rank `source_rank`'s copies here (its node and slot).

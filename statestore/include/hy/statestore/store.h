@@ -107,6 +107,15 @@ struct StoreOptions {
   // state unless a user asks for it.
   std::string run_id;
   bool allow_other_run = false;
+  // Called once per chunk address this store finds damaged (a read, a
+  // read-back before reuse, Verify), with the store's path and why; the
+  // chunk is then quarantined (see Store::DamagedChunks). Null: nothing is
+  // said. Runs on the reading thread (possibly several at once); it must be
+  // thread-safe and must not call back into the store. `metrics`, when set,
+  // counts the same chunks (hy_damaged_chunks_total).
+  std::function<void(const std::string& store, const Hash128& address,
+                     const Status& why)>
+      on_damaged_chunk = nullptr;
 };
 
 // One shard of one tensor, as a rank hands it to Save.
@@ -177,6 +186,14 @@ struct VerifyReport {
 struct GcOptions {
   size_t keep_last = 1;       // Newest committed versions kept.
   std::set<uint64_t> pinned;  // Also kept.
+  // When set, keep_last counts only the committed versions it accepts (a
+  // run's live generation, hy/recovery/retention.h); the others stay unless
+  // named in `drop`.
+  std::function<bool(uint64_t version)> counted = nullptr;
+  // When set, the versions it accepts (committed or not) are dropped
+  // whatever keep_last says, unless pinned: the caller decided they are
+  // superseded.
+  std::function<bool(uint64_t version)> drop = nullptr;
   // Epochs whose live bytes fall below this fraction are rewritten so the
   // dead chunks in them are reclaimed.
   double repack_below = 0.5;
@@ -189,6 +206,20 @@ struct GcReport {
   uint64_t reclaimed_bytes = 0;  // Encoded bytes no longer stored.
   uint64_t repacked_bytes = 0;   // Live bytes rewritten by repacking.
 };
+
+// What Repair did.
+struct RepairReport {
+  uint64_t versions_checked = 0;
+  uint64_t chunks_checked = 0;
+  std::vector<Hash128> repaired;     // Written again from an intact copy.
+  std::vector<BadChunk> unrepaired;  // No intact copy found (one per address).
+};
+
+// Where Repair takes an intact copy of a damaged chunk from: fills `out`
+// (raw_length bytes, decoded and checked) or returns NotFound / DataLoss
+// when it holds no intact copy.
+using ChunkSource = std::function<Status(
+    const Hash128& address, uint64_t raw_length, MutableBytes out)>;
 
 class SaveHandle;
 class PartWriter;
@@ -300,12 +331,32 @@ class Store {
   // in the report, not returned as errors.
   virtual Result<VerifyReport> Verify(uint64_t version) = 0;
 
-  // Drops committed versions beyond keep_last (except pinned ones), aborted
-  // versions, chunks no kept version references, and chunk files left by
-  // saves that never prepared. In a store shared by all ranks it also drops
-  // uncommitted versions older than the newest kept one (their commit would
-  // have been written here). In a per-rank store (group commit) it never
-  // drops a prepared version whose outcome it does not know: only the
+  // Reads the chunk at `address` (raw_length bytes once decoded, delta
+  // chain included) and checks it. Returns NotFound if the store does not
+  // hold it, DataLoss if it is damaged (it is then quarantined).
+  virtual Status ReadChunk(const Hash128& address, uint64_t raw_length,
+                           MutableBytes out) = 0;
+
+  // The chunks found damaged since the store was opened and not written
+  // again since: no save references them without writing them anew.
+  virtual std::vector<Hash128> DamagedChunks() = 0;
+
+  // Verifies every committed version and writes each damaged chunk again,
+  // as a full chunk, from the bytes `source` supplies (another copy of the
+  // store, such as a replica): the chunk index then names the new copy,
+  // which heals every version using it. Chunks `source` has no intact copy
+  // of are listed in the report. Returns FailedPrecondition for a
+  // read-only store, disk errors.
+  virtual Result<RepairReport> Repair(const ChunkSource& source) = 0;
+
+  // Drops committed versions beyond keep_last (counting only those
+  // options.counted accepts, when set) and versions options.drop accepts,
+  // pinned ones excepted; aborted versions, chunks no kept version
+  // references, and chunk files left by saves that never prepared. In a
+  // store shared by all ranks it also drops uncommitted versions older than
+  // the newest kept one (their commit would have been written here). In a
+  // per-rank store (group commit) it never drops a prepared version whose
+  // outcome it does not know, unless options.drop accepts it: only the
   // coordinator's abort, copied here, releases it.
   virtual Result<GcReport> Gc(const GcOptions& options) = 0;
 

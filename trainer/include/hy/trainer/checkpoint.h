@@ -72,7 +72,11 @@ struct CheckpointOptions {
   reshard::Transport* transport = nullptr;
   // Copies of each part on other nodes (0: none).
   int replicas = 0;
-  int keep_last = 2;  // Gc after each commit keeps this many versions.
+  // Gc after each commit keeps this many versions of this generation.
+  int keep_last = 2;
+  // Keep versions of earlier generations (see recovery/retention.h): no
+  // superseding, no sweep of stale stores.
+  bool keep_superseded = false;
   // Without a transport: how long rank 0 waits for every rank to prepare
   // before it aborts the version. Followers wait twice as long for rank 0's
   // decision, so they learn of an abort rather than give up just before it.
@@ -96,6 +100,10 @@ struct CheckpointOptions {
   // Recorded in every store it writes (primary and replicas); a store of
   // another run is refused (hy/recovery/run_identity.h). "": none.
   std::string run_id;
+  // Told, from the checkpoint thread, of a damaged chunk found in a store
+  // this rank writes (one line naming the store and the chunk; it is
+  // quarantined and written again). Null: not told.
+  std::function<void(const std::string& line)> log_damage = nullptr;
 };
 
 // The store of rank `rank` under `root`, by `nodes` (empty: rank r on node

@@ -172,6 +172,10 @@ struct CheckpointConfig {
   // by then: the rollout reads them only); false: they are copied through
   // staging before training goes on.
   bool read_in_place = true;
+  // After a recovery, keep the versions of the failed generations instead
+  // of dropping them once the new generation's first checkpoint is
+  // replicated (hy/recovery/retention.h): for a post-mortem comparison.
+  bool keep_superseded = false;
 };
 
 struct MetricsConfig {

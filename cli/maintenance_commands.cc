@@ -1,0 +1,270 @@
+// hyctl gc and repair (see maintenance_commands.h).
+
+#include "maintenance_commands.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "hy/recovery/catalog.h"
+#include "hy/recovery/node_layout.h"
+#include "hy/recovery/retention.h"
+#include "hy/statestore/store.h"
+#include "restore_command.h"
+
+namespace hy::cli {
+namespace {
+
+using statestore::Store;
+
+std::string Mb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", bytes / 1e6);
+  return buf;
+}
+
+// A locked store (a job is running on it) says so, not RocksDB's text.
+Status Explain(const Status& s, const std::string& path) {
+  if (s.code() == StatusCode::kIOError &&
+      s.message().find("lock") != std::string_view::npos) {
+    return Status::FailedPrecondition(
+        path + " is open in another process (a running job?): stop it first");
+  }
+  return s;
+}
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
+                                         bool read_only) {
+  statestore::StoreOptions o;
+  o.read_only = read_only;
+  o.create_if_missing = false;
+  Result<std::unique_ptr<Store>> s = Store::Open(path, o);
+  if (!s.ok()) return Explain(s.status(), path).WithContext(path);
+  return s;
+}
+
+std::string Steps(const std::vector<uint64_t>& versions) {
+  std::string s;
+  for (uint64_t v : versions) {
+    s += (s.empty() ? "" : ",") + std::to_string(recovery::VersionStep(v));
+  }
+  return s.empty() ? "-" : s;
+}
+
+void PrintGc(const std::string& label, const statestore::GcReport& r) {
+  std::cout << label << "dropped " << r.dropped_versions.size()
+            << " versions (steps " << Steps(r.dropped_versions) << "), "
+            << r.dropped_uncommitted.size() << " uncommitted leftovers, "
+            << r.dropped_chunks << " chunks; reclaimed "
+            << Mb(r.reclaimed_bytes) << " MB, repacked " << Mb(r.repacked_bytes)
+            << " MB\n";
+}
+
+// gc of one store: keep the newest `keep` committed versions and the
+// versions of `pinned_steps`.
+int GcStore(const std::string& path, size_t keep,
+            const std::vector<uint64_t>& pinned_steps) {
+  auto store = OpenStore(path, /*read_only=*/false);
+  if (!store.ok()) return Report("gc", store.status());
+  Result<std::vector<statestore::VersionInfo>> versions =
+      (*store)->ListVersions();
+  if (!versions.ok()) return Report("gc", versions.status());
+  statestore::GcOptions o;
+  o.keep_last = keep;
+  for (uint64_t step : pinned_steps) {
+    bool found = false;
+    for (const auto& v : *versions) {
+      if (v.committed && v.commit.step == step) {
+        o.pinned.insert(v.version);
+        found = true;
+      }
+    }
+    if (!found) {
+      return Report(
+          "gc",
+          Status::NotFound("--pin " + std::to_string(step) + ": " + path +
+                           " holds no committed step " + std::to_string(step)));
+    }
+  }
+  Result<statestore::GcReport> r = (*store)->Gc(o);
+  if (!r.ok()) return Report("gc", r.status().WithContext(path));
+  PrintGc("", *r);
+  return kExitOk;
+}
+
+// gc of a run root (recovery/retention.h).
+int GcRoot(const std::string& root, size_t keep,
+           const std::vector<uint64_t>& pinned_steps, int replicas) {
+  Result<RunRootScan> scan = ScanRunRoot(root);
+  if (!scan.ok()) return Report("gc", scan.status());
+  for (const std::string& u : scan->catalog.unreadable()) {
+    return Report("gc", Explain(Status::IOError(u), u));
+  }
+  std::set<uint64_t> pins(pinned_steps.begin(), pinned_steps.end());
+  Result<recovery::RootRetention> plan = recovery::PlanRootRetention(
+      scan->catalog, scan->nodes, keep, replicas, pins);
+  if (!plan.ok()) return Report("gc", plan.status());
+  const recovery::RetentionPolicy& p = plan->policy;
+  std::cout << "live generation " << p.live_generation << " (newest step "
+            << recovery::VersionStep(plan->newest_live) << ")";
+  if (p.safe_version != 0) {
+    std::cout << "; step " << recovery::VersionStep(p.safe_version) << " has "
+              << plan->replicas
+              << " replica(s) of every part: older generations' versions up "
+                 "to it are superseded\n";
+  } else {
+    std::cout << "; earlier generations kept: " << plan->why_unsafe << "\n";
+  }
+  Result<std::vector<recovery::StoreLocation>> stores =
+      recovery::ListRootStores(root);
+  if (!stores.ok()) return Report("gc", stores.status());
+  std::vector<recovery::StoreRetention> done;
+  Status s = recovery::ApplyRetention(*stores, p, "", &done);
+  std::set<int> live_nodes;
+  for (const recovery::CopyEntry& e : scan->catalog.entries()) {
+    if (recovery::VersionGeneration(e.version) == p.live_generation) {
+      live_nodes.insert(e.where.node);
+    }
+  }
+  for (const recovery::StoreRetention& r : done) {
+    PrintGc(r.where.path + ": ", r.report);
+    if (r.removed) {
+      std::cout << r.where.path << ": removed (holds nothing the run needs)\n";
+    }
+  }
+  if (!s.ok()) return Report("gc", Explain(s, root));
+  Result<std::vector<int>> gone = recovery::RemoveEmptyNodes(
+      root, std::vector<int>(live_nodes.begin(), live_nodes.end()));
+  if (!gone.ok()) return Report("gc", gone.status());
+  for (int n : *gone) {
+    std::cout << recovery::NodeDir(root, n)
+              << ": removed (no store left; the run no longer uses the node)\n";
+  }
+  return kExitOk;
+}
+
+// repair: every store at `paths` takes damaged chunks from the others and
+// from `sources`.
+int Repair(const std::vector<std::string>& paths,
+           const std::vector<std::string>& sources) {
+  // Read-only handles of every possible source, opened on first use.
+  std::map<std::string, std::unique_ptr<Store>> readers;
+  std::vector<std::string> all = paths;
+  all.insert(all.end(), sources.begin(), sources.end());
+  std::vector<std::vector<std::string>> rows;
+  uint64_t repaired = 0, unrepaired = 0, chunks = 0;
+  for (const std::string& path : paths) {
+    auto store = OpenStore(path, /*read_only=*/false);
+    if (!store.ok()) return Report("repair", store.status());
+    auto source = [&](const Hash128& address, uint64_t raw_length,
+                      MutableBytes out) -> Status {
+      std::string tried;
+      for (const std::string& other : all) {
+        if (other == path) continue;
+        auto it = readers.find(other);
+        if (it == readers.end()) {
+          auto r = OpenStore(other, /*read_only=*/true);
+          if (!r.ok()) continue;
+          it = readers.emplace(other, std::move(r).value()).first;
+        }
+        Status s = it->second->ReadChunk(address, raw_length, out);
+        if (s.ok()) return s;
+        if (!s.IsNotFound()) tried += "; " + other + ": " + s.ToString();
+      }
+      return Status::NotFound("no other store holds an intact copy" + tried);
+    };
+    Result<statestore::RepairReport> r = (*store)->Repair(source);
+    if (!r.ok()) return Report("repair", r.status().WithContext(path));
+    chunks += r->chunks_checked;
+    repaired += r->repaired.size();
+    unrepaired += r->unrepaired.size();
+    if (!r->repaired.empty()) {
+      std::cout << path << ": " << r->repaired.size()
+                << " damaged chunk(s) written again from another copy\n";
+    }
+    for (const statestore::BadChunk& b : r->unrepaired) {
+      rows.push_back({path, b.tensor, std::to_string(b.rank),
+                      std::to_string(b.index), b.address.ToHex(),
+                      b.status.ToString()});
+    }
+  }
+  std::cout << "checked " << paths.size() << " store(s), " << chunks
+            << " chunk reference(s): " << repaired << " repaired, "
+            << unrepaired << " without an intact copy\n";
+  if (!rows.empty()) {
+    std::cout << FormatTable(
+        {"STORE", "TENSOR", "RANK", "CHUNK", "ADDRESS", "ERROR"}, rows);
+    std::cerr << "hyctl repair: " << unrepaired
+              << " chunk(s) have no intact copy; `hyctl gc` drops them once "
+                 "no recoverable version needs them\n";
+    return kExitDataLoss;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
+  struct Args {
+    std::string path;
+    size_t keep = 1;
+    std::vector<uint64_t> pinned;
+    int replicas = -1;
+    std::vector<std::string> from;
+  };
+  auto args = std::make_shared<Args>();
+
+  CLI::App* gc = app->add_subcommand(
+      "gc",
+      "Drop versions no one needs, leftovers and unreferenced chunks; on a "
+      "run root also superseded generations and stores left empty");
+  gc->add_option("PATH", args->path, "Store directory, or a run root")
+      ->required();
+  gc->add_option("--keep", args->keep,
+                 "Newest committed versions to keep (on a run root: of the "
+                 "live generation, per store)")
+      ->required()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 40).description("at least 1"));
+  gc->add_option("--pin", args->pinned, "Also keep these steps");
+  gc->add_option("--replicas", args->replicas,
+                 "Run root: copies beyond the primary a version of the live "
+                 "generation needs before it supersedes older generations "
+                 "(default: as many as the best-copied part has)");
+  gc->callback([args, exit_code] {
+    *exit_code =
+        IsRunRoot(args->path)
+            ? GcRoot(args->path, args->keep, args->pinned, args->replicas)
+            : GcStore(args->path, args->keep, args->pinned);
+  });
+
+  CLI::App* repair = app->add_subcommand(
+      "repair",
+      "Write damaged chunks again from an intact copy (another store of the "
+      "run root, or --from); exit 3 if some have none");
+  repair->add_option("PATH", args->path, "Store directory, or a run root")
+      ->required();
+  repair->add_option("--from", args->from,
+                     "Another store holding copies of the same chunks");
+  repair->callback([args, exit_code] {
+    std::vector<std::string> paths = {args->path};
+    if (IsRunRoot(args->path)) {
+      Result<std::vector<recovery::StoreLocation>> stores =
+          recovery::ListRootStores(args->path);
+      if (!stores.ok()) {
+        *exit_code = Report("repair", stores.status());
+        return;
+      }
+      paths.clear();
+      for (const auto& s : *stores) paths.push_back(s.path);
+    }
+    *exit_code = Repair(paths, args->from);
+  });
+}
+
+}  // namespace hy::cli

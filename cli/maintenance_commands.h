@@ -1,0 +1,27 @@
+// hyctl's maintenance commands, on a store or a whole run root:
+//   gc     PATH --keep N [--pin STEP]  drop versions no one needs: beyond
+//                                      the newest N (of the live
+//                                      generation, on a run root),
+//                                      superseded generations, and stores
+//                                      left empty (recovery/retention.h)
+//   repair PATH [--from STORE]         write damaged chunks again from an
+//                                      intact copy (a replica, or --from)
+// Steps are the unit (--pin takes a step). Both open stores for writing:
+// they refuse a store a running job holds.
+
+#ifndef HY_CLI_MAINTENANCE_COMMANDS_H_
+#define HY_CLI_MAINTENANCE_COMMANDS_H_
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace hy::cli {
+
+// Adds gc and repair to `app`; a command that runs stores its exit code in
+// `*exit_code`, which must outlive app.parse().
+void AddMaintenanceCommands(CLI::App* app, int* exit_code);
+
+}  // namespace hy::cli
+
+#endif  // HY_CLI_MAINTENANCE_COMMANDS_H_

@@ -14,6 +14,7 @@
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/hf_model.h"
+#include "run_path.h"
 
 namespace hy::cli {
 
@@ -120,6 +121,17 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
   HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
   return c;
+}
+
+Status CheckResume(const TrainConfig& c) {
+  const std::string& root = c.checkpoint.store_root;
+  HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
+  auto reader = trainer::CheckpointReader::Open(root);
+  if (!reader.ok() && reader.status().IsNotFound()) {
+    return Status::NotFound("--resume: nothing committed under " + root +
+                            " to resume");
+  }
+  return Status::OK();
 }
 
 }  // namespace hy::cli

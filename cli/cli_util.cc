@@ -36,6 +36,11 @@ int Report(std::string_view command, const Status& status) {
   return ExitCodeFor(status);
 }
 
+int ReportArgs(std::string_view command, const Status& status) {
+  const int code = Report(command, status);
+  return status.IsInvalidArgument() ? kExitUsage : code;
+}
+
 void AddOutputOption(CLI::App* command, std::string* format,
                      const std::vector<std::string>& formats) {
   *format = formats.front();

@@ -37,6 +37,11 @@ int ExitCodeFor(const Status& status);
 // ExitCodeFor(status).
 int Report(std::string_view command, const Status& status);
 
+// Report for an error in what the user named (a path of the wrong kind, a
+// value no flag takes): InvalidArgument exits kExitUsage, any other status
+// as Report says.
+int ReportArgs(std::string_view command, const Status& status);
+
 // Adds "-o,--output FORMAT" to `command`, accepting only `formats` (the first
 // is the default) and storing the choice in `*format`.
 void AddOutputOption(CLI::App* command, std::string* format,

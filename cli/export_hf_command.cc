@@ -25,6 +25,7 @@
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
 #include "hy/trainer/special_tokens.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -93,6 +94,9 @@ int ExportHf(const Args& a) {
     return Report("export-hf", Status::InvalidArgument(
                                    "--dtype must be float32 or bfloat16, got " +
                                    a.dtype));
+  }
+  if (Status s = CheckRunRoot(a.run); !s.ok()) {
+    return ReportArgs("export-hf", s);
   }
   auto reader = trainer::CheckpointReader::Open(a.run, a.step);
   if (!reader.ok()) return Report("export-hf", reader.status());

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "restore_command.h"
 
@@ -30,6 +31,12 @@ std::string EnclosingRunRoot(const std::string& path) {
   return root.empty() ? "." : root.string();
 }
 
+std::string Join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
 }  // namespace
 
 Status CheckRunRoot(const std::string& path) {
@@ -47,6 +54,21 @@ Status CheckRunRoot(const std::string& path) {
   return Status::NotFound(path +
                           " is not a run root (it holds no node-<k> "
                           "directory)");
+}
+
+Status CheckWholeStore(const std::string& path,
+                       const statestore::CommitRecord& commit,
+                       const std::string& run_id) {
+  const std::vector<int> ranks = commit.LocalRanks();
+  if (static_cast<int>(ranks.size()) >= commit.world_size) return Status::OK();
+  const std::string root = EnclosingRunRoot(path);
+  return Status::InvalidArgument(
+      path + " holds " + (ranks.size() == 1 ? "rank " : "ranks ") +
+      Join(ranks) + " of " + std::to_string(commit.world_size) + " of " +
+      (run_id.empty() ? std::string("a run") : "run " + run_id) +
+      "; pass the run root " +
+      (root.empty() ? std::string("(the directory of its node-<k>/)") : root) +
+      " for whole tensors");
 }
 
 }  // namespace hy::cli

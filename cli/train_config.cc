@@ -127,9 +127,17 @@ Status CheckResume(const TrainConfig& c) {
   const std::string& root = c.checkpoint.store_root;
   HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
   auto reader = trainer::CheckpointReader::Open(root);
-  if (!reader.ok() && reader.status().IsNotFound()) {
+  if (!reader.ok()) {
+    if (!reader.status().IsNotFound()) return Status::OK();
     return Status::NotFound("--resume: nothing committed under " + root +
                             " to resume");
+  }
+  const int64_t reached = static_cast<int64_t>((*reader)->step());
+  if (c.trainer.total_iterations <= reached) {
+    const std::string k = std::to_string(reached);
+    return Status::InvalidArgument(
+        root + " already reached iteration " + k + "; pass --iterations > " +
+        k + " to train further");
   }
   return Status::OK();
 }

@@ -123,8 +123,9 @@ TEST(HyctlTrainE2eTest, TrainInspectExportResume) {
 
 // What a run's pieces are, when hyctl is handed the wrong one: a rank's
 // store for export and diff (not DataLoss: nothing is damaged), a store
-// for a run root.
-TEST(HyctlTrainE2eTest, RankStoresSayWhatTheyAre) {
+// for a run root, a resume with no iteration left to run; and the short
+// dtype names of export-hf.
+TEST(HyctlTrainE2eTest, RankStoresAndFinishedRunsSayWhatTheyAre) {
   const std::string dir =
       ::testing::TempDir() + "hyctl-train-parts-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
@@ -165,6 +166,42 @@ TEST(HyctlTrainE2eTest, RankStoresSayWhatTheyAre) {
   }
   EXPECT_FALSE(std::filesystem::exists(rank0 + "/node-0"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/hf0"));
+
+  // Step 2 reached: --iterations 2 (also the run's own, without the flag)
+  // has nothing to do.
+  for (const char* iterations : {" --iterations 2", ""}) {
+    r = Hyctl("train --metrics-port -1 --resume " + root + iterations);
+    EXPECT_EQ(r.code, 64) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find(root + " already reached iteration 2; pass "
+                                "--iterations > 2 to train further"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("starting"), std::string::npos) << r.err;
+  }
+
+  const std::string hf = dir + "/hf";
+  r = Hyctl("export-hf " + root + " " + hf + " --dtype bf16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream config(hf + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(config)["torch_dtype"], "bfloat16");
+  auto st = hy::statestore::SafetensorsReader::Open(hf + "/model.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  for (const auto& t : (*st)->tensors()) {
+    EXPECT_EQ(t.meta.dtype, hy::DType::kBF16) << t.meta.name;
+  }
+  for (const char* spelling : {"fp32", "f32"}) {
+    r = Hyctl("export-hf " + root + " " + dir + "/hf-" + spelling +
+              " --dtype " + spelling);
+    EXPECT_EQ(r.code, 0) << spelling << ": " << r.err;
+    EXPECT_NE(r.out.find(", float32) to "), std::string::npos) << r.out;
+  }
+  for (const char* spelling : {"fp16", "f16", "float16", "half"}) {
+    r = Hyctl("export-hf " + root + " " + dir + "/hf-x --dtype " + spelling);
+    EXPECT_EQ(r.code, 64) << spelling << ": " << r.err;
+    EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/hf-x"));
   std::filesystem::remove_all(dir);
 }
 

@@ -36,6 +36,27 @@ int Report(std::string_view command, const Status& status) {
   return ExitCodeFor(status);
 }
 
+int ReportArgs(std::string_view command, const Status& status) {
+  const int code = Report(command, status);
+  return status.IsInvalidArgument() ? kExitUsage : code;
+}
+
+Result<std::string> ParseWeightsDtype(std::string_view text) {
+  if (text == "float32" || text == "fp32" || text == "f32") {
+    return std::string("float32");
+  }
+  if (text == "bfloat16" || text == "bf16") return std::string("bfloat16");
+  const std::string given(text);
+  if (text == "float16" || text == "fp16" || text == "f16") {
+    return Status::InvalidArgument("--dtype " + given +
+                                   ": float16 weights are not written; give "
+                                   "float32 (fp32, f32) or bfloat16 (bf16)");
+  }
+  return Status::InvalidArgument("--dtype must be float32 (fp32, f32) or "
+                                 "bfloat16 (bf16), got " +
+                                 given);
+}
+
 void AddOutputOption(CLI::App* command, std::string* format,
                      const std::vector<std::string>& formats) {
   *format = formats.front();

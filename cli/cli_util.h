@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hy/common/result.h"
 #include "hy/common/status.h"
 
 namespace CLI {
@@ -36,6 +37,17 @@ int ExitCodeFor(const Status& status);
 // Prints "hyctl <command>: <status>" to stderr unless OK, and returns
 // ExitCodeFor(status).
 int Report(std::string_view command, const Status& status);
+
+// Report for an error in what the user named (a path of the wrong kind, a
+// value no flag takes): InvalidArgument exits kExitUsage, any other status
+// as Report says.
+int ReportArgs(std::string_view command, const Status& status);
+
+// The dtype of exported weights as a user may spell it: "float32" for
+// float32, fp32 or f32; "bfloat16" for bfloat16 or bf16. Returns
+// InvalidArgument for float16 (also fp16, f16: hy writes no float16) and
+// anything else.
+Result<std::string> ParseWeightsDtype(std::string_view text);
 
 // Adds "-o,--output FORMAT" to `command`, accepting only `formats` (the first
 // is the default) and storing the choice in `*format`.

@@ -122,7 +122,11 @@ int Diff(const Args& args) {
   for (int i = 0; i < 2; ++i) {
     auto [path, n] = ParseStateSpec(*specs[i]);
     auto s = OpenStateSource(path, n);
-    if (!s.ok()) return Report("diff", s.status().WithContext(path));
+    if (!s.ok()) {
+      const Status& e = s.status();
+      const bool named = e.message().find(path) != std::string_view::npos;
+      return ReportArgs("diff", named ? e : e.WithContext(path));
+    }
     src[i] = std::move(s).value();
   }
   std::map<std::string, TensorMeta> ta, tb;

@@ -25,6 +25,7 @@
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
 #include "hy/trainer/special_tokens.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -89,10 +90,14 @@ int ExportHf(const Args& a) {
                                           "reference, got " +
                                           a.model));
   }
-  if (!a.dtype.empty() && a.dtype != "float32" && a.dtype != "bfloat16") {
-    return Report("export-hf", Status::InvalidArgument(
-                                   "--dtype must be float32 or bfloat16, got " +
-                                   a.dtype));
+  std::string dtype;  // Canonical; empty: the source model's.
+  if (!a.dtype.empty()) {
+    Result<std::string> parsed = ParseWeightsDtype(a.dtype);
+    if (!parsed.ok()) return ReportArgs("export-hf", parsed.status());
+    dtype = *parsed;
+  }
+  if (Status s = CheckRunRoot(a.run); !s.ok()) {
+    return ReportArgs("export-hf", s);
   }
   auto reader = trainer::CheckpointReader::Open(a.run, a.step);
   if (!reader.ok()) return Report("export-hf", reader.status());
@@ -121,8 +126,7 @@ int ExportHf(const Args& a) {
   } else if (!source.status().IsNotFound()) {
     return Report("export-hf", source.status());
   }
-  const std::string dtype =
-      a.dtype.empty() ? SourceDtype(o.source_config_json) : a.dtype;
+  if (dtype.empty()) dtype = SourceDtype(o.source_config_json);
   o.dtype = dtype == "bfloat16" ? DType::kBF16 : DType::kF32;
   auto written = trainer::WriteHfDirectory(
       a.out, o, [&](const TensorMeta& meta, float* out) {
@@ -159,8 +163,8 @@ void AddExportHfCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("--step", args->step, "Committed step (default: newest)");
   cmd->add_option("--model", args->model, "actor | critic | reference");
   cmd->add_option("--dtype", args->dtype,
-                  "float32 | bfloat16 (default: the source model's; "
-                  "float32 for a random-init run)");
+                  "float32 (fp32, f32) | bfloat16 (bf16) (default: the "
+                  "source model's; float32 for a random-init run)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Where the run's tokenizer files are now, if they moved "
                   "(checked against the hashes the run recorded)");

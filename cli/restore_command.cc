@@ -38,6 +38,7 @@
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
 #include "hy/trainer/checkpoint.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -163,10 +164,8 @@ int RunRestore(const Args& a) {
     Report("restore", usage);
     return kExitUsage;
   }
-  if (!IsRunRoot(a.root)) {
-    return Report("restore",
-                  Status::NotFound(a.root + " is not a run root (it holds no "
-                                            "node-<k> directory)"));
+  if (Status s = CheckRunRoot(a.root); !s.ok()) {
+    return ReportArgs("restore", s);
   }
   return Report("restore", Restore(a, *layout));
 }

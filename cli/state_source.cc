@@ -6,6 +6,7 @@
 #include "hy/statestore/store.h"
 #include "hy/trainer/checkpoint.h"
 #include "restore_command.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -97,6 +98,7 @@ Result<std::unique_ptr<StateSource>> OpenStateSource(
     HY_ASSIGN_OR_RETURN(version, store->LatestCommitted());
   }
   HY_ASSIGN_OR_RETURN(statestore::Manifest m, store->ReadManifest(version));
+  HY_RETURN_IF_ERROR(CheckWholeStore(path, m.commit, store->run_id()));
   return std::unique_ptr<StateSource>(
       std::make_unique<StoreSource>(std::move(store), version, std::move(m)));
 }

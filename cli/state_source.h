@@ -40,7 +40,9 @@ class StateSource {
 // Opens `path`: a run root (node-<k>/ directories) at step `n` (default:
 // the newest step every old rank's part survives), or a store at version
 // `n` (default: its newest committed version). Returns NotFound when there
-// is no such store, root, step or version, or the opening error.
+// is no such store, root, step or version, InvalidArgument for a store
+// that holds only some ranks of a run (CheckWholeStore), or the opening
+// error.
 Result<std::unique_ptr<StateSource>> OpenStateSource(const std::string& path,
                                                      std::optional<uint64_t> n);
 

@@ -77,6 +77,10 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
         " must divide the number of workers, trainer.nproc (--nproc) " +
         std::to_string(nproc)));
   }
+  // Nothing is created for a resume that cannot go on.
+  if (!f.resume.empty()) {
+    if (Status s = CheckResume(c); !s.ok()) return Fail(s);
+  }
   Result<std::vector<std::string>> argv = SelfCommandLine();
   if (!argv.ok()) return Fail(argv.status());
   const std::string& root = c.checkpoint.store_root;

@@ -10,7 +10,9 @@
 // in order, then the flags (--nproc: trainer.nproc, --iterations:
 // trainer.total_iterations, --seed: trainer.seed, --metrics-port:
 // metrics.port). The store root is --store DIR as given, or --resume STORE
-// (which also resumes from its newest committed version), or
+// (a run root; resumes from its newest committed version: the launcher
+// first checks that there is one, below trainer.total_iterations, and
+// creates nothing otherwise, train_config.h CheckResume), or
 // DIR/run-YYYYmmdd-HHMMSS for --store-root DIR, or, when none of them and
 // no checkpoint.store_root is set, runs/run-YYYYmmdd-HHMMSS under the
 // working directory. --print-config prints the effective config as YAML.

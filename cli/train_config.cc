@@ -14,6 +14,7 @@
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/hf_model.h"
+#include "run_path.h"
 
 namespace hy::cli {
 
@@ -120,6 +121,25 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
   HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
   return c;
+}
+
+Status CheckResume(const TrainConfig& c) {
+  const std::string& root = c.checkpoint.store_root;
+  HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
+  auto reader = trainer::CheckpointReader::Open(root);
+  if (!reader.ok()) {
+    if (!reader.status().IsNotFound()) return Status::OK();
+    return Status::NotFound("--resume: nothing committed under " + root +
+                            " to resume");
+  }
+  const int64_t reached = static_cast<int64_t>((*reader)->step());
+  if (c.trainer.total_iterations <= reached) {
+    const std::string k = std::to_string(reached);
+    return Status::InvalidArgument(
+        root + " already reached iteration " + k + "; pass --iterations > " +
+        k + " to train further");
+  }
+  return Status::OK();
 }
 
 }  // namespace hy::cli

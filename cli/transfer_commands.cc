@@ -110,7 +110,7 @@ int Import(const Args& a) {
 
 int Export(const Args& a) {
   auto opened = OpenStateSource(a.store, a.version);
-  if (!opened.ok()) return Report("export", opened.status());
+  if (!opened.ok()) return ReportArgs("export", opened.status());
   StateSource* state = opened->get();
   std::map<std::string, std::string> metadata;
   Result<std::string> blob = state->ReadBlob(kMetadataBlob);

@@ -121,6 +121,90 @@ TEST(HyctlTrainE2eTest, TrainInspectExportResume) {
   std::filesystem::remove_all(dir);
 }
 
+// What a run's pieces are, when hyctl is handed the wrong one: a rank's
+// store for export and diff (not DataLoss: nothing is damaged), a store
+// for a run root, a resume with no iteration left to run; and the short
+// dtype names of export-hf.
+TEST(HyctlTrainE2eTest, RankStoresAndFinishedRunsSayWhatTheyAre) {
+  const std::string dir =
+      ::testing::TempDir() + "hyctl-train-parts-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string root = dir + "/run";
+  const std::string rank0 = root + "/node-0/store";
+  CmdResult train = hy::testing::RunCommand(
+      std::string(kCleanEnv) + "HY_RUN_ID=run-parts timeout 300 " +
+      HYCTL_PATH +
+      " train --iterations 2 --set model.hidden_size=32"
+      " --set model.intermediate_size=48 --set trainer.sft_steps=1"
+      " --set rollout.batch_size=8 --set actor.ppo_mini_batch_size=8"
+      " --set checkpoint.save_every=1 --nproc 2 --metrics-port -1 --store " +
+      root);
+  ASSERT_EQ(train.code, 0) << train.err;
+
+  const std::string held = rank0 + " holds rank 0 of 2 of run run-parts; " +
+                           "pass the run root " + root + " for whole tensors";
+  CmdResult r = Hyctl("export " + rank0 + " --safetensors " + dir + "/x.st");
+  EXPECT_EQ(r.code, 64) << r.err;
+  EXPECT_NE(r.err.find(held), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/x.st"));
+  r = Hyctl("diff " + rank0 + " " + rank0);
+  EXPECT_EQ(r.code, 64) << r.err;
+  EXPECT_NE(r.err.find(held), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  // Where a run root is wanted, the store names it.
+  const std::string single = rank0 + " is a single store, not a run root";
+  const std::string names = "pass the run root " + root + " that holds it";
+  for (const std::string& args :
+       {"restore " + rank0 + " --layout fsdp=1 --rank 0 --out " + dir + "/o",
+        "export-hf " + rank0 + " " + dir + "/hf0",
+        "train --metrics-port -1 --resume " + rank0}) {
+    SCOPED_TRACE(args);
+    r = Hyctl(args);
+    EXPECT_EQ(r.code, 64) << r.err;
+    EXPECT_NE(r.err.find(single), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(rank0 + "/node-0"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/hf0"));
+
+  // Step 2 reached: --iterations 2 (also the run's own, without the flag)
+  // has nothing to do.
+  for (const char* iterations : {" --iterations 2", ""}) {
+    r = Hyctl("train --metrics-port -1 --resume " + root + iterations);
+    EXPECT_EQ(r.code, 64) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find(root + " already reached iteration 2; pass "
+                                "--iterations > 2 to train further"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("starting"), std::string::npos) << r.err;
+  }
+
+  const std::string hf = dir + "/hf";
+  r = Hyctl("export-hf " + root + " " + hf + " --dtype bf16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream config(hf + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(config)["torch_dtype"], "bfloat16");
+  auto st = hy::statestore::SafetensorsReader::Open(hf + "/model.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  for (const auto& t : (*st)->tensors()) {
+    EXPECT_EQ(t.meta.dtype, hy::DType::kBF16) << t.meta.name;
+  }
+  for (const char* spelling : {"fp32", "f32"}) {
+    r = Hyctl("export-hf " + root + " " + dir + "/hf-" + spelling +
+              " --dtype " + spelling);
+    EXPECT_EQ(r.code, 0) << spelling << ": " << r.err;
+    EXPECT_NE(r.out.find(", float32) to "), std::string::npos) << r.out;
+  }
+  for (const char* spelling : {"fp16", "f16", "float16", "half"}) {
+    r = Hyctl("export-hf " + root + " " + dir + "/hf-x --dtype " + spelling);
+    EXPECT_EQ(r.code, 64) << spelling << ": " << r.err;
+    EXPECT_NE(r.err.find("--dtype"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/hf-x"));
+  std::filesystem::remove_all(dir);
+}
+
 // Run identity: a job of another run (another HY_RUN_ID, as two torchrun
 // jobs with different --rdzv-id) pointed at a run root is refused before it
 // touches it; the root's own run resumes; --allow-other-run takes it over.

@@ -1,20 +1,23 @@
 // hyctl train, run as a subprocess: the effective config (--print-config),
-// usage errors, and the launcher's failure handling. None of these needs a
-// working trainer: a run that resumes from an empty store fails on every
-// rank, whatever RunWorker does beyond that check.
+// usage errors, the checks of --resume before anything is created, and the
+// launcher's failure handling. None of these needs a working trainer: a
+// run whose prompt file is not JSON fails on every rank as it loads it.
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "hy/statestore/store.h"
 #include "hy/trainer/config.h"
 
 namespace hy::cli {
@@ -217,17 +220,63 @@ TEST(HyctlTrainTest, UsageErrorsNameTheKey) {
   EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
 }
 
+// The names of the entries of directory `path`, sorted ("" if none).
+std::string Listing(const std::string& path) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const std::string& n : names) out += n + "\n";
+  return out;
+}
+
+// --resume is checked before a worker starts: a path that does not exist,
+// is no run root or is a single store is named as such, and nothing is
+// created in it or under it.
+TEST(HyctlTrainTest, ResumeOfNoRunRootCreatesNothing) {
+  TempDir dir;
+  const std::string flags = " --nproc 2 --metrics-port -1 --max-restarts 0";
+  CmdResult r = Hyctl("train --resume " + dir.Sub("none") + flags);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--resume: " + dir.Sub("none") + " does not exist"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("none")));
+
+  std::filesystem::create_directories(dir.Sub("empty"));
+  r = Hyctl("train --resume " + dir.Sub("empty") + flags);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(dir.Sub("empty") + " is not a run root"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(Listing(dir.Sub("empty")), "");
+
+  const std::string store = dir.Sub("store");
+  ASSERT_TRUE(statestore::Store::Open(store, {}).ok());
+  const std::string before = Listing(store);
+  r = Hyctl("train --resume " + store + flags);
+  EXPECT_EQ(r.code, 64) << r.err;
+  EXPECT_NE(r.err.find(store + " is a single store, not a run root"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("starting"), std::string::npos) << r.err;
+  EXPECT_EQ(Listing(store), before);  // No node-0/, node-1/.
+}
+
 TEST(HyctlTrainTest, LauncherStopsWhenAWorkerFailsAndNamesTheRank) {
   TempDir dir;
-  std::filesystem::create_directories(dir.Sub("empty"));
-  // Resuming from a store with nothing committed fails on every rank.
-  CmdResult r = Hyctl("train --nproc 2 --resume " + dir.Sub("empty") +
-                      " --set trainer.sft_steps=0");
+  std::ofstream(dir.Sub("bad.jsonl")) << "not json\n";
+  // Every rank fails loading the prompts.
+  CmdResult r = Hyctl("train --nproc 2 --metrics-port -1 --max-restarts 0"
+                      " --set trainer.sft_steps=0 --data " +
+                      dir.Sub("bad.jsonl") + " --store " + dir.Sub("run"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, 64) << r.err;  // Not a usage error: the workers failed.
   EXPECT_NE(
       r.err.find("hyctl train: starting 2 workers on nodes 0,1, store " +
-                 dir.Sub("empty")),
+                 dir.Sub("run")),
       std::string::npos)
       << r.err;
   std::smatch m;

@@ -1,0 +1,74 @@
+#include "run_path.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "restore_command.h"
+
+namespace hy::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsNodeDirName(const std::string& name) {
+  constexpr std::string_view kPrefix = "node-";
+  return name.size() > kPrefix.size() && name.rfind(kPrefix, 0) == 0 &&
+         std::all_of(name.begin() + kPrefix.size(), name.end(),
+                     [](unsigned char c) { return std::isdigit(c); });
+}
+
+// The run root that a store at `path` (<root>/node-<k>/<store>) lies in,
+// or "" when its directory is not a node's.
+std::string EnclosingRunRoot(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // A trailing '/'.
+  if (!IsNodeDirName(p.parent_path().filename().string())) return "";
+  const fs::path root = p.parent_path().parent_path();
+  return root.empty() ? "." : root.string();
+}
+
+std::string Join(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+  return out;
+}
+
+}  // namespace
+
+Status CheckRunRoot(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound(path + " does not exist");
+  if (IsRunRoot(path)) return Status::OK();
+  if (fs::exists(fs::path(path) / "CURRENT", ec)) {  // A RocksDB: a store.
+    const std::string root = EnclosingRunRoot(path);
+    return Status::InvalidArgument(
+        path + " is a single store, not a run root" +
+        (root.empty() ? std::string(" (the directory of node-<k>/ "
+                                    "directories that hyctl train writes)")
+                      : "; pass the run root " + root + " that holds it"));
+  }
+  return Status::NotFound(path +
+                          " is not a run root (it holds no node-<k> "
+                          "directory)");
+}
+
+Status CheckWholeStore(const std::string& path,
+                       const statestore::CommitRecord& commit,
+                       const std::string& run_id) {
+  const std::vector<int> ranks = commit.LocalRanks();
+  if (static_cast<int>(ranks.size()) >= commit.world_size) return Status::OK();
+  const std::string root = EnclosingRunRoot(path);
+  return Status::InvalidArgument(
+      path + " holds " + (ranks.size() == 1 ? "rank " : "ranks ") +
+      Join(ranks) + " of " + std::to_string(commit.world_size) + " of " +
+      (run_id.empty() ? std::string("a run") : "run " + run_id) +
+      "; pass the run root " +
+      (root.empty() ? std::string("(the directory of its node-<k>/)") : root) +
+      " for whole tensors");
+}
+
+}  // namespace hy::cli

@@ -1,0 +1,37 @@
+// What a path handed to hyctl names, for the commands that need one kind:
+// a run root (the node-<k>/ directories hyctl train writes: train
+// --resume, restore, export-hf) or a store that holds whole tensors
+// (export, diff). A path of another kind, a single store or the store of
+// one rank of a run, is named as such (InvalidArgument: a usage error)
+// before anything is read from it or created in it, instead of failing
+// later as if data were missing or damaged.
+//
+// Thread-safety: plain functions; CheckRunRoot only looks at the file
+// system.
+
+#ifndef HY_CLI_RUN_PATH_H_
+#define HY_CLI_RUN_PATH_H_
+
+#include <string>
+
+#include "hy/common/status.h"
+#include "hy/statestore/manifest.h"
+
+namespace hy::cli {
+
+// OK when `path` is a run root. Otherwise NotFound when it does not exist
+// or holds no node-<k> directory, InvalidArgument when it is a single
+// store ("P is a single store, not a run root; pass the run root R that
+// holds it" when it lies in one). Creates and opens nothing.
+Status CheckRunRoot(const std::string& path);
+
+// OK when `commit`, a version of the store at `path` (recording `run_id`,
+// "" for none), holds every rank's part. Otherwise InvalidArgument: "P
+// holds rank 0 of 2 of run ID; pass the run root R for whole tensors".
+Status CheckWholeStore(const std::string& path,
+                       const statestore::CommitRecord& commit,
+                       const std::string& run_id);
+
+}  // namespace hy::cli
+
+#endif  // HY_CLI_RUN_PATH_H_

@@ -38,6 +38,7 @@ struct Args {
   std::string dtype;  // Empty: the source model's.
   std::string tokenizer;
   uint64_t max_shard_bytes = 5'000'000'000;
+  bool allow_other_run = false;
 };
 
 // float32 or bfloat16 as the source config.json says (float32 for a
@@ -99,7 +100,8 @@ int ExportHf(const Args& a) {
   if (Status s = CheckRunRoot(a.run); !s.ok()) {
     return ReportArgs("export-hf", s);
   }
-  auto reader = trainer::CheckpointReader::Open(a.run, a.step);
+  auto reader = trainer::CheckpointReader::Open(
+      a.run, a.step, /*generation=*/-1, a.allow_other_run);
   if (!reader.ok()) return Report("export-hf", reader.status());
   auto config_text = (*reader)->ReadBlob("trainer.config");
   if (!config_text.ok()) return Report("export-hf", config_text.status());
@@ -171,6 +173,9 @@ void AddExportHfCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("--max-shard-size", args->max_shard_bytes,
                   "Bytes per safetensors file; larger models are sharded "
                   "with an index (default 5000000000)");
+  cmd->add_flag("--allow-other-run", args->allow_other_run,
+                "Read the stores under the run root as one run even when "
+                "they record different run ids");
   cmd->callback([args, exit_code] { *exit_code = ExportHf(*args); });
 }
 

@@ -17,6 +17,7 @@
 #include "hy/recovery/retention.h"
 #include "hy/statestore/store.h"
 #include "restore_command.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -254,6 +255,10 @@ void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
   repair->callback([args, exit_code] {
     std::vector<std::string> paths = {args->path};
     if (IsRunRoot(args->path)) {
+      if (Status s = CheckOneRun(args->path); !s.ok()) {
+        *exit_code = Report("repair", s);
+        return;
+      }
       Result<std::vector<recovery::StoreLocation>> stores =
           recovery::ListRootStores(args->path);
       if (!stores.ok()) {

@@ -52,6 +52,7 @@ struct Args {
   std::string layout;
   int rank = 0;
   std::string out;
+  bool allow_other_run = false;
 };
 
 // A tensor of the output file and where its elements come from.
@@ -65,7 +66,8 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   // reports a step that is not committed (NotFound) or a part with no
   // usable copy (DataLoss).
   Result<std::unique_ptr<trainer::CheckpointReader>> opened =
-      trainer::CheckpointReader::Open(a.root, a.step);
+      trainer::CheckpointReader::Open(a.root, a.step, /*generation=*/-1,
+                                      a.allow_other_run);
   if (!opened.ok()) {
     if (opened.status().IsNotFound()) {
       return Status::NotFound(
@@ -178,6 +180,7 @@ bool IsRunRoot(const std::string& path) {
 }
 
 Result<RunRootScan> ScanRunRoot(const std::string& root) {
+  HY_RETURN_IF_ERROR(CheckOneRun(root));
   RunRootScan out;
   HY_ASSIGN_OR_RETURN(out.catalog,
                       recovery::Catalog::ScanRoot(root, &out.nodes));
@@ -232,6 +235,9 @@ void AddRestoreCommand(CLI::App* app, int* exit_code) {
       ->required();
   cmd->add_option("--rank", args->rank, "Rank of the new layout")->required();
   cmd->add_option("--out", args->out, "Output directory")->required();
+  cmd->add_flag("--allow-other-run", args->allow_other_run,
+                "Read the stores under ROOT as one run even when they record "
+                "different run ids");
   cmd->callback([args, exit_code] { *exit_code = RunRestore(*args); });
 }
 

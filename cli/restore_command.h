@@ -18,7 +18,8 @@ class App;
 
 namespace hy::cli {
 
-// Adds `restore ROOT --layout L --rank R --out DIR [--version STEP]`; the
+// Adds `restore ROOT --layout L --rank R --out DIR [--version STEP]
+// [--allow-other-run]`; the
 // command stores its exit code in `*exit_code`, which must outlive
 // app.parse().
 void AddRestoreCommand(CLI::App* app, int* exit_code);
@@ -32,7 +33,8 @@ struct RunRootScan {
   std::vector<int> nodes;  // Ascending.
   recovery::Catalog catalog;
 };
-// Returns IOError if a directory cannot be listed.
+// Returns IOError if a directory cannot be listed, FailedPrecondition for
+// stores of two runs under `root` (CheckOneRun in run_path.h).
 Result<RunRootScan> ScanRunRoot(const std::string& root);
 
 // How a restored rank's shards are cut: "fsdp=N" (each tensor flattened

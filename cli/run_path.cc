@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hy/recovery/run_identity.h"
 #include "restore_command.h"
 
 namespace hy::cli {
@@ -54,6 +55,19 @@ Status CheckRunRoot(const std::string& path) {
   return Status::NotFound(path +
                           " is not a run root (it holds no node-<k> "
                           "directory)");
+}
+
+Status CheckOneRun(const std::string& root) {
+  Result<std::string> run =
+      recovery::RecordedRunId(root, /*skip_unreadable=*/true);
+  if (run.status().code() != StatusCode::kFailedPrecondition) {
+    return run.status();
+  }
+  return Status::FailedPrecondition(
+      std::string(run.status().message()) +
+      ": refusing to treat them as one run; move the other run's node "
+      "directories out of " +
+      root);
 }
 
 Status CheckWholeStore(const std::string& path,

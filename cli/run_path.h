@@ -6,6 +6,11 @@
 // before anything is read from it or created in it, instead of failing
 // later as if data were missing or damaged.
 //
+// A run root whose stores belong to two runs (another job's node
+// directory copied in) is refused by every command that reads it
+// (CheckOneRun here, trainer::CheckpointReader::Open for the readers of a
+// step), naming both run ids.
+//
 // Thread-safety: plain functions; CheckRunRoot only looks at the file
 // system.
 
@@ -24,6 +29,14 @@ namespace hy::cli {
 // store ("P is a single store, not a run root; pass the run root R that
 // holds it" when it lies in one). Creates and opens nothing.
 Status CheckRunRoot(const std::string& path);
+
+// OK when the stores under run root `root` belong to one run (or record
+// none): recovery::RecordedRunId, passing over stores that cannot be opened
+// (the commands report those themselves). Otherwise FailedPrecondition
+// naming two stores and both run ids, for the commands that act on every
+// store of a root (inspect, verify, gc, repair); the readers of a step get
+// the same check from trainer::CheckpointReader::Open.
+Status CheckOneRun(const std::string& root);
 
 // OK when `commit`, a version of the store at `path` (recording `run_id`,
 // "" for none), holds every rank's part. Otherwise InvalidArgument: "P

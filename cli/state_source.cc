@@ -78,12 +78,14 @@ class RunSource : public StateSource {
 
 }  // namespace
 
-Result<std::unique_ptr<StateSource>> OpenStateSource(
-    const std::string& path, std::optional<uint64_t> n) {
+Result<std::unique_ptr<StateSource>> OpenStateSource(const std::string& path,
+                                                     std::optional<uint64_t> n,
+                                                     bool allow_other_run) {
   if (IsRunRoot(path)) {
-    HY_ASSIGN_OR_RETURN(auto reader,
-                        trainer::CheckpointReader::Open(
-                            path, n ? static_cast<int64_t>(*n) : -1));
+    HY_ASSIGN_OR_RETURN(
+        auto reader,
+        trainer::CheckpointReader::Open(path, n ? static_cast<int64_t>(*n) : -1,
+                                        /*generation=*/-1, allow_other_run));
     return std::unique_ptr<StateSource>(
         std::make_unique<RunSource>(path, std::move(reader)));
   }

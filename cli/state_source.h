@@ -41,10 +41,12 @@ class StateSource {
 // the newest step every old rank's part survives), or a store at version
 // `n` (default: its newest committed version). Returns NotFound when there
 // is no such store, root, step or version, InvalidArgument for a store
-// that holds only some ranks of a run (CheckWholeStore), or the opening
-// error.
-Result<std::unique_ptr<StateSource>> OpenStateSource(const std::string& path,
-                                                     std::optional<uint64_t> n);
+// that holds only some ranks of a run (CheckWholeStore), FailedPrecondition
+// for a run root whose stores belong to two runs unless allow_other_run, or
+// the opening error.
+Result<std::unique_ptr<StateSource>> OpenStateSource(
+    const std::string& path, std::optional<uint64_t> n,
+    bool allow_other_run = false);
 
 // "PATH@N" (N: version of a store, step of a run root: digits only) as
 // (PATH, N); anything else is a PATH alone.

@@ -21,6 +21,7 @@
 #include "hy/statestore/store.h"
 #include "hy/common/tensor_meta.h"
 #include "restore_command.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -226,6 +227,7 @@ int Verify(const std::string& path, std::optional<uint64_t> only,
   std::vector<std::string> paths;
   const bool root = IsRunRoot(path);
   if (root) {
+    if (Status s = CheckOneRun(path); !s.ok()) return Report("verify", s);
     Result<std::vector<std::string>> all = RunRootStores(path);
     if (!all.ok()) return Report("verify", all.status());
     paths = *all;

@@ -77,7 +77,8 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   if (!f.resume.empty() && f.config_file.empty()) {
     // Resuming without a config file continues the run as it was
     // configured (flags and --set still override).
-    auto reader = trainer::CheckpointReader::Open(f.resume);
+    auto reader = trainer::CheckpointReader::Open(
+        f.resume, /*step=*/-1, /*generation=*/-1, f.allow_other_run);
     if (reader.ok()) {
       auto stored = (*reader)->ReadBlob("trainer.config");
       if (stored.ok()) {

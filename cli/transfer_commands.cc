@@ -11,6 +11,7 @@
 #include "cli_util.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
+#include "run_path.h"
 #include "state_source.h"
 #include "store_commands.h"
 
@@ -32,6 +33,7 @@ struct Args {
   std::optional<uint64_t> version;
   uint64_t step = 0;
   int shards = 1;
+  bool allow_other_run = false;
 };
 
 int Import(const Args& a) {
@@ -109,7 +111,7 @@ int Import(const Args& a) {
 }
 
 int Export(const Args& a) {
-  auto opened = OpenStateSource(a.store, a.version);
+  auto opened = OpenStateSource(a.store, a.version, a.allow_other_run);
   if (!opened.ok()) return ReportArgs("export", opened.status());
   StateSource* state = opened->get();
   std::map<std::string, std::string> metadata;
@@ -178,6 +180,9 @@ void AddTransferCommands(CLI::App* app, int* exit_code) {
                   "Version of a store, step of a run root (default: the "
                   "newest)");
   exp->add_option("--safetensors", args->file, "File to write")->required();
+  exp->add_flag("--allow-other-run", args->allow_other_run,
+                "Run root: read its stores as one run even when they record "
+                "different run ids");
   exp->callback([args, exit_code] { *exit_code = Export(*args); });
 }
 

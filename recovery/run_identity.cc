@@ -58,7 +58,8 @@ Status ClaimNodeStores(const std::string& root, int node,
   return Status::OK();
 }
 
-Result<std::string> RecordedRunId(const std::string& root) {
+Result<std::string> RecordedRunId(const std::string& root,
+                                  bool skip_unreadable) {
   HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> stores, ListRootStores(root));
   std::string found, found_at;
   for (const StoreLocation& where : stores) {
@@ -66,9 +67,11 @@ Result<std::string> RecordedRunId(const std::string& root) {
     o.read_only = true;
     o.create_if_missing = false;
     o.threads = 1;
-    HY_ASSIGN_OR_RETURN(std::unique_ptr<statestore::Store> s,
-                        statestore::Store::Open(where.path, o));
-    const std::string& id = s->run_id();
+    Result<std::unique_ptr<statestore::Store>> s =
+        statestore::Store::Open(where.path, o);
+    if (!s.ok() && skip_unreadable) continue;
+    if (!s.ok()) return s.status();
+    const std::string& id = (*s)->run_id();
     if (id.empty()) continue;
     if (!found.empty() && id != found) {
       return Status::FailedPrecondition(

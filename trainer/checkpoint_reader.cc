@@ -9,6 +9,7 @@
 
 #include "checkpoint_internal.h"
 #include "hy/recovery/catalog.h"
+#include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
 
 namespace hy::trainer {
@@ -91,10 +92,22 @@ CheckpointReader::CheckpointReader(std::unique_ptr<Impl> impl)
 CheckpointReader::~CheckpointReader() = default;
 
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
-    const std::string& root, int64_t step, int64_t generation) {
+    const std::string& root, int64_t step, int64_t generation,
+    bool allow_other_run) {
   std::vector<int> nodes;
   HY_ASSIGN_OR_RETURN(recovery::Catalog catalog, recovery::Catalog::ScanRoot(root, &nodes));
   if (nodes.empty()) return Status::NotFound("no store under " + root);
+  if (!allow_other_run) {
+    Result<std::string> run =
+        recovery::RecordedRunId(root, /*skip_unreadable=*/true);
+    if (run.status().code() == StatusCode::kFailedPrecondition) {
+      return Status::FailedPrecondition(
+          std::string(run.status().message()) +
+          ": not read as one run (--allow-other-run reads them together "
+          "anyway)");
+    }
+    HY_RETURN_IF_ERROR(run.status());
+  }
   Result<recovery::Choice> choice =
       recovery::ChooseVersion(catalog, nodes, {}, step, generation);
   if (!choice.ok()) {

@@ -72,7 +72,8 @@ FlatRun Piece(int64_t n, int world, int r) {
 
 // Ranks 0 and 1 each save their flat half of both tensors at `step` from a
 // thread of their own, as the processes of a run would.
-void SaveRun(const std::string& root, const State& s, uint64_t step = kStep) {
+void SaveRun(const std::string& root, const State& s, uint64_t step = kStep,
+             const std::string& run_id = "") {
   std::vector<std::thread> threads;
   for (int r = 0; r < kOldWorld; ++r) {
     threads.emplace_back([&, r] {
@@ -82,6 +83,7 @@ void SaveRun(const std::string& root, const State& s, uint64_t step = kStep) {
       o.world_size = kOldWorld;
       o.commit_timeout_ms = 10000;
       o.chunk_bytes = 64;  // Several chunks per shard.
+      o.run_id = run_id;
       auto ckpt = trainer::Checkpointer::Open(o);
       ASSERT_TRUE(ckpt.ok()) << ckpt.status();
       const FlatRun w = Piece(s.w.size(), kOldWorld, r);
@@ -357,6 +359,64 @@ TEST_F(HyctlRestoreTest, VerifyExportDiffGcTakeARunRoot) {
   nlohmann::json v = nlohmann::json::parse(r.out);
   ASSERT_EQ(v.size(), 2u) << r.out;
   for (const auto& store : v) EXPECT_EQ(store["versions"].size(), 1u) << r.out;
+}
+
+// A root made of node-0 of one run and node-1 of another (a node directory
+// copied from the wrong run) is refused by every command that reads it,
+// naming both run ids, and nothing is written; restore, export and
+// export-hf read it anyway with --allow-other-run.
+TEST_F(HyctlRestoreTest, RefusesARootOfTwoRuns) {
+  namespace fs = std::filesystem;
+  const std::string a = dir_.Sub("a"), b = dir_.Sub("b");
+  const std::string mixed = dir_.Sub("mixed");
+  SaveRun(a, state_, kStep, "run-a");
+  State other = state_;
+  for (float& x : other.w) x += 2.0f;
+  SaveRun(b, other, kStep, "run-b");
+  fs::create_directories(mixed);
+  fs::copy(a + "/node-0", mixed + "/node-0", fs::copy_options::recursive);
+  fs::copy(b + "/node-1", mixed + "/node-1", fs::copy_options::recursive);
+
+  const std::string out = dir_.Sub("out");
+  const std::vector<std::string> commands = {
+      "inspect " + mixed,
+      "inspect --quick " + mixed,
+      "verify " + mixed,
+      "gc " + mixed + " --keep 1",
+      "repair " + mixed,
+      "restore " + mixed + " --layout replicated --rank 0 --out " + out,
+      "export " + mixed + " --safetensors " + out + "/all.safetensors",
+      "export-hf " + mixed + " " + out + "/hf",
+      "diff " + mixed + " " + a,
+  };
+  for (const std::string& c : commands) {
+    SCOPED_TRACE(c);
+    CmdResult r = Hyctl(dir_, c);
+    EXPECT_NE(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.err.find("stores of two runs"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'run-a'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'run-b'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << r.out;
+  }
+  // gc dropped nothing; each half is its own run's state at step 4.
+  CmdResult r = Hyctl(dir_, "restore " + mixed +
+                                " --allow-other-run --layout replicated "
+                                "--rank 0 --out " +
+                                out);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  auto file = SafetensorsReader::Open(out + "/rank-0.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  const FlatRun second = Piece(35, kOldWorld, 1);
+  EXPECT_EQ(Data(**file, "w"),
+            Slice(state_.w, Piece(35, kOldWorld, 0)) + Slice(other.w, second));
+  r = Hyctl(dir_, "export --allow-other-run " + mixed + " --safetensors " +
+                      out + "/all.safetensors");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  // Each run alone is fine.
+  r = Hyctl(dir_, "verify " + a);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = Hyctl(dir_, "inspect " + b);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
 }  // namespace

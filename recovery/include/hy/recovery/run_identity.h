@@ -43,9 +43,12 @@ Status ClaimNodeStores(const std::string& root, int node,
 
 // The run id recorded by the stores under `root` (every node directory),
 // "" when none records one (or there are no stores). Returns
-// FailedPrecondition when stores of different runs are mixed under it, or
-// a store's error.
-Result<std::string> RecordedRunId(const std::string& root);
+// FailedPrecondition naming two stores and their runs when stores of
+// different runs are mixed under it, or a store's error; with
+// skip_unreadable, a store that cannot be opened is passed over instead (for
+// readers that report such stores themselves).
+Result<std::string> RecordedRunId(const std::string& root,
+                                  bool skip_unreadable = false);
 
 }  // namespace hy::recovery
 

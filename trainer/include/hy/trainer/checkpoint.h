@@ -189,8 +189,12 @@ class CheckpointReader {
   // died before it could; recovery settles that) or its shards contradict
   // another rank's.
   // With generation >= 0, only versions that start of the job wrote count.
+  // Stores of two runs under `root` (recovery::RecordedRunId: another job's
+  // node directory copied in) are refused with FailedPrecondition naming
+  // both run ids, unless allow_other_run.
   static Result<std::unique_ptr<CheckpointReader>> Open(
-      const std::string& root, int64_t step = -1, int64_t generation = -1);
+      const std::string& root, int64_t step = -1, int64_t generation = -1,
+      bool allow_other_run = false);
   ~CheckpointReader();
 
   uint64_t step() const;

@@ -150,6 +150,54 @@ int GcRoot(const std::string& root, size_t keep,
   return kExitOk;
 }
 
+// drop: every version of `step` (every generation, committed or not) goes
+// from every store under `root`, primaries and replicas. The newest
+// recoverable step, what a resume would continue from, only with `force`.
+int DropStep(const std::string& root, uint64_t step, bool force) {
+  Result<RunRootScan> scan = ScanRunRoot(root);
+  if (!scan.ok()) return Report("drop", scan.status());
+  for (const std::string& u : scan->catalog.unreadable()) {
+    return Report("drop", Explain(Status::IOError(u), u));
+  }
+  bool known = false;
+  for (const recovery::CopyEntry& e : scan->catalog.entries()) {
+    known = known || recovery::VersionStep(e.version) == step;
+  }
+  if (!known) {
+    return Report("drop",
+                  Status::NotFound("no store under " + root + " holds step " +
+                                   std::to_string(step)));
+  }
+  Result<recovery::Choice> newest =
+      recovery::ChooseVersion(scan->catalog, scan->nodes, {});
+  if (newest.ok() && newest->commit.step == step && !force) {
+    std::cerr << "hyctl drop: step " << step
+              << " is the newest recoverable step under " << root
+              << " (what --resume continues from); pass --force to drop it "
+                 "anyway\n";
+    return kExitUsage;
+  }
+  Result<std::vector<recovery::StoreLocation>> stores =
+      recovery::ListRootStores(root);
+  if (!stores.ok()) return Report("drop", stores.status());
+  statestore::GcOptions o;
+  o.counted = [](uint64_t) { return false; };  // Keep every other version.
+  o.drop = [step](uint64_t v) { return recovery::VersionStep(v) == step; };
+  size_t dropped = 0;
+  for (const recovery::StoreLocation& where : *stores) {
+    auto store = OpenStore(where.path, /*read_only=*/false);
+    if (!store.ok()) return Report("drop", store.status());
+    Result<statestore::GcReport> r = (*store)->Gc(o);
+    if (!r.ok()) return Report("drop", r.status().WithContext(where.path));
+    const size_t n = r->dropped_versions.size() + r->dropped_uncommitted.size();
+    dropped += n;
+    if (n > 0) PrintGc(where.path + ": ", *r);
+  }
+  std::cout << "dropped step " << step << ": " << dropped << " version(s) in "
+            << stores->size() << " store(s)\n";
+  return kExitOk;
+}
+
 // repair: every store at `paths` takes damaged chunks from the others and
 // from `sources`.
 int Repair(const std::vector<std::string>& paths,
@@ -218,6 +266,8 @@ void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
     std::vector<uint64_t> pinned;
     int replicas = -1;
     std::vector<std::string> from;
+    uint64_t step = 0;
+    bool force = false;
   };
   auto args = std::make_shared<Args>();
 
@@ -242,6 +292,25 @@ void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
         IsRunRoot(args->path)
             ? GcRoot(args->path, args->keep, args->pinned, args->replicas)
             : GcStore(args->path, args->keep, args->pinned);
+  });
+
+  CLI::App* drop = app->add_subcommand(
+      "drop",
+      "Remove every version of one step from every store of a run root "
+      "(primaries and replicas); exit 64 for the newest recoverable step "
+      "without --force");
+  drop->add_option("RUN_ROOT", args->path, "Run root (hyctl train --store)")
+      ->required();
+  drop->add_option("--step", args->step, "The step to remove")->required();
+  drop->add_flag("--force", args->force,
+                 "Also drop the newest recoverable step (a resume then "
+                 "continues from the one before)");
+  drop->callback([args, exit_code] {
+    if (Status s = CheckRunRoot(args->path); !s.ok()) {
+      *exit_code = ReportArgs("drop", s);
+      return;
+    }
+    *exit_code = DropStep(args->path, args->step, args->force);
   });
 
   CLI::App* repair = app->add_subcommand(

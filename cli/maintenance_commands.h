@@ -4,6 +4,10 @@
 //                                      generation, on a run root),
 //                                      superseded generations, and stores
 //                                      left empty (recovery/retention.h)
+//   drop   RUN_ROOT --step N [--force] remove every version of step N
+//                                      from every copy; the newest
+//                                      recoverable step only with --force
+//                                      (exit 64 without it)
 //   repair PATH [--from STORE]         write damaged chunks again from an
 //                                      intact copy (a replica, or --from)
 // Steps are the unit (--pin takes a step). Both open stores for writing:
@@ -18,8 +22,8 @@ class App;
 
 namespace hy::cli {
 
-// Adds gc and repair to `app`; a command that runs stores its exit code in
-// `*exit_code`, which must outlive app.parse().
+// Adds gc, drop and repair to `app`; a command that runs stores its exit
+// code in `*exit_code`, which must outlive app.parse().
 void AddMaintenanceCommands(CLI::App* app, int* exit_code);
 
 }  // namespace hy::cli

@@ -70,6 +70,37 @@ Status CheckOneRun(const std::string& root) {
       root);
 }
 
+Status CheckImportTarget(const std::string& path) {
+  constexpr const char* kInstead =
+      "; import into a fresh store instead (a new directory: hyctl import "
+      "NEW_STORE --safetensors FILE)";
+  if (IsRunRoot(path)) {
+    return Status::InvalidArgument(
+        path +
+        " is a run root (node-<k>/ directories of hyctl train); a "
+        "version imported there would become the run's newest and "
+        "break its resume" +
+        kInstead);
+  }
+  const std::string root = EnclosingRunRoot(path);
+  if (root.empty()) return Status::OK();
+  return Status::InvalidArgument(
+      path + " is a store of the run under " + root +
+      " (one rank's part of each step, committed together with the others); "
+      "a version imported into it would become the run's newest and break "
+      "its resume" +
+      kInstead);
+}
+
+Status ImportIntoRunStore(const std::string& path, const std::string& run_id) {
+  return Status::InvalidArgument(
+      path + " belongs to run '" + run_id +
+      "' (a store hyctl train wrote); a version imported into it would "
+      "become the run's newest and break its resume; import into a fresh "
+      "store instead (a new directory: hyctl import NEW_STORE --safetensors "
+      "FILE)");
+}
+
 Status CheckWholeStore(const std::string& path,
                        const statestore::CommitRecord& commit,
                        const std::string& run_id) {

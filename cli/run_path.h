@@ -38,6 +38,19 @@ Status CheckRunRoot(const std::string& path);
 // the same check from trainer::CheckpointReader::Open.
 Status CheckOneRun(const std::string& root);
 
+// OK when `path` may take an import (hyctl import): neither a run root nor
+// a store inside one (<root>/node-<k>/<store>). Otherwise InvalidArgument
+// saying why (a run's stores hold its ranks' parts, committed together;
+// a version imported into one becomes the run's newest and breaks its
+// resume) and what to do instead (import into a fresh store). A store that
+// records a run id is refused by the caller once it is open
+// (ImportIntoRunStore). Creates and opens nothing.
+Status CheckImportTarget(const std::string& path);
+
+// The InvalidArgument for an import into the store at `path`, which records
+// run `run_id`.
+Status ImportIntoRunStore(const std::string& path, const std::string& run_id);
+
 // OK when `commit`, a version of the store at `path` (recording `run_id`,
 // "" for none), holds every rank's part. Otherwise InvalidArgument: "P
 // holds rank 0 of 2 of run ID; pass the run root R for whole tensors".

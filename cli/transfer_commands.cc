@@ -37,11 +37,18 @@ struct Args {
 };
 
 int Import(const Args& a) {
+  // A run's stores take no import: nothing is created or opened in one.
+  if (Status s = CheckImportTarget(a.store); !s.ok()) {
+    return ReportArgs("import", s);
+  }
   auto reader = SafetensorsReader::Open(a.file);
   if (!reader.ok()) return Report("import", reader.status());
   auto opened = Store::Open(a.store, statestore::StoreOptions());
   if (!opened.ok()) return Report("import", opened.status());
   Store* store = opened->get();
+  if (!store->run_id().empty()) {
+    return ReportArgs("import", ImportIntoRunStore(a.store, store->run_id()));
+  }
   // By default the version after every one the store knows, committed,
   // aborted or left over, so an earlier failed import is never in the way.
   uint64_t version = 1;

@@ -419,5 +419,80 @@ TEST_F(HyctlRestoreTest, RefusesARootOfTwoRuns) {
   EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
+// A run's stores take no import (its newest step would become the
+// imported version and break the resume): exit 64, nothing written.
+TEST_F(HyctlRestoreTest, ImportIntoARunsStoreIsRefused) {
+  namespace fs = std::filesystem;
+  const std::string file = dir_.Sub("all.safetensors");
+  CmdResult r = Hyctl(dir_, "export " + root_ + " --safetensors " + file);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const std::string& target :
+       {root_ + "/node-0/store", root_ + "/node-1/store/", root_,
+        root_ + "/node-0/new-store"}) {
+    SCOPED_TRACE(target);
+    r = Hyctl(dir_, "import " + target + " --safetensors " + file);
+    EXPECT_EQ(r.code, 64) << r.out << r.err;
+    EXPECT_NE(r.err.find("import into a fresh store instead"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/node-0/new-store"));
+  EXPECT_FALSE(fs::exists(root_ + "/CURRENT"));
+  // A store that records a run id, copied out of its run root.
+  const std::string tagged = dir_.Sub("tagged");
+  SaveRun(tagged, state_, kStep, "run-t");
+  const std::string copy = dir_.Sub("copy");
+  fs::copy(tagged + "/node-0/store", copy, fs::copy_options::recursive);
+  r = Hyctl(dir_, "import " + copy + " --safetensors " + file);
+  EXPECT_EQ(r.code, 64) << r.out << r.err;
+  EXPECT_NE(r.err.find("belongs to run 'run-t'"), std::string::npos) << r.err;
+  r = Hyctl(dir_, "inspect -o json " + copy);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 1u) << r.out;
+  // The run is untouched; a fresh store takes the import.
+  r = Hyctl(dir_, "inspect -o json " + root_ + "/node-0/store");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 1u) << r.out;
+  r = Hyctl(dir_, "import " + dir_.Sub("fresh") + " --safetensors " + file);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+}
+
+// hyctl drop removes one step from every copy; the newest recoverable step
+// only with --force (exit 64 without); an unknown step exits 2.
+TEST_F(HyctlRestoreTest, DropRemovesOneStepFromEveryCopy) {
+  State next = state_;
+  next.w[3] += 1.0f;
+  SaveRun(root_, next, 5);
+  SaveRun(root_, state_, 6);  // Checkpointer keeps the newest 2: 5 and 6.
+  const std::string out = dir_.Sub("out");
+  auto restore = [&](int step) {
+    return Hyctl(dir_, "restore " + root_ + " --step " + std::to_string(step) +
+                           " --layout replicated --rank 0 --out " + out);
+  };
+  ASSERT_EQ(restore(5).code, 0);
+  CmdResult r = Hyctl(dir_, "drop " + root_ + " --step 6");
+  EXPECT_EQ(r.code, 64) << r.out << r.err;
+  EXPECT_NE(r.err.find("newest recoverable step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+  EXPECT_EQ(restore(6).code, 0);
+  r = Hyctl(dir_, "drop " + root_ + " --step 9");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  r = Hyctl(dir_, "drop " + root_ + "/node-0/store --step 5");
+  EXPECT_EQ(r.code, 64) << r.out << r.err;
+
+  r = Hyctl(dir_, "drop " + root_ + " --step 5");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("dropped step 5: 2 version(s)"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(restore(5).code, 2);
+  EXPECT_EQ(restore(6).code, 0);
+  r = Hyctl(dir_, "drop " + root_ + " --step 6 --force");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(restore(6).code, 2);
+  r = Hyctl(dir_, "inspect -o json " + root_ + "/node-1/store");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 0u) << r.out;
+}
+
 }  // namespace
 }  // namespace hy::cli

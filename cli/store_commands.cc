@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "hy/common/tensor_meta.h"
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/statestore/store.h"
-#include "hy/common/tensor_meta.h"
 #include "restore_command.h"
 #include "run_path.h"
 
@@ -237,12 +237,27 @@ int Verify(const std::string& path, std::optional<uint64_t> only,
   ordered_json stores = ordered_json::array();
   std::vector<std::vector<std::string>> bad_rows;
   uint64_t bad = 0;
+  // Of a run root, a store that cannot be opened or read (a truncated or
+  // garbage file) is named and the others are still verified.
+  std::vector<std::string> unreadable;
   for (const std::string& p : paths) {
     auto store = OpenStore(p, /*read_only=*/true);
-    if (!store.ok()) return Report("verify", store.status());
     VerifyResult r;
-    Status s = VerifyStore(store->get(), only, &r);
-    if (!s.ok()) return Report("verify", s.WithContext(p));
+    Status s =
+        store.ok() ? VerifyStore(store->get(), only, &r) : store.status();
+    if (!s.ok() && (!root || s.IsNotFound())) {
+      return Report("verify", store.ok() ? s.WithContext(p) : s);
+    }
+    if (!s.ok()) {
+      std::cerr << "hyctl verify: " << p << ": cannot be "
+                << (store.ok() ? "read" : "opened") << ": " << s.ToString()
+                << "\n";
+      unreadable.push_back(p);
+      if (format == "json") {
+        stores.push_back({{"store", p}, {"error", s.ToString()}});
+      }
+      continue;
+    }
     bad += r.bad;
     for (auto& row : r.bad_rows) {
       if (root) row.insert(row.begin(), p);
@@ -264,11 +279,12 @@ int Verify(const std::string& path, std::optional<uint64_t> only,
     if (root) header.insert(header.begin(), "STORE");
     std::cout << FormatTable(header, bad_rows);
   }
-  if (bad > 0) {
-    std::cerr << "hyctl verify: " << bad << " bad chunks\n";
-    return kExitDataLoss;
+  if (bad > 0) std::cerr << "hyctl verify: " << bad << " bad chunks\n";
+  if (!unreadable.empty()) {
+    std::cerr << "hyctl verify: " << unreadable.size() << " of " << paths.size()
+              << " stores could not be verified\n";
   }
-  return kExitOk;
+  return bad > 0 || !unreadable.empty() ? kExitDataLoss : kExitOk;
 }
 
 }  // namespace

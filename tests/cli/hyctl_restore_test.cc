@@ -494,5 +494,38 @@ TEST_F(HyctlRestoreTest, DropRemovesOneStepFromEveryCopy) {
   EXPECT_EQ(nlohmann::json::parse(r.out).size(), 0u) << r.out;
 }
 
+// verify of a run root whose one store cannot be opened (its files
+// overwritten with garbage) names that store, verifies the others and
+// exits 3 at the end.
+TEST_F(HyctlRestoreTest, VerifyGoesOnPastAnUnreadableStore) {
+  namespace fs = std::filesystem;
+  const std::string bad = root_ + "/node-1/store";
+  for (const fs::directory_entry& e : fs::directory_iterator(bad)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 4 && (name.rfind("MANIFEST", 0) == 0 ||
+                            name.substr(name.size() - 4) == ".sst")) {
+      std::ofstream(e.path(), std::ios::trunc) << "garbage";
+    }
+  }
+  CmdResult r = Hyctl(dir_, "verify " + root_);
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE(r.out.find("ok: " + root_ + "/node-0/store: 1 versions"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("hyctl verify: " + bad + ": cannot be opened: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("1 of 2 stores could not be verified"),
+            std::string::npos)
+      << r.err;
+  r = Hyctl(dir_, "verify -o json " + root_);
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  nlohmann::json v = nlohmann::json::parse(r.out);
+  ASSERT_EQ(v.size(), 2u) << r.out;
+  EXPECT_TRUE(v[0].contains("versions")) << r.out;
+  EXPECT_EQ(v[1]["store"], bad) << r.out;
+  EXPECT_TRUE(v[1].contains("error")) << r.out;
+}
+
 }  // namespace
 }  // namespace hy::cli

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -58,13 +59,13 @@ std::string Steps(const std::vector<uint64_t>& versions) {
   return s.empty() ? "-" : s;
 }
 
-void PrintGc(const std::string& label, const statestore::GcReport& r) {
-  std::cout << label << "dropped " << r.dropped_versions.size()
-            << " versions (steps " << Steps(r.dropped_versions) << "), "
-            << r.dropped_uncommitted.size() << " uncommitted leftovers, "
-            << r.dropped_chunks << " chunks; reclaimed "
-            << Mb(r.reclaimed_bytes) << " MB, repacked " << Mb(r.repacked_bytes)
-            << " MB\n";
+void PrintGc(const std::string& label, const statestore::GcReport& r,
+             std::ostream& out = std::cout) {
+  out << label << "dropped " << r.dropped_versions.size() << " versions (steps "
+      << Steps(r.dropped_versions) << "), " << r.dropped_uncommitted.size()
+      << " uncommitted leftovers, " << r.dropped_chunks << " chunks; reclaimed "
+      << Mb(r.reclaimed_bytes) << " MB, repacked " << Mb(r.repacked_bytes)
+      << " MB\n";
 }
 
 // gc of one store: keep the newest `keep` committed versions and the
@@ -177,26 +178,46 @@ int DropStep(const std::string& root, uint64_t step, bool force) {
                  "anyway\n";
     return kExitUsage;
   }
-  Result<std::vector<recovery::StoreLocation>> stores =
-      recovery::ListRootStores(root);
-  if (!stores.ok()) return Report("drop", stores.status());
+  Status s =
+      DropSteps(root, [step](uint64_t v) { return v == step; }, std::cout);
+  return s.ok() ? kExitOk : Report("drop", Explain(s, root));
+}
+
+}  // namespace
+
+Status DropSteps(const std::string& root,
+                 const std::function<bool(uint64_t step)>& which,
+                 std::ostream& out) {
+  HY_ASSIGN_OR_RETURN(std::vector<recovery::StoreLocation> stores,
+                      recovery::ListRootStores(root));
   statestore::GcOptions o;
   o.counted = [](uint64_t) { return false; };  // Keep every other version.
-  o.drop = [step](uint64_t v) { return recovery::VersionStep(v) == step; };
+  o.drop = [which](uint64_t v) { return which(recovery::VersionStep(v)); };
+  std::set<uint64_t> steps;
   size_t dropped = 0;
-  for (const recovery::StoreLocation& where : *stores) {
-    auto store = OpenStore(where.path, /*read_only=*/false);
-    if (!store.ok()) return Report("drop", store.status());
-    Result<statestore::GcReport> r = (*store)->Gc(o);
-    if (!r.ok()) return Report("drop", r.status().WithContext(where.path));
-    const size_t n = r->dropped_versions.size() + r->dropped_uncommitted.size();
-    dropped += n;
-    if (n > 0) PrintGc(where.path + ": ", *r);
+  for (const recovery::StoreLocation& where : stores) {
+    HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                        OpenStore(where.path, /*read_only=*/false));
+    Result<statestore::GcReport> r = store->Gc(o);
+    if (!r.ok()) return r.status().WithContext(where.path);
+    for (const auto* list : {&r->dropped_versions, &r->dropped_uncommitted}) {
+      for (uint64_t v : *list) steps.insert(recovery::VersionStep(v));
+      dropped += list->size();
+    }
+    if (!r->dropped_versions.empty() || !r->dropped_uncommitted.empty()) {
+      PrintGc(where.path + ": ", *r, out);
+    }
   }
-  std::cout << "dropped step " << step << ": " << dropped << " version(s) in "
-            << stores->size() << " store(s)\n";
-  return kExitOk;
+  std::string names;
+  for (uint64_t st : steps) {
+    names += (names.empty() ? "" : ",") + std::to_string(st);
+  }
+  out << "dropped step(s) " << (names.empty() ? "-" : names) << ": " << dropped
+      << " version(s) in " << stores.size() << " store(s)\n";
+  return Status::OK();
 }
+
+namespace {
 
 // repair: every store at `paths` takes damaged chunks from the others and
 // from `sources`.

@@ -16,11 +16,27 @@
 #ifndef HY_CLI_MAINTENANCE_COMMANDS_H_
 #define HY_CLI_MAINTENANCE_COMMANDS_H_
 
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include "hy/common/status.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
 
 namespace hy::cli {
+
+// Removes every version (any generation, committed or not) of each step
+// `which` accepts from every store under the run root `root`, primaries
+// and replicas, and says what went on `out`. Checks nothing about the
+// steps: callers refuse what must not go. Returns the first store's error
+// (open, a running job holding it, Gc), naming the store.
+Status DropSteps(const std::string& root,
+                 const std::function<bool(uint64_t step)>& which,
+                 std::ostream& out);
 
 // Adds gc, drop and repair to `app`; a command that runs stores its exit
 // code in `*exit_code`, which must outlive app.parse().

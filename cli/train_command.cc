@@ -78,6 +78,11 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
         std::to_string(nproc)));
   }
   // Nothing is created for a resume that cannot go on.
+  if (!f.resume.empty() && f.from_step >= 0) {
+    Status s = RollBackTo(c.checkpoint.store_root,
+                          static_cast<uint64_t>(f.from_step), f.drop_newer);
+    if (!s.ok()) return Fail(s);
+  }
   if (!f.resume.empty()) {
     if (Status s = CheckResume(c); !s.ok()) return Fail(s);
   }
@@ -347,6 +352,14 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
 
 int RunTrain(const TrainFlags& f) {
   const bool worker = f.worker || Env("RANK") != nullptr;
+  if (f.from_step >= 0 && f.resume.empty()) {
+    return Fail(Status::InvalidArgument("--from-step needs --resume RUN_ROOT"));
+  }
+  if (f.from_step >= 0 && worker && Env(kConfigEnv) == nullptr) {
+    return Fail(Status::InvalidArgument(
+        "--from-step works under hyctl's own launcher; under torchrun, "
+        "remove the newer steps first (hyctl drop RUN_ROOT --step N)"));
+  }
   Result<TrainConfig> c = ResolveConfig(f, worker);
   if (!c.ok()) return Fail(c.status());
   if (f.print_config) {
@@ -411,6 +424,14 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("--max-iterations", f->max_iterations,
                   "Stop after N iterations of this run (testing)")
       ->group("");
+  cmd->add_option("--from-step", f->from_step,
+                  "With --resume: continue from this committed step instead "
+                  "of the newest (a roll-back)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--drop-newer", f->drop_newer,
+                "With --from-step: remove the steps after it from every "
+                "store first (required when there are any: a restart would "
+                "go back to them)");
   cmd->add_option("--max-restarts", f->max_restarts,
                   "Restarts on the surviving nodes after a failure")
       ->check(CLI::NonNegativeNumber);

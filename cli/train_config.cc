@@ -9,11 +9,17 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iostream>
+#include <set>
 #include <sstream>
 
+#include "hy/recovery/catalog.h"
+#include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
 #include "hy/trainer/hf_model.h"
+#include "maintenance_commands.h"
+#include "restore_command.h"
 #include "run_path.h"
 
 namespace hy::cli {
@@ -141,6 +147,37 @@ Status CheckResume(const TrainConfig& c) {
         k + " to train further");
   }
   return Status::OK();
+}
+
+Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer) {
+  const std::string what = "--from-step " + std::to_string(step);
+  HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
+  {
+    auto reader =
+        trainer::CheckpointReader::Open(root, static_cast<int64_t>(step));
+    if (!reader.ok()) return reader.status().WithContext(what);
+  }  // Closed before anything is dropped.
+  HY_ASSIGN_OR_RETURN(RunRootScan scan, ScanRunRoot(root));
+  std::set<uint64_t> newer;
+  for (const recovery::CopyEntry& e : scan.catalog.entries()) {
+    const uint64_t s = recovery::VersionStep(e.version);
+    if (s > step) newer.insert(s);
+  }
+  if (newer.empty()) return Status::OK();
+  std::string names;
+  for (uint64_t s : newer) {
+    names += (names.empty() ? "" : ",") + std::to_string(s);
+  }
+  if (!drop_newer) {
+    return Status::InvalidArgument(
+        what + ": " + root + " holds step(s) " + names +
+        " after it, which a restart would go back to; add --drop-newer to "
+        "remove them first (or keep them: hyctl export-hf / restore --step "
+        "copy a step out)");
+  }
+  std::cerr << "hyctl train: " << what << ": dropping step(s) " << names
+            << " from every store under " << root << "\n";
+  return DropSteps(root, [step](uint64_t s) { return s > step; }, std::cerr);
 }
 
 }  // namespace hy::cli

@@ -37,6 +37,8 @@ struct TrainFlags {
   bool worker = false;
   int max_restarts = 3;
   int min_nodes = 1;
+  int64_t from_step = -1;   // --from-step: resume from this step (>= 0).
+  bool drop_newer = false;  // --drop-newer: with --from-step.
   // Whether the flags that have no "unset" value were given.
   CLI::Option* nproc_opt = nullptr;
   CLI::Option* iterations_opt = nullptr;
@@ -62,6 +64,14 @@ Result<trainer::TrainConfig> ResolveConfig(const TrainFlags& f, bool worker);
 // reached trainer.total_iterations already. Other errors of reading the
 // root are left to the workers' recovery.
 Status CheckResume(const trainer::TrainConfig& c);
+
+// For --resume with --from-step: `step` must be recoverable under `root`
+// (NotFound otherwise). Steps after it would be an abandoned branch that a
+// restart goes back to (versions order by step), so with `drop_newer` they
+// are removed from every store first (said on stderr); without it their
+// presence is InvalidArgument naming them. Opens the stores for writing
+// only to drop.
+Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer);
 
 }  // namespace hy::cli
 

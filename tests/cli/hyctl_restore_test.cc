@@ -482,7 +482,7 @@ TEST_F(HyctlRestoreTest, DropRemovesOneStepFromEveryCopy) {
 
   r = Hyctl(dir_, "drop " + root_ + " --step 5");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("dropped step 5: 2 version(s)"), std::string::npos)
+  EXPECT_NE(r.out.find("dropped step(s) 5: 2 version(s)"), std::string::npos)
       << r.out;
   EXPECT_EQ(restore(5).code, 2);
   EXPECT_EQ(restore(6).code, 0);

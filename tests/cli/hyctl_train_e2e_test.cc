@@ -208,6 +208,47 @@ TEST(HyctlTrainE2eTest, RankStoresAndFinishedRunsSayWhatTheyAre) {
 // Run identity: a job of another run (another HY_RUN_ID, as two torchrun
 // jobs with different --rdzv-id) pointed at a run root is refused before it
 // touches it; the root's own run resumes; --allow-other-run takes it over.
+// --resume --from-step N rolls a run back: refused while newer steps would
+// stay (a restart would return to them), done with --drop-newer, which
+// removes them from every store before the workers start.
+TEST(HyctlTrainE2eTest, ResumeFromAnEarlierStepDropsTheNewerOnes) {
+  const std::string dir =
+      ::testing::TempDir() + "hyctl-train-rollback-" + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const std::string root = dir + "/run";
+  const std::string flags =
+      " --set model.hidden_size=32 --set model.intermediate_size=48"
+      " --set trainer.sft_steps=1 --set rollout.batch_size=8"
+      " --set actor.ppo_mini_batch_size=8 --set checkpoint.save_every=2"
+      " --set checkpoint.keep_last=4 --nproc 2 --metrics-port -1";
+  CmdResult train = Hyctl("train --iterations 8 --store " + root + flags);
+  ASSERT_EQ(train.code, 0) << train.err;
+
+  CmdResult r = Hyctl("train --iterations 8 --from-step 4" + flags);
+  EXPECT_EQ(r.code, 64) << r.err;  // No --resume.
+  r = Hyctl("train --resume " + root + " --iterations 8 --from-step 5" + flags);
+  EXPECT_EQ(r.code, 2) << r.err;  // No such step.
+  r = Hyctl("train --resume " + root + " --iterations 8 --from-step 4" + flags);
+  EXPECT_EQ(r.code, 64) << r.err;
+  EXPECT_NE(r.err.find("holds step(s) 6,8 after it"), std::string::npos)
+      << r.err;
+  CmdResult inspect = Hyctl("inspect --quick " + root);
+  EXPECT_NE(inspect.out.find("recoverable: step 8"), std::string::npos)
+      << inspect.out;  // Nothing dropped.
+
+  r = Hyctl("train --resume " + root +
+            " --iterations 6 --from-step 4 --drop-newer" + flags);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("dropping step(s) 6,8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("recovered step 4"), std::string::npos) << r.err;
+  inspect = Hyctl("inspect --quick -o json " + root);
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  const nlohmann::json j = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(j["recover_step"], 6);
+  EXPECT_EQ(j["recover_version"].get<uint64_t>() & 0xffff, 1u);  // Gen 1.
+  std::filesystem::remove_all(dir);
+}
+
 TEST(HyctlTrainE2eTest, AnotherRunsStoreIsRefusedUnlessTakenOver) {
   const std::string dir =
       ::testing::TempDir() + "hyctl-train-runid-" + std::to_string(getpid());

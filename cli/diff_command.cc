@@ -1,6 +1,6 @@
 // hyctl diff A B: which tensors of two committed states differ, in how
-// many elements, and by how much. A and B are stores (at a version) or run
-// roots (at a step): PATH or PATH@N.
+// many elements, and by how much. A and B are stores or run roots, at a
+// step: PATH or PATH@STEP.
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -121,7 +121,7 @@ int Diff(const Args& args) {
   const std::string* specs[2] = {&args.a, &args.b};
   for (int i = 0; i < 2; ++i) {
     auto [path, n] = ParseStateSpec(*specs[i]);
-    auto s = OpenStateSource(path, n);
+    auto s = OpenStateSource(path, VersionChoice{n, std::nullopt});
     if (!s.ok()) {
       const Status& e = s.status();
       const bool named = e.message().find(path) != std::string_view::npos;
@@ -198,11 +198,11 @@ void AddDiffCommand(CLI::App* app, int* exit_code) {
   auto args = std::make_shared<Args>();
   CLI::App* diff = app->add_subcommand(
       "diff",
-      "Compare two committed states tensor by tensor: stores (PATH@VERSION) "
-      "or run roots (PATH@STEP); without @N the newest");
-  diff->add_option("A", args->a, "Store or run root, optionally @N")
+      "Compare two committed states tensor by tensor: stores or run roots, "
+      "at a step (PATH@STEP); without @STEP the newest");
+  diff->add_option("A", args->a, "Store or run root, optionally @STEP")
       ->required();
-  diff->add_option("B", args->b, "Store or run root, optionally @N")
+  diff->add_option("B", args->b, "Store or run root, optionally @STEP")
       ->required();
   AddOutputOption(diff, &args->format, {"table", "json"});
   diff->callback([args, exit_code] { *exit_code = Diff(*args); });

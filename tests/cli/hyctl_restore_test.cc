@@ -263,11 +263,11 @@ TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
     EXPECT_EQ(copies[0]["state"], "committed");
   }
 
-  // --version picks a step of the run.
-  r = Hyctl(dir_, "inspect " + root_ + " --version 4 -o json");
+  // --step picks a step of the run.
+  r = Hyctl(dir_, "inspect " + root_ + " --step 4 -o json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["versions"].size(), 1u);
-  EXPECT_EQ(Hyctl(dir_, "inspect " + root_ + " --version 9").code, 2);
+  EXPECT_EQ(Hyctl(dir_, "inspect " + root_ + " --step 9").code, 2);
 
   // A single store still inspects as before.
   r = Hyctl(dir_, "inspect " + root_ + "/node-0/store -o json");
@@ -298,6 +298,45 @@ TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
   EXPECT_EQ(r.code, 3) << r.out;  // DataLoss.
   EXPECT_NE(r.err.find("old rank(s) 1"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out + "/rank-1.safetensors"));
+}
+
+// On a run root and on one rank's store of it, inspect, verify and export
+// take the step, not the internal version id (step << 16 | generation).
+TEST_F(HyctlRestoreTest, RunRootCommandsTakeSteps) {
+  CmdResult r = Hyctl(dir_, "verify " + root_ + " --step 4 -o json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  nlohmann::json v = nlohmann::json::parse(r.out);
+  ASSERT_EQ(v.size(), 2u) << r.out;
+  EXPECT_EQ(v[0]["versions"][0]["step"], 4) << r.out;
+  EXPECT_EQ(v[0]["versions"][0]["version"], 4 << 16) << r.out;
+  r = Hyctl(dir_, "verify " + root_ + "@4");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = Hyctl(dir_, "verify " + root_ + " --step 9");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("step 9"), std::string::npos) << r.err;
+
+  const std::string store = root_ + "/node-0/store";
+  r = Hyctl(dir_, "inspect " + store + " --step 4 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["version"], 4 << 16);
+  r = Hyctl(dir_, "inspect " + store);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find(std::to_string(4 << 16)), std::string::npos) << r.out;
+  r = Hyctl(dir_, "inspect " + store + " --step " + std::to_string(4 << 16));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+
+  const std::string file = dir_.Sub("at4.safetensors");
+  r = Hyctl(dir_, "export " + root_ + "@4 --safetensors " + file);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("step 4"), std::string::npos) << r.out;
+  r = Hyctl(dir_, "export " + root_ + " --step 9 --safetensors " + file + "9");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("9"), std::string::npos) << r.err;
+  // A run root's versions differ from store to store: no --version-id.
+  r = Hyctl(dir_, "export " + root_ + " --version-id " +
+                      std::to_string(4 << 16) + " --safetensors " + file);
+  EXPECT_EQ(r.code, 64) << r.out << r.err;
+  EXPECT_NE(r.err.find("--step"), std::string::npos) << r.err;
 }
 
 // verify, export, diff and gc take the run root hyctl train writes, not

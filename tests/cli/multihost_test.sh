@@ -511,8 +511,8 @@ step=$(stamped 0 err 0 | grep -o 'done: .*checkpoint step [0-9]*' |
   fail "rank 0's final checkpoint is step ${step:-none}, not $ITERATIONS"
 for h in $HOSTS_LEFT; do
   root=$WORK/host$h/run
-  echo "---- hyctl inspect $root${step:+ --version $step}"
-  "$HYCTL" inspect "$root" ${step:+--version "$step"}
+  echo "---- hyctl inspect $root${step:+ --step $step}"
+  "$HYCTL" inspect "$root" ${step:+--step "$step"}
 done
 
 echo "---- summary (seconds since the start)"

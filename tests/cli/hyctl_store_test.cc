@@ -268,5 +268,18 @@ TEST(HyctlStoreTest, InspectVerifyExportTakeSteps) {
       64);
 }
 
+// `hyctl --help` lists every exit code hyctl can return, hyctl train's
+// recovery codes (recovery::kExitPeerFailed, kExitUnrecoverable) too.
+TEST(HyctlStoreTest, HelpListsEveryExitCode) {
+  const hy::testing::CmdResult r = HyctlErr("--help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line :
+       {"\n  0   success", "\n  1   error", "\n  2   not found",
+        "\n  3   data loss", "\n  64  bad usage",
+        "\n  75  train: ", "\n  76  train: unrecoverable"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace hy::cli

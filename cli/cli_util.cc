@@ -3,16 +3,27 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
+#include <string>
+
+#include "hy/recovery/node_layout.h"
 
 namespace hy::cli {
 
 std::string ExitCodeHelp() {
   return "Exit codes:\n"
          "  0   success\n"
-         "  1   error\n"
-         "  2   not found (a named version, store or object does not exist)\n"
+         "  1   error (diff: the states differ)\n"
+         "  2   not found (a named step, store or object does not exist)\n"
          "  3   data loss (stored data is corrupt or truncated)\n"
          "  64  bad usage (unknown option, missing or invalid argument)\n"
+         "  " +
+         std::to_string(recovery::kExitPeerFailed) +
+         "  train: a worker stopped because a peer failed, no restart "
+         "left\n"
+         "  " +
+         std::to_string(recovery::kExitUnrecoverable) +
+         "  train: unrecoverable (too few nodes, or every copy of a part "
+         "lost)\n"
          "Data is written to stdout, diagnostics to stderr.";
 }
 

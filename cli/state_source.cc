@@ -20,7 +20,8 @@ class StoreSource : public StateSource {
         manifest_(std::move(manifest)) {}
 
   std::string Describe() const override {
-    return "store " + store_->path() + " version " + std::to_string(version_);
+    return "store " + store_->path() + " step " +
+           std::to_string(manifest_.commit.step);
   }
   std::vector<TensorMeta> Tensors() const override {
     std::vector<TensorMeta> out;
@@ -78,10 +79,12 @@ class RunSource : public StateSource {
 
 }  // namespace
 
-Result<std::unique_ptr<StateSource>> OpenStateSource(const std::string& path,
-                                                     std::optional<uint64_t> n,
-                                                     bool allow_other_run) {
+Result<std::unique_ptr<StateSource>> OpenStateSource(
+    const std::string& path, const VersionChoice& choice,
+    bool allow_other_run) {
   if (IsRunRoot(path)) {
+    HY_RETURN_IF_ERROR(RequireStepForRunRoot(path, choice));
+    const std::optional<uint64_t>& n = choice.step;
     HY_ASSIGN_OR_RETURN(
         auto reader,
         trainer::CheckpointReader::Open(path, n ? static_cast<int64_t>(*n) : -1,
@@ -93,12 +96,8 @@ Result<std::unique_ptr<StateSource>> OpenStateSource(const std::string& path,
   o.read_only = true;
   o.create_if_missing = false;
   HY_ASSIGN_OR_RETURN(auto store, statestore::Store::Open(path, o));
-  uint64_t version = 0;
-  if (n) {
-    version = *n;
-  } else {
-    HY_ASSIGN_OR_RETURN(version, store->LatestCommitted());
-  }
+  HY_ASSIGN_OR_RETURN(ChosenVersion chosen, ChooseVersion(store.get(), choice));
+  const uint64_t version = chosen.version;
   HY_ASSIGN_OR_RETURN(statestore::Manifest m, store->ReadManifest(version));
   HY_RETURN_IF_ERROR(CheckWholeStore(path, m.commit, store->run_id()));
   return std::unique_ptr<StateSource>(

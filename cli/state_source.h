@@ -19,6 +19,7 @@
 #include "hy/common/result.h"
 #include "hy/common/shard.h"
 #include "hy/common/tensor_meta.h"
+#include "version_select.h"
 
 namespace hy::cli {
 
@@ -26,7 +27,7 @@ class StateSource {
  public:
   virtual ~StateSource() = default;
 
-  // "store S version V" or "run root R step S".
+  // "store S step N" or "run root R step N".
   virtual std::string Describe() const = 0;
   virtual std::vector<TensorMeta> Tensors() const = 0;  // By name.
   // Elements [region.offset, region.end()) of the flattened tensor.
@@ -37,19 +38,20 @@ class StateSource {
   virtual Result<std::string> ReadBlob(const std::string& name) = 0;
 };
 
-// Opens `path`: a run root (node-<k>/ directories) at step `n` (default:
-// the newest step every old rank's part survives), or a store at version
-// `n` (default: its newest committed version). Returns NotFound when there
-// is no such store, root, step or version, InvalidArgument for a store
-// that holds only some ranks of a run (CheckWholeStore), FailedPrecondition
-// for a run root whose stores belong to two runs unless allow_other_run, or
-// the opening error.
+// Opens `path` at the state `choice` names: a run root (node-<k>/
+// directories) at a step (default: the newest step every old rank's part
+// survives), or a store at a step or version id (ChooseVersion; default:
+// its newest committed version). Returns NotFound when there is no such
+// store, root or step, InvalidArgument for a version id on a run root or a
+// store that holds only some ranks of a run (CheckWholeStore),
+// FailedPrecondition for a run root whose stores belong to two runs unless
+// allow_other_run, or the opening error.
 Result<std::unique_ptr<StateSource>> OpenStateSource(
-    const std::string& path, std::optional<uint64_t> n,
+    const std::string& path, const VersionChoice& choice,
     bool allow_other_run = false);
 
-// "PATH@N" (N: version of a store, step of a run root: digits only) as
-// (PATH, N); anything else is a PATH alone.
+// "PATH@N" (N: a step, digits only) as (PATH, N); anything else is a PATH
+// alone.
 std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
     const std::string& spec);
 

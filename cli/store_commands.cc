@@ -22,6 +22,7 @@
 #include "hy/statestore/store.h"
 #include "restore_command.h"
 #include "run_path.h"
+#include "version_select.h"
 
 namespace hy::cli {
 namespace {
@@ -90,8 +91,8 @@ int InspectVersions(Store* store, const std::string& format) {
                 {"logical_bytes", c.logical_bytes},
                 {"stored_bytes", c.stored_bytes},
                 {"new_bytes", c.new_bytes}});
-      rows.push_back({std::to_string(v.version), std::to_string(c.step),
-                      Iso8601(c.wall_time_ms), std::to_string(c.world_size),
+      rows.push_back({std::to_string(c.step), Iso8601(c.wall_time_ms),
+                      std::to_string(c.world_size),
                       c.layout.empty() ? "-" : c.layout,
                       std::to_string(m->tensors.size()), Mb(c.logical_bytes),
                       Mb(c.stored_bytes),
@@ -102,8 +103,13 @@ int InspectVersions(Store* store, const std::string& format) {
         ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
       j["prepared_ranks"] = v.prepared;
       j["aborted"] = v.aborted;
-      rows.push_back({std::to_string(v.version), "-", "-", "-", "-", "-", "-",
-                      "-", "-",
+      // No commit record yet; the stores hyctl train writes carry the step
+      // in the version id.
+      const std::string step =
+          store->run_id().empty()
+              ? "-"
+              : std::to_string(recovery::VersionStep(v.version));
+      rows.push_back({step, "-", "-", "-", "-", "-", "-", "-",
                       v.aborted ? std::string("aborted")
                                 : "uncommitted (prepared: " + ranks + ")"});
     }
@@ -112,10 +118,9 @@ int InspectVersions(Store* store, const std::string& format) {
   if (format == "json") {
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << FormatTable(
-        {"VERSION", "STEP", "TIME", "WORLD", "LAYOUT", "TENSORS", "LOGICAL_MB",
-         "STORED_MB", "RATIO", "STATE"},
-        rows);
+    std::cout << FormatTable({"STEP", "TIME", "WORLD", "LAYOUT", "TENSORS",
+                              "LOGICAL_MB", "STORED_MB", "RATIO", "STATE"},
+                             rows);
   }
   return kExitOk;
 }
@@ -184,26 +189,26 @@ struct VerifyResult {
   uint64_t chunks = 0, bad = 0;
 };
 
-Status VerifyStore(Store* store, std::optional<uint64_t> only,
-                   VerifyResult* out) {
-  std::vector<uint64_t> versions;
-  if (only) {
-    versions.push_back(*only);
+Status VerifyStore(Store* store, const VersionChoice& only, VerifyResult* out) {
+  std::vector<ChosenVersion> versions;
+  if (only.step || only.version_id) {
+    HY_ASSIGN_OR_RETURN(ChosenVersion chosen, ChooseVersion(store, only));
+    versions.push_back(chosen);
   } else {
     HY_ASSIGN_OR_RETURN(std::vector<statestore::VersionInfo> all,
                         store->ListVersions());
     for (const auto& v : all) {
-      if (v.committed) versions.push_back(v.version);
+      if (v.committed) versions.push_back({v.version, v.commit.step});
     }
   }
   out->version_count = versions.size();
-  for (uint64_t v : versions) {
+  for (const auto& [v, step] : versions) {
     HY_ASSIGN_OR_RETURN(statestore::VerifyReport r, store->Verify(v));
     out->chunks += r.chunks_checked;
     ordered_json list = ordered_json::array();
     for (const auto& b : r.bad) {
       ++out->bad;
-      out->bad_rows.push_back({std::to_string(v), b.tensor,
+      out->bad_rows.push_back({std::to_string(step), b.tensor,
                                std::to_string(b.rank), std::to_string(b.index),
                                b.address.ToHex(), b.status.ToString()});
       list.push_back({{"tensor", b.tensor},
@@ -213,6 +218,7 @@ Status VerifyStore(Store* store, std::optional<uint64_t> only,
                       {"error", b.status.ToString()}});
     }
     out->versions.push_back({{"version", v},
+                             {"step", step},
                              {"chunks", r.chunks_checked},
                              {"bytes", r.bytes_checked},
                              {"bad", std::move(list)}});
@@ -222,7 +228,7 @@ Status VerifyStore(Store* store, std::optional<uint64_t> only,
 
 // Verifies the store at `path`, or every store (primaries and replicas)
 // under a run root.
-int Verify(const std::string& path, std::optional<uint64_t> only,
+int Verify(const std::string& path, const VersionChoice& only,
            const std::string& format) {
   std::vector<std::string> paths;
   const bool root = IsRunRoot(path);
@@ -274,8 +280,8 @@ int Verify(const std::string& path, std::optional<uint64_t> only,
   if (format == "json") {
     std::cout << stores.dump(2) << "\n";
   } else if (!bad_rows.empty()) {
-    std::vector<std::string> header = {"VERSION", "TENSOR", "RANK",
-                                       "CHUNK",   "ADDRESS", "ERROR"};
+    std::vector<std::string> header = {"STEP",  "TENSOR",  "RANK",
+                                       "CHUNK", "ADDRESS", "ERROR"};
     if (root) header.insert(header.begin(), "STORE");
     std::cout << FormatTable(header, bad_rows);
   }
@@ -293,30 +299,38 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
   struct Args {
     std::string store;
     std::string format;
-    std::optional<uint64_t> version;
+    VersionChoice at;
     bool quick = false;
   };
   auto args = std::make_shared<Args>();
 
   CLI::App* inspect = app->add_subcommand(
       "inspect",
-      "List a store's versions, or one version's tensors; for a run root "
-      "(node-<k>/ dirs), every version's copies per old rank and whether "
+      "List a store's committed steps, or one step's tensors; for a run "
+      "root (node-<k>/ dirs), every step's copies per old rank and whether "
       "it is recoverable");
   inspect->add_option("STORE", args->store, "Store directory or run root")
       ->required();
-  inspect->add_option("--version", args->version,
-                      "Show this version's tensors (run root: only this "
-                      "step's versions)");
+  AddVersionOptions(inspect, &args->at,
+                    "Show this step's tensors (run root: only this step's "
+                    "versions); also STORE@STEP");
   inspect->add_flag("--quick", args->quick,
                     "Run root: list copies without reading their chunks (by "
                     "default every copy is verified and damaged ones are "
                     "flagged)");
   AddOutputOption(inspect, &args->format, {"table", "json"});
   inspect->callback([args, exit_code] {
-    if (IsRunRoot(args->store)) {
-      *exit_code =
-          InspectRunRoot(args->store, args->version, args->format, args->quick);
+    Status s = TakePathStep(&args->store, &args->at);
+    if (s.ok() && IsRunRoot(args->store)) {
+      s = RequireStepForRunRoot(args->store, args->at);
+      if (s.ok()) {
+        *exit_code = InspectRunRoot(args->store, args->at.step, args->format,
+                                    args->quick);
+        return;
+      }
+    }
+    if (!s.ok()) {
+      *exit_code = ReportArgs("inspect", s);
       return;
     }
     auto store = OpenStore(args->store, /*read_only=*/true);
@@ -324,9 +338,14 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
       *exit_code = Report("inspect", store.status());
       return;
     }
-    *exit_code = args->version ? InspectVersion(store->get(), *args->version,
-                                                args->format)
-                               : InspectVersions(store->get(), args->format);
+    if (!args->at.step && !args->at.version_id) {
+      *exit_code = InspectVersions(store->get(), args->format);
+      return;
+    }
+    Result<ChosenVersion> chosen = ChooseVersion(store->get(), args->at);
+    *exit_code = chosen.ok() ? InspectVersion(store->get(), chosen->version,
+                                              args->format)
+                             : Report("inspect", chosen.status());
   });
 
   CLI::App* verify = app->add_subcommand(
@@ -334,11 +353,14 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
   verify->add_option("STORE", args->store,
                      "Store directory, or a run root (every store in it)")
       ->required();
-  verify->add_option("--version", args->version,
-                     "Only this version (default: every committed one)");
+  AddVersionOptions(verify, &args->at,
+                    "Only this step (default: every committed one); also "
+                    "STORE@STEP");
   AddOutputOption(verify, &args->format, {"table", "json"});
   verify->callback([args, exit_code] {
-    *exit_code = Verify(args->store, args->version, args->format);
+    Status s = TakePathStep(&args->store, &args->at);
+    *exit_code = s.ok() ? Verify(args->store, args->at, args->format)
+                        : ReportArgs("verify", s);
   });
 }
 

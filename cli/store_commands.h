@@ -1,13 +1,15 @@
 // hyctl's store commands, each a verb on a store directory:
-//   inspect STORE [--version V]   versions, or one version's tensors; for
-//                                 a run root (node-<k>/ dirs), each
-//                                 version's copies per old rank and whether
-//                                 it is recoverable (--version: a step)
-//   verify  STORE [--version V]   decode and check every chunk (exit 3 on
+//   inspect STORE[@N] [--step N]  steps, or one step's tensors; for a run
+//                                 root (node-<k>/ dirs), each step's
+//                                 copies per old rank and whether it is
+//                                 recoverable
+//   verify  STORE[@N] [--step N]  decode and check every chunk (exit 3 on
 //                                 any corruption)
 //   (gc and repair: maintenance_commands.h)
 //   import  STORE --safetensors F commit a safetensors file as a version
-//   export  STORE --version V --safetensors F
+//   export  STORE[@N] [--step N] --safetensors F
+// Steps are the unit; --version-id V reads a store's internal version
+// (version_select.h).
 // Read-only commands open the store read-only.
 
 #ifndef HY_CLI_STORE_COMMANDS_H_

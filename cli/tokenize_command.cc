@@ -1,9 +1,10 @@
 // hyctl tokenize --tokenizer PATH: reads JSON Lines on stdin, one JSON
-// string per line, and writes one JSON array of ids per line, in order.
-// With --decode each input line is a JSON array of ids and each output line
-// a JSON string. A line that is not what is expected stops the command with
-// a message naming its number (what came before it is written) and a
-// non-zero exit code.
+// string per line (with --text: one line of plain text, encoded as it is
+// without its newline), and writes one JSON array of ids per line, in
+// order. With --decode each input line is a JSON array of ids and each
+// output line a JSON string. A line that is not what is expected stops the
+// command with a message naming its number (what came before it is
+// written) and a non-zero exit code.
 
 #include "tokenize_command.h"
 
@@ -26,6 +27,7 @@ using Json = nlohmann::json;
 struct Args {
   std::string tokenizer;
   bool decode = false;
+  bool text = false;  // Input lines are plain text, not JSON strings.
   bool add_special_tokens = false;
   bool skip_special_tokens = false;
 };
@@ -33,10 +35,23 @@ struct Args {
 // Turns one input line into one output line (without the newline).
 Status ProcessLine(const trainer::Tokenizer& tok, const Args& a,
                    const std::string& line, std::string* out) {
+  if (a.text) {
+    auto ids = tok.Encode(line, a.add_special_tokens);
+    if (!ids.ok()) return ids.status();
+    *out += Json(*ids).dump();
+    return Status::OK();
+  }
   const Json in = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (in.is_discarded()) return Status::InvalidArgument("not JSON");
+  if (in.is_discarded()) {
+    return Status::InvalidArgument(
+        a.decode ? "not JSON"
+                 : "not JSON (pass --text to encode plain-text lines)");
+  }
   if (!a.decode) {
-    if (!in.is_string()) return Status::InvalidArgument("not a JSON string");
+    if (!in.is_string()) {
+      return Status::InvalidArgument(
+          "not a JSON string (pass --text to encode plain-text lines)");
+    }
     auto ids =
         tok.Encode(in.get_ref<const std::string&>(), a.add_special_tokens);
     if (!ids.ok()) return ids.status();
@@ -96,14 +111,20 @@ void AddTokenizeCommand(CLI::App* app, int* exit_code) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app->add_subcommand(
       "tokenize",
-      "Encode JSON Lines strings from stdin to id arrays (or --decode id "
-      "arrays to strings) with a Hugging Face tokenizer.json");
+      "Encode lines from stdin, JSON strings (or plain text with --text), "
+      "to id arrays (or --decode id arrays to strings) with a Hugging Face "
+      "tokenizer.json");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json, or a directory holding it (and "
                   "tokenizer_config.json)")
       ->required();
-  cmd->add_flag("--decode", args->decode,
-                "Input lines are JSON arrays of ids; output JSON strings");
+  CLI::Option* decode =
+      cmd->add_flag("--decode", args->decode,
+                    "Input lines are JSON arrays of ids; output JSON strings");
+  cmd->add_flag("--text", args->text,
+                "Input lines are plain text, each encoded as it is (without "
+                "its newline); by default each is a JSON string")
+      ->excludes(decode);
   cmd->add_flag("--add-special-tokens", args->add_special_tokens,
                 "Apply the post-processor's template (e.g. Llama 3's "
                 "<|begin_of_text|>)");

@@ -42,7 +42,7 @@ std::string IterationText(const trainer::IterationReport& r,
 
 std::string IterationJson(const trainer::IterationReport& r) {
   nlohmann::ordered_json j;
-  j["iteration"] = r.iteration;
+  j["iteration"] = r.iteration + 1;  // As the text counts: 1 is the first.
   j["reward_mean"] = r.reward_mean;
   j["exact_match"] = r.exact_match;
   j["kl"] = r.kl;
@@ -101,7 +101,7 @@ std::string SummaryText(const trainer::RunSummary& s) {
                         " iterations in %.1f s, reward %.3f -> %.3f",
                         s.iterations, s.seconds, s.first_reward, s.last_reward);
   if (s.iterations > 1) {
-    const int64_t k = std::min<int64_t>(10, s.iterations);
+    const int64_t k = trainer::SummaryWindow(s.iterations);
     n += std::snprintf(buf + n, sizeof(buf) - n,
                        " (mean of the first %" PRId64
                        " iterations -> the last %" PRId64 ": %.3f -> %.3f",

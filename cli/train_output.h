@@ -25,8 +25,9 @@ std::string IterationText(const trainer::IterationReport& report,
 // clip_frac, grad_norm, response_length, tokens_per_second, rollout_ms,
 // train_ms, iteration_ms, reshard_ms, reshard_bytes, reshard_logical_bytes,
 // checkpoint_step, checkpoint_state, checkpoint_ms, checkpoint_durable_ms,
-// peak_rss_mb (an array, one per rank). iteration is the report's
-// (0-based); NaN and infinities are written as null.
+// peak_rss_mb (an array, one per rank). iteration counts from 1, as
+// IterationText does (the report's 0-based index + 1: iteration N commits
+// step N); NaN and infinities are written as null.
 std::string IterationJson(const trainer::IterationReport& report);
 
 // "val after 0 iterations: exact match 0.210, reward 0.210 (200 prompts,
@@ -38,7 +39,8 @@ std::string ValidationText(const trainer::ValidationReport& report);
 std::string ValidationJson(const trainer::ValidationReport& report);
 
 // "done: 40 iterations in 61.2 s, reward 0.213 -> 0.871 (mean of the
-// first 10 iterations -> the last 10: 0.250 -> 0.800, 3.20x), val exact
+// first 10 iterations -> the last 10: 0.250 -> 0.800, 3.20x; halves of a
+// run shorter than 20, trainer::SummaryWindow), val exact
 // match 0.21 -> 0.80, checkpoint step 40, store runs/run-..."; the val part
 // only with validations; no newline.
 std::string SummaryText(const trainer::RunSummary& summary);

@@ -14,6 +14,7 @@
 #include "run_path.h"
 #include "state_source.h"
 #include "store_commands.h"
+#include "version_select.h"
 
 namespace hy::cli {
 namespace {
@@ -32,6 +33,7 @@ struct Args {
   std::string file;
   std::optional<uint64_t> version;
   uint64_t step = 0;
+  VersionChoice export_at;  // export's --step / --version-id / STORE@N.
   int shards = 1;
   bool allow_other_run = false;
 };
@@ -117,8 +119,10 @@ int Import(const Args& a) {
   return kExitOk;
 }
 
-int Export(const Args& a) {
-  auto opened = OpenStateSource(a.store, a.version, a.allow_other_run);
+int Export(Args a) {
+  Status at = TakePathStep(&a.store, &a.export_at);
+  if (!at.ok()) return ReportArgs("export", at);
+  auto opened = OpenStateSource(a.store, a.export_at, a.allow_other_run);
   if (!opened.ok()) return ReportArgs("export", opened.status());
   StateSource* state = opened->get();
   std::map<std::string, std::string> metadata;
@@ -179,13 +183,13 @@ void AddTransferCommands(CLI::App* app, int* exit_code) {
   imp->callback([args, exit_code] { *exit_code = Import(*args); });
 
   CLI::App* exp = app->add_subcommand(
-      "export", "Write every tensor of a version as one safetensors file");
+      "export", "Write every tensor of a step as one safetensors file");
   exp->add_option("STORE", args->store,
-                  "Store directory, or a run root hyctl train wrote")
+                  "Store directory, or a run root hyctl train wrote; "
+                  "STORE@STEP picks a step")
       ->required();
-  exp->add_option("--version", args->version,
-                  "Version of a store, step of a run root (default: the "
-                  "newest)");
+  AddVersionOptions(exp, &args->export_at,
+                    "Step to write (default: the newest)");
   exp->add_option("--safetensors", args->file, "File to write")->required();
   exp->add_flag("--allow-other-run", args->allow_other_run,
                 "Run root: read its stores as one run even when they record "

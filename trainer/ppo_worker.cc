@@ -380,7 +380,8 @@ Result<RunSummary> PpoWorker::Run() {
     }
   }
   if (!rewards.empty()) {
-    const size_t k = std::min<size_t>(10, rewards.size());
+    const size_t k = static_cast<size_t>(
+        SummaryWindow(static_cast<int64_t>(rewards.size())));
     double first = 0, last = 0;
     for (size_t i = 0; i < k; ++i) {
       first += rewards[i];

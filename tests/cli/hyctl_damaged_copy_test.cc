@@ -77,8 +77,8 @@ void DamageEverySst(const fs::path& store) {
 // The chunk addresses (hex) of `step` in the store at `store`.
 std::set<std::string> ChunksOf(const std::string& store, uint64_t step) {
   std::set<std::string> out;
-  CmdResult r = RunCommand(Hyctl() + "inspect " + store + " --version " +
-                           std::to_string(step << 16) + " -o json");
+  CmdResult r = RunCommand(Hyctl() + "inspect " + store + " --step " +
+                           std::to_string(step) + " -o json");
   EXPECT_EQ(r.code, 0) << r.err;
   if (r.code != 0) return out;
   const nlohmann::json j = nlohmann::json::parse(r.out);

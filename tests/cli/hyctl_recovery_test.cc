@@ -222,7 +222,7 @@ TEST_F(HyctlRecoveryTest, LostNodeJobFinishesOnThreeRanks) {
   EXPECT_GE(step, kill_at - 4) << "killed after iteration " << kill_at;
   const auto lines = job.Lines();
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines.back()["iteration"], kIterations - 1);
+  EXPECT_EQ(lines.back()["iteration"], kIterations);
   EXPECT_EQ(lines.back()["world_size"], 3);
   // The resumed state is the committed one, bit for bit.
   ExpectResumePointBitwiseEqual(root_, step);
@@ -275,7 +275,7 @@ TEST_F(HyctlRecoveryTest, KillDuringCommitAndDuringRecoveryOnASharedStore) {
   const std::string err = job.err();
   EXPECT_NE(err.find("restart 2"), std::string::npos) << err;
   const auto lines = job.Lines();
-  EXPECT_EQ(lines.back()["iteration"], 13);
+  EXPECT_EQ(lines.back()["iteration"], 14);
   EXPECT_EQ(lines.back()["world_size"], 4);
   const int64_t step = RecoveredStep(err, err.rfind("recovered step "));
   ASSERT_GE(step, 2) << err;
@@ -355,7 +355,7 @@ TEST_F(HyctlRecoveryTest, Soak) {
   for (size_t i = 0; i < 20 && i < recovered.size(); ++i) {
     EXPECT_GE(recovered[i], committed_before[i]) << "failure " << i;
   }
-  EXPECT_EQ(job.Lines().back()["iteration"], 399);
+  EXPECT_EQ(job.Lines().back()["iteration"], 400);
   std::printf(
       "soak: 20 failures (%d nodes lost), %zu recoveries, 0 "
       "committed steps lost\n",

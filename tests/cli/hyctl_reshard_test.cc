@@ -56,7 +56,7 @@ TEST(HyctlReshardTest, NoOrderBlobNoLayoutUsesNaturalOrder) {
     EXPECT_EQ(names.back(), "value_head.weight");
   }
   ExpectResharded(store, 4, "tp=2,fsdp=3");
-  EXPECT_EQ(Hyctl("verify " + store + " --version 4").code, 0);
+  EXPECT_EQ(Hyctl("verify " + store + " --version-id 4").code, 0);
 
   // plan --store takes the tensors, layout and rules of the version.
   r = Hyctl("plan --store " + store + " --version 4 --to tp=2,fsdp=3 -o json");

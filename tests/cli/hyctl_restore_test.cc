@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hy/common/bf16.h"
 #include "hy/recovery/node_identity.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/trainer/checkpoint.h"
@@ -265,11 +266,11 @@ TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
     EXPECT_EQ(copies[0]["state"], "committed");
   }
 
-  // --version picks a step of the run.
-  r = Hyctl(dir_, "inspect " + root_ + " --version 4 -o json");
+  // --step picks a step of the run.
+  r = Hyctl(dir_, "inspect " + root_ + " --step 4 -o json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["versions"].size(), 1u);
-  EXPECT_EQ(Hyctl(dir_, "inspect " + root_ + " --version 9").code, 2);
+  EXPECT_EQ(Hyctl(dir_, "inspect " + root_ + " --step 9").code, 2);
 
   // A single store still inspects as before.
   r = Hyctl(dir_, "inspect " + root_ + "/node-0/store -o json");
@@ -302,6 +303,100 @@ TEST_F(HyctlRestoreTest, InspectShowsCopiesAndRecoverability) {
   EXPECT_FALSE(std::filesystem::exists(out + "/rank-1.safetensors"));
 }
 
+// On a run root and on one rank's store of it, inspect, verify and export
+// take the step, not the internal version id (step << 16 | generation).
+TEST_F(HyctlRestoreTest, RunRootCommandsTakeSteps) {
+  CmdResult r = Hyctl(dir_, "verify " + root_ + " --step 4 -o json");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  nlohmann::json v = nlohmann::json::parse(r.out);
+  ASSERT_EQ(v.size(), 2u) << r.out;
+  EXPECT_EQ(v[0]["versions"][0]["step"], 4) << r.out;
+  EXPECT_EQ(v[0]["versions"][0]["version"], 4 << 16) << r.out;
+  r = Hyctl(dir_, "verify " + root_ + "@4");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = Hyctl(dir_, "verify " + root_ + " --step 9");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("step 9"), std::string::npos) << r.err;
+
+  const std::string store = root_ + "/node-0/store";
+  r = Hyctl(dir_, "inspect " + store + " --step 4 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["version"], 4 << 16);
+  r = Hyctl(dir_, "inspect " + store);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find(std::to_string(4 << 16)), std::string::npos) << r.out;
+  r = Hyctl(dir_, "inspect " + store + " --step " + std::to_string(4 << 16));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+
+  const std::string file = dir_.Sub("at4.safetensors");
+  r = Hyctl(dir_, "export " + root_ + "@4 --safetensors " + file);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("step 4"), std::string::npos) << r.out;
+  r = Hyctl(dir_, "export " + root_ + " --step 9 --safetensors " + file + "9");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("9"), std::string::npos) << r.err;
+  // A run root's versions differ from store to store: no --version-id.
+  r = Hyctl(dir_, "export " + root_ + " --version-id " +
+                      std::to_string(4 << 16) + " --safetensors " + file);
+  EXPECT_EQ(r.code, 64) << r.out << r.err;
+  EXPECT_NE(r.err.find("--step"), std::string::npos) << r.err;
+}
+
+// diff compares values across dtypes (bf16 widened), within --atol /
+// --rtol, counts every tensor of A or B once, and exits 1 when some differ.
+TEST_F(HyctlRestoreTest, DiffComparesValuesAcrossDtypes) {
+  // The state at step 4 with the dtypes swapped: w as bf16 (its values,
+  // multiples of 0.5 up to 18, are exact in bf16), b as f32.
+  auto write = [&](const std::string& name, float w3, bool extra) {
+    std::vector<uint16_t> w(state_.w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i] = FloatToBf16Bits(i == 3 ? w3 : state_.w[i]);
+    }
+    std::vector<float> b(state_.b.size());
+    for (size_t i = 0; i < b.size(); ++i) b[i] = Bf16BitsToFloat(state_.b[i]);
+    std::vector<std::pair<TensorMeta, ConstBytes>> tensors = {
+        {TensorMeta{"w", DType::kBF16, {5, 7}},
+         ConstBytes(w.data(), w.size() * 2)},
+        {TensorMeta{extra ? "extra" : "b", DType::kF32, {11}},
+         ConstBytes(b.data(), b.size() * 4)}};
+    const std::string file = dir_.Sub(name + ".safetensors");
+    EXPECT_TRUE(statestore::WriteSafetensors(file, tensors, {}).ok());
+    CmdResult r = Hyctl(dir_, "import " + dir_.Sub(name) + " --step 4 " +
+                                  "--safetensors " + file);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return dir_.Sub(name);
+  };
+  const std::string same = write("same", state_.w[3], false);
+  CmdResult r = Hyctl(dir_, "diff " + same + " " + root_ + "@4");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("0 of 2 tensors differ"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 compared by value across dtypes"), std::string::npos)
+      << r.out;
+
+  // w[3] is 2.5 at step 4; 2.75 here.
+  const std::string off = write("off", state_.w[3] + 0.25f, false);
+  r = Hyctl(dir_, "diff -o json " + off + "@4 " + root_);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  nlohmann::json d = nlohmann::json::parse(r.out);
+  EXPECT_EQ(d["tensors_differing"], 1);
+  EXPECT_EQ(d["elements_differing"], 1);
+  ASSERT_EQ(d["tensors"].size(), 1u);
+  EXPECT_EQ(d["tensors"][0]["name"], "w");
+  EXPECT_DOUBLE_EQ(d["tensors"][0]["max_abs_diff"].get<double>(), 0.25);
+  EXPECT_EQ(Hyctl(dir_, "diff --atol 0.25 " + off + " " + root_).code, 0);
+  EXPECT_EQ(Hyctl(dir_, "diff --atol 0.2 " + off + " " + root_).code, 1);
+  // |2.75 - 2.5| <= 0.1 * 2.5.
+  EXPECT_EQ(Hyctl(dir_, "diff --rtol 0.1 " + off + " " + root_).code, 0);
+  EXPECT_EQ(Hyctl(dir_, "diff --rtol 0.05 " + off + " " + root_).code, 1);
+  EXPECT_EQ(Hyctl(dir_, "diff --atol -1 " + off + " " + root_).code, 64);
+
+  // b only in A, extra only in B: 2 of the 3 tensors differ.
+  const std::string extra = write("extra", state_.w[3], true);
+  r = Hyctl(dir_, "diff " + root_ + " " + extra);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 of 3 tensors differ"), std::string::npos) << r.out;
+}
+
 // verify, export, diff and gc take the run root hyctl train writes, not
 // only a single store.
 TEST_F(HyctlRestoreTest, VerifyExportDiffGcTakeARunRoot) {
@@ -326,7 +421,7 @@ TEST_F(HyctlRestoreTest, VerifyExportDiffGcTakeARunRoot) {
   next.w[20] -= 0.25f;
   SaveRun(root_, next, 5);
   r = Hyctl(dir_, "diff -o json " + root_ + "@4 " + root_ + "@5");
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.code, 1) << r.out << r.err;  // They differ.
   nlohmann::json d = nlohmann::json::parse(r.out);
   EXPECT_EQ(d["tensors_compared"], 2);
   EXPECT_EQ(d["tensors_differing"], 1);

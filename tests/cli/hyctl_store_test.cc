@@ -79,7 +79,7 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("as version 1 in 3 shards"), std::string::npos) << r.out;
 
-  r = Hyctl("export " + store + " --version 1 --safetensors " +
+  r = Hyctl("export " + store + " --step 7 --safetensors " +
             dir.Sub("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.out;
   auto a = *SafetensorsReader::Open(in);
@@ -102,7 +102,7 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
   EXPECT_EQ(versions[0]["step"], 7);
   EXPECT_EQ(versions[0]["world_size"], 3);
   EXPECT_EQ(versions[0]["tensors"], a->tensors().size());
-  r = Hyctl("inspect " + store + " --version 1 -o json");
+  r = Hyctl("inspect " + store + " --step 7 -o json");
   ASSERT_EQ(r.code, 0);
   auto v1 = nlohmann::json::parse(r.out);
   EXPECT_EQ(v1["tensors"].size(), a->tensors().size());
@@ -130,7 +130,7 @@ TEST(HyctlStoreTest, ImportExportIsBitExactAndVerifyFindsDamage) {
   r = Hyctl("verify " + store);
   EXPECT_EQ(r.code, 3) << r.out;
   EXPECT_NE(r.out.find(victim), std::string::npos) << r.out;
-  r = Hyctl("export " + store + " --version 1 --safetensors " +
+  r = Hyctl("export " + store + " --step 7 --safetensors " +
             dir.Sub("bad.safetensors"));
   EXPECT_EQ(r.code, 3);
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("bad.safetensors")));
@@ -153,9 +153,9 @@ TEST(HyctlStoreTest, GcAndExitCodes) {
   // Importing over a committed version is refused and leaves it intact.
   r = Hyctl("import " + store + " --safetensors " + in + " --version 3");
   EXPECT_EQ(r.code, 1);
-  EXPECT_EQ(Hyctl("verify " + store + " --version 3").code, 0);
+  EXPECT_EQ(Hyctl("verify " + store + " --version-id 3").code, 0);
 
-  EXPECT_EQ(Hyctl("inspect " + store + " --version 1").code, 2);  // Dropped.
+  EXPECT_EQ(Hyctl("inspect " + store + " --version-id 1").code, 2);  // Dropped.
   EXPECT_EQ(Hyctl("inspect " + dir.Sub("absent")).code, 2);
   EXPECT_EQ(
       Hyctl("import " + store + " --safetensors " + dir.Sub("absent")).code, 2);
@@ -194,6 +194,91 @@ TEST(HyctlStoreTest, GcPinsSteps) {
   r = HyctlErr("gc " + store + " --keep 1");
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find("open in another process"), std::string::npos) << r.err;
+}
+
+// inspect, verify and export take a step (--step N or STORE@N), the unit
+// users see, and print steps; the internal version id only where asked
+// (--version-id, -o json). An unknown step is exit 2 naming it.
+TEST(HyctlStoreTest, InspectVerifyExportTakeSteps) {
+  TempDir dir;
+  const std::string in = MakeSafetensors(dir);
+  const std::string store = dir.Sub("store");
+  // Version ids 5 and 6 hold steps 10 and 20.
+  for (int step : {10, 20}) {
+    ASSERT_EQ(Hyctl("import " + store + " --safetensors " + in + " --step " +
+                    std::to_string(step) + " --version " +
+                    std::to_string(step / 10 + 4))
+                  .code,
+              0);
+  }
+  hy::testing::CmdResult r =
+      HyctlErr("inspect " + store + " --step 10 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["step"], 10);
+  EXPECT_EQ(j["version"], 5);
+  r = HyctlErr("inspect " + store + "@20 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["version"], 6);
+  r = HyctlErr("inspect " + store + " --version-id 5 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["step"], 10);
+  // The listing's first column is the step; version ids are not shown.
+  r = HyctlErr("inspect " + store);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("STEP ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\n10 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n20 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("VERSION"), std::string::npos) << r.out;
+
+  r = HyctlErr("verify " + store + " --step 20 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0]["step"], 20);
+  EXPECT_EQ(j[0]["version"], 6);
+  EXPECT_EQ(HyctlErr("verify " + store + "@10").code, 0);
+
+  const std::string out = dir.Sub("out.safetensors");
+  r = HyctlErr("export " + store + "@10 --safetensors " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 10"), std::string::npos) << r.out;
+  r = HyctlErr("export " + store + " --step 20 --safetensors " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 20"), std::string::npos) << r.out;
+
+  // An unknown step: exit 2, naming it. Never read as a version id.
+  for (const std::string& cmd :
+       {"inspect " + store + " --step 5", "verify " + store + " --step 5",
+        "export " + store + " --step 5 --safetensors " + dir.Sub("x.st"),
+        "inspect " + store + "@5"}) {
+    r = HyctlErr(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("step 5 is not committed"), std::string::npos)
+        << cmd << "\n"
+        << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("x.st")));
+  // A step given twice, or with a version id, is a usage error.
+  EXPECT_EQ(HyctlErr("inspect " + store + "@10 --step 10").code, 64);
+  EXPECT_EQ(HyctlErr("verify " + store + " --step 10 --version-id 5").code, 64);
+  // --version is gone: it read an internal id where users meant a step.
+  EXPECT_EQ(
+      HyctlErr("export " + store + " --version 5 --safetensors " + out).code,
+      64);
+}
+
+// `hyctl --help` lists every exit code hyctl can return, hyctl train's
+// recovery codes (recovery::kExitPeerFailed, kExitUnrecoverable) too.
+TEST(HyctlStoreTest, HelpListsEveryExitCode) {
+  const hy::testing::CmdResult r = HyctlErr("--help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line :
+       {"\n  0   success", "\n  1   error", "\n  2   not found",
+        "\n  3   data loss", "\n  64  bad usage",
+        "\n  75  train: ", "\n  76  train: unrecoverable"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
 }
 
 }  // namespace

@@ -101,6 +101,21 @@ TEST_F(HyctlTokenizeTest, EncodesLinesInOrder) {
   EXPECT_EQ(r.out, "[260,258,111]\n");
 }
 
+// --text: each line is plain text (quotes, digits and all), not JSON.
+TEST_F(HyctlTokenizeTest, EncodesPlainTextLines) {
+  CmdResult r = Hyctl(tok_ + " --text", "hello w\n\n\"he\"\n42\n", dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[258,111,259]\n[]\n[34,256,34]\n[52,50]\n");
+  r = Hyctl(tok_ + " --text --add-special-tokens", "hello\n", dir_);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[260,258,111]\n");
+  // Without it a plain line is refused, saying what to pass.
+  r = Hyctl(tok_, "hello w\n", dir_);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--text"), std::string::npos) << r.err;
+  EXPECT_EQ(Hyctl(tok_ + " --text --decode", "[1]\n", dir_).code, 64);
+}
+
 TEST_F(HyctlTokenizeTest, Decodes) {
   CmdResult r = Hyctl(tok_ + " --decode", "[260,258,111,259]\n[]\n", dir_);
   ASSERT_EQ(r.code, 0) << r.err;

@@ -186,7 +186,7 @@ TEST_F(HyctlTrainHfTest, TrainExportResumeOnThreeRanks) {
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   auto lines = JsonLines(resumed.out);
   ASSERT_EQ(lines.size(), 2u) << resumed.out;
-  EXPECT_EQ(lines[0]["iteration"], 2);
+  EXPECT_EQ(lines[0]["iteration"], 3);
   EXPECT_EQ(lines[0]["world_size"], 3);
   EXPECT_EQ(DataPosition(store), 32u);  // The stream went on, not over.
 }

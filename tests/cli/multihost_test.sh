@@ -487,7 +487,7 @@ done
 last=$(stamped 0 out 0 | grep '"iteration"' | tail -1)
 echo "last iteration: $(text_of "$last" | grep -o '"iteration":[0-9]*\|"world_size":[0-9]*\|"checkpoint_state":"[^"]*"' | tr '\n' ' ')"
 last_it=$(text_of "$last" | grep -o '"iteration":[0-9]*' | cut -d: -f2)
-[[ ${last_it:-0} -ge $((ITERATIONS - 1)) ]] ||
+[[ ${last_it:-0} -ge $ITERATIONS ]] ||
   fail "the job stopped at iteration ${last_it:-?} of $ITERATIONS"
 if ((SOAK == 0)); then
   text_of "$last" | grep -q '"world_size":4,' || fail "the job did not finish on 4 ranks"
@@ -511,8 +511,8 @@ step=$(stamped 0 err 0 | grep -o 'done: .*checkpoint step [0-9]*' |
   fail "rank 0's final checkpoint is step ${step:-none}, not $ITERATIONS"
 for h in $HOSTS_LEFT; do
   root=$WORK/host$h/run
-  echo "---- hyctl inspect $root${step:+ --version $step}"
-  "$HYCTL" inspect "$root" ${step:+--version "$step"}
+  echo "---- hyctl inspect $root${step:+ --step $step}"
+  "$HYCTL" inspect "$root" ${step:+--step "$step"}
 done
 
 echo "---- summary (seconds since the start)"

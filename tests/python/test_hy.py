@@ -232,7 +232,7 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
     assert done["version"] == 2 and done["world_size"] == 4, done
     assert done["tensors"] == 4 and done["new_chunks"] > 0, done
     out = str(tmp_path / "v2.safetensors")
-    subprocess.run([hyctl, "export", store, "--version", "2",
+    subprocess.run([hyctl, "export", store, "--version-id", "2",
                     "--safetensors", out], check=True, capture_output=True)
     back = read_safetensors(out)
     assert set(back) == set(model)

@@ -23,6 +23,7 @@
 #ifndef HY_TRAINER_WORKER_H_
 #define HY_TRAINER_WORKER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -92,12 +93,19 @@ struct ValidationReport {
   double exact_match = 0;  // Fraction of prompts answered exactly.
 };
 
+// How many iterations at each end of a run of `iterations` the summary
+// averages: 10, or half the run when it is shorter than 20, so that the
+// two ends never overlap (at least 1).
+inline int64_t SummaryWindow(int64_t iterations) {
+  return iterations >= 20 ? 10 : std::max<int64_t>(1, iterations / 2);
+}
+
 struct RunSummary {
   int64_t start_iteration = 0;  // > 0 when resumed.
   int64_t iterations = 0;       // Run by this process.
   double first_reward = 0;      // Reward mean of the first iteration run.
   double last_reward = 0;
-  // Reward means over the first and the last min(10, iterations)
+  // Reward means over the first and the last SummaryWindow(iterations)
   // iterations this process ran.
   double first10_reward = 0;
   double last10_reward = 0;

@@ -67,7 +67,9 @@ std::vector<FamilyDef> MakeCatalogue() {
        "compression ratio is logical / written).",
        {}, {}},
       {"hy_checkpoint_last_committed_step", T::kGauge,
-       "Training step of the newest committed checkpoint version.", {}, {}},
+       "Training step of the newest committed checkpoint version (-1: none "
+       "yet).",
+       {}, {}},
       {"hy_checkpoint_last_replicated_step", T::kGauge,
        "Training step of the newest checkpoint version fully replicated to "
        "this rank's peers (-1: none yet).",
@@ -280,12 +282,20 @@ Result<HyMetrics> HyMetrics::Register(Registry& r) {
         AddHistogram(f, "hy_checkpoint_blocking_seconds", {});
     m.checkpoint_written_bytes = counter("hy_checkpoint_written_bytes_total");
     m.checkpoint_logical_bytes = counter("hy_checkpoint_logical_bytes_total");
+    // Both steps read -1 until a version is committed (replicated), as 0
+    // is a step; set once, when first registered.
+    const bool fresh =
+        !f.gauges.at("hy_checkpoint_last_committed_step")->Has({});
     m.checkpoint_last_committed_step =
         gauge("hy_checkpoint_last_committed_step");
     m.checkpoint_last_replicated_step =
         gauge("hy_checkpoint_last_replicated_step");
     m.replication_lag_steps = gauge("hy_replication_lag_steps");
     m.damaged_chunks = counter("hy_damaged_chunks_total");
+    if (fresh) {
+      m.checkpoint_last_committed_step->Set(-1);
+      m.checkpoint_last_replicated_step->Set(-1);
+    }
 
     m.peer_heartbeat_age_family = f.gauges.at("hy_peer_heartbeat_age_seconds");
     for (size_t i = 0; i < m.recovery_duration_.size(); ++i) {

@@ -118,7 +118,7 @@ struct Checkpointer::Impl {
     if (last_committed < 0) return;
     m->checkpoint_last_committed_step->Set(static_cast<double>(last_committed));
     m->checkpoint_last_replicated_step->Set(
-        static_cast<double>(std::max<int64_t>(last_replicated, 0)));
+        static_cast<double>(last_replicated));
     m->replication_lag_steps->Set(static_cast<double>(
         last_committed - std::max<int64_t>(last_replicated, 0)));
   }

@@ -227,6 +227,23 @@ struct Reader {
   }
 };
 
+// Edit distance (insertions, deletions, substitutions) of a and b.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 class Merger {
  public:
   Merger(TrainConfig* config, bool with_lines)
@@ -246,7 +263,7 @@ class Merger {
     }
     if (!IsSection(path)) {
       return Status::InvalidArgument("unknown key " + path +
-                                     reader_.At(key_mark));
+                                     reader_.At(key_mark) + DidYouMean(path));
     }
     if (value.IsNull()) return Status::OK();  // An empty section.
     if (!value.IsMap()) {
@@ -267,6 +284,24 @@ class Merger {
            std::any_of(fields_.begin(), fields_.end(), [&](const Field& f) {
              return f.path.compare(0, path.size() + 1, path + ".") == 0;
            });
+  }
+
+  // "; did you mean X?" for the known key nearest `path` (at most 3
+  // edits, or the same last name in another section), else "".
+  std::string DidYouMean(const std::string& path) const {
+    const std::string leaf = path.substr(path.rfind('.') + 1);
+    std::string best;
+    size_t best_distance = 4;
+    for (const Field& f : fields_) {
+      size_t d = EditDistance(path, f.path);
+      if (f.path.substr(f.path.rfind('.') + 1) == leaf)
+        d = std::min<size_t>(d, 1);
+      if (d < best_distance) {
+        best_distance = d;
+        best = f.path;
+      }
+    }
+    return best.empty() ? "" : "; did you mean " + best + "?";
   }
 
   std::vector<Field> fields_;

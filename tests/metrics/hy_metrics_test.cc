@@ -90,6 +90,21 @@ TEST(HyMetricsTest, EveryRequiredMetricWithTypeAndLabels) {
   }
 }
 
+// Before any commit the step gauges say "none" (-1), not step 0.
+TEST(HyMetricsTest, StepGaugesStartAtMinusOne) {
+  Registry r;
+  Result<HyMetrics> m = HyMetrics::Register(r);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->checkpoint_last_committed_step->Value(), -1.0);
+  EXPECT_EQ(m->checkpoint_last_replicated_step->Value(), -1.0);
+  // Registering again (another module of the process) keeps the values.
+  m->checkpoint_last_committed_step->Set(12);
+  Result<HyMetrics> again = HyMetrics::Register(r);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->checkpoint_last_committed_step->Value(), 12.0);
+  EXPECT_EQ(again->checkpoint_last_replicated_step->Value(), -1.0);
+}
+
 TEST(HyMetricsTest, RegisteredAsCatalogued) {
   Registry r;
   ASSERT_TRUE(HyMetrics::Register(r).ok());

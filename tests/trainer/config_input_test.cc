@@ -24,7 +24,18 @@ void ExpectError(const Status& s, const std::string& needle) {
 
 TEST(ConfigTest, UnknownKeysAreNamedWithTheirPath) {
   ExpectError(ParseConfigYaml("actor:\n  optim:\n    lrr: 1\n").status(),
-              "unknown key actor.optim.lrr (line 3)");
+              "unknown key actor.optim.lrr (line 3); did you mean "
+              "actor.optim.lr?");
+  // The nearest key, by spelling or by the same name in another section.
+  ExpectError(ParseConfigYaml("checkpoint: {save_evry: 2}").status(),
+              "did you mean checkpoint.save_every?");
+  ExpectError(ParseConfigYaml("trainer: {replicas: 2}").status(),
+              "did you mean checkpoint.replicas?");
+  EXPECT_EQ(ParseConfigYaml("zzz: {qqqqqqq: 1}")
+                .status()
+                .ToString()
+                .find("did you mean"),
+            std::string::npos);
   ExpectError(ParseConfigYaml("modle:\n  vocab_size: 32\n").status(),
               "unknown key modle");
   ExpectError(ParseConfigYaml("algorithm: {kl_ctrl: {coef: 1}}").status(),

@@ -31,23 +31,10 @@ std::string Mb(uint64_t bytes) {
   return buf;
 }
 
-// A locked store (a job is running on it) says so, not RocksDB's text.
-Status Explain(const Status& s, const std::string& path) {
-  if (s.code() == StatusCode::kIOError &&
-      s.message().find("lock") != std::string_view::npos) {
-    return Status::FailedPrecondition(
-        path + " is open in another process (a running job?): stop it first");
-  }
-  return s;
-}
-
 Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                          bool read_only) {
-  statestore::StoreOptions o;
-  o.read_only = read_only;
-  o.create_if_missing = false;
-  Result<std::unique_ptr<Store>> s = Store::Open(path, o);
-  if (!s.ok()) return Explain(s.status(), path).WithContext(path);
+  Result<std::unique_ptr<Store>> s = OpenExistingStore(path, read_only);
+  if (!s.ok()) return s.status().WithContext(path);
   return s;
 }
 
@@ -106,7 +93,7 @@ int GcRoot(const std::string& root, size_t keep,
   Result<RunRootScan> scan = ScanRunRoot(root);
   if (!scan.ok()) return Report("gc", scan.status());
   for (const std::string& u : scan->catalog.unreadable()) {
-    return Report("gc", Explain(Status::IOError(u), u));
+    return Report("gc", ExplainLocked(Status::IOError(u), u));
   }
   std::set<uint64_t> pins(pinned_steps.begin(), pinned_steps.end());
   Result<recovery::RootRetention> plan = recovery::PlanRootRetention(
@@ -140,7 +127,7 @@ int GcRoot(const std::string& root, size_t keep,
       std::cout << r.where.path << ": removed (holds nothing the run needs)\n";
     }
   }
-  if (!s.ok()) return Report("gc", Explain(s, root));
+  if (!s.ok()) return Report("gc", ExplainLocked(s, root));
   Result<std::vector<int>> gone = recovery::RemoveEmptyNodes(
       root, std::vector<int>(live_nodes.begin(), live_nodes.end()));
   if (!gone.ok()) return Report("gc", gone.status());
@@ -158,7 +145,7 @@ int DropStep(const std::string& root, uint64_t step, bool force) {
   Result<RunRootScan> scan = ScanRunRoot(root);
   if (!scan.ok()) return Report("drop", scan.status());
   for (const std::string& u : scan->catalog.unreadable()) {
-    return Report("drop", Explain(Status::IOError(u), u));
+    return Report("drop", ExplainLocked(Status::IOError(u), u));
   }
   bool known = false;
   for (const recovery::CopyEntry& e : scan->catalog.entries()) {
@@ -180,7 +167,7 @@ int DropStep(const std::string& root, uint64_t step, bool force) {
   }
   Status s =
       DropSteps(root, [step](uint64_t v) { return v == step; }, std::cout);
-  return s.ok() ? kExitOk : Report("drop", Explain(s, root));
+  return s.ok() ? kExitOk : Report("drop", ExplainLocked(s, root));
 }
 
 }  // namespace

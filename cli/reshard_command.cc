@@ -18,6 +18,7 @@
 #include "hy/reshard/stored_version.h"
 #include "hy/statestore/store.h"
 #include "reshard_input.h"
+#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -59,14 +60,6 @@ std::string Human(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
   return buf;
-}
-
-Result<std::unique_ptr<Store>> OpenExisting(const std::string& path,
-                                            bool read_only) {
-  statestore::StoreOptions o;
-  o.read_only = read_only;
-  o.create_if_missing = false;
-  return Store::Open(path, o);
 }
 
 Result<Layout> ParseLayout(const std::string& text, const char* flag) {
@@ -133,7 +126,7 @@ Status RunPlan(const PlanArgs& a) {
   if (!a.model_spec.empty()) {
     HY_ASSIGN_OR_RETURN(tensors, ReadModelSpecFile(a.model_spec));
   } else {
-    HY_ASSIGN_OR_RETURN(auto store, OpenExisting(a.store, true));
+    HY_ASSIGN_OR_RETURN(auto store, OpenExistingStore(a.store, true));
     HY_ASSIGN_OR_RETURN(statestore::Manifest m,
                         store->ReadManifest(*a.version));
     HY_ASSIGN_OR_RETURN(tensors, StoredTensors(store.get(), *a.version, m));
@@ -161,7 +154,7 @@ Status RunPlan(const PlanArgs& a) {
 }
 
 int RunReshard(const ReshardArgs& a) {
-  auto opened = OpenExisting(a.store, /*read_only=*/false);
+  auto opened = OpenExistingStore(a.store, /*read_only=*/false);
   if (!opened.ok()) return Report("reshard", opened.status());
   Result<Layout> to = ParseLayout(a.to, "--to");
   if (!to.ok()) return Report("reshard", to.status());

@@ -116,4 +116,24 @@ Status CheckWholeStore(const std::string& path,
       " for whole tensors");
 }
 
+Status ExplainLocked(const Status& s, const std::string& path) {
+  if (s.code() == StatusCode::kIOError &&
+      s.message().find("lock") != std::string_view::npos) {
+    return Status::FailedPrecondition(
+        path + " is open in another process (a running job?): stop it first");
+  }
+  return s;
+}
+
+Result<std::unique_ptr<statestore::Store>> OpenExistingStore(
+    const std::string& path, bool read_only) {
+  statestore::StoreOptions o;
+  o.read_only = read_only;
+  o.create_if_missing = false;
+  Result<std::unique_ptr<statestore::Store>> s =
+      statestore::Store::Open(path, o);
+  if (!s.ok()) return ExplainLocked(s.status(), path);
+  return s;
+}
+
 }  // namespace hy::cli

@@ -17,10 +17,13 @@
 #ifndef HY_CLI_RUN_PATH_H_
 #define HY_CLI_RUN_PATH_H_
 
+#include <memory>
 #include <string>
 
+#include "hy/common/result.h"
 #include "hy/common/status.h"
 #include "hy/statestore/manifest.h"
+#include "hy/statestore/store.h"
 
 namespace hy::cli {
 
@@ -57,6 +60,16 @@ Status ImportIntoRunStore(const std::string& path, const std::string& run_id);
 Status CheckWholeStore(const std::string& path,
                        const statestore::CommitRecord& commit,
                        const std::string& run_id);
+
+// `s` (from opening or using the store at `path`), or FailedPrecondition
+// "PATH is open in another process (a running job?): stop it first" when
+// it is RocksDB's refusal of a store another process holds for writing.
+Status ExplainLocked(const Status& s, const std::string& path);
+
+// Opens the existing store at `path` (never creates one), as
+// Store::Open, with a locked store explained (ExplainLocked).
+Result<std::unique_ptr<statestore::Store>> OpenExistingStore(
+    const std::string& path, bool read_only);
 
 }  // namespace hy::cli
 

@@ -38,13 +38,6 @@ Result<std::vector<std::string>> RunRootStores(const std::string& root) {
   return out;
 }
 
-Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
-                                         bool read_only) {
-  statestore::StoreOptions o;
-  o.read_only = read_only;
-  o.create_if_missing = false;
-  return Store::Open(path, o);
-}
 
 }  // namespace
 
@@ -247,7 +240,7 @@ int Verify(const std::string& path, const VersionChoice& only,
   // garbage file) is named and the others are still verified.
   std::vector<std::string> unreadable;
   for (const std::string& p : paths) {
-    auto store = OpenStore(p, /*read_only=*/true);
+    auto store = OpenExistingStore(p, /*read_only=*/true);
     VerifyResult r;
     Status s =
         store.ok() ? VerifyStore(store->get(), only, &r) : store.status();
@@ -333,7 +326,7 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
       *exit_code = ReportArgs("inspect", s);
       return;
     }
-    auto store = OpenStore(args->store, /*read_only=*/true);
+    auto store = OpenExistingStore(args->store, /*read_only=*/true);
     if (!store.ok()) {
       *exit_code = Report("inspect", store.status());
       return;

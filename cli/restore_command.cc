@@ -16,6 +16,15 @@
 //               restore can state exactly. The text is parsed with
 //               reshard::Layout::Parse, so only its fsdp size may exceed 1.
 //   replicated  every rank holds every tensor whole, in its global shape.
+//   any other   (tp, pp, dp, fsdp, e.g. tp=2,dp=2 or tp=2,fsdp=4): each
+//               model of the run (its parameters, each Adam moment, the
+//               reference; run_models.h) cut as a trainer of that layout
+//               cuts it (hy/reshard/shard_map.h), the fsdp dimension
+//               flattening the tensors in the trainer's order. A rank's
+//               box (tp, pp, dp) is written in its box's shape, flat runs
+//               (fsdp) as a 1-D tensor; the metadata "geometry.<name>"
+//               gives each tensor's place in the global one. A tensor the
+//               rank holds nothing of is left out.
 //
 // The file's metadata: step, version, layout, rank, source_world_size and
 // source_layout (the layout the step was saved under).
@@ -35,9 +44,11 @@
 #include "cli_util.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/reshard/layout.h"
+#include "hy/reshard/shard_map.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
 #include "hy/trainer/checkpoint.h"
+#include "run_models.h"
 #include "run_path.h"
 
 namespace hy::cli {
@@ -57,9 +68,41 @@ struct Args {
 
 // A tensor of the output file and where its elements come from.
 struct OutTensor {
-  TensorMeta meta;  // As written.
-  FlatRun region;   // Elements of the stored (global) tensor.
+  TensorMeta meta;            // As written.
+  std::vector<FlatRun> runs;  // Elements of the stored (global) tensor.
 };
+
+// The tensors rank `rank` holds under `layout`, cut by ShardMap per model.
+Status ModelLayoutTensors(trainer::CheckpointReader* reader,
+                          const reshard::Layout& layout, int rank,
+                          std::vector<OutTensor>* out,
+                          std::map<std::string, std::string>* metadata) {
+  HY_ASSIGN_OR_RETURN(std::vector<RunModel> models,
+                      RunModelsOf(reader, /*rules=*/""));
+  for (const RunModel& m : models) {
+    Result<reshard::ShardMap> map = reshard::ShardMap::Build(layout, m.spec);
+    if (!map.ok()) {
+      return map.status().WithContext(
+          "layout " + layout.ToString() +
+          (m.prefix.empty() ? "" : " for tensors " + m.prefix));
+    }
+    for (int t = 0; t < static_cast<int>(m.spec.tensors.size()); ++t) {
+      const reshard::RankShard& s = map->Get(rank, t);
+      if (!s.has_shard) continue;
+      OutTensor o;
+      o.meta = m.spec.tensors[t].meta;
+      o.runs = s.runs;
+      if (s.geometry.kind() == ShardGeometry::Kind::kBox) {
+        o.meta.shape = s.geometry.box().sizes;
+      } else {
+        o.meta.shape = {s.num_elements};
+      }
+      (*metadata)["geometry." + o.meta.name] = s.geometry.ToString();
+      out->push_back(std::move(o));
+    }
+  }
+  return Status::OK();
+}
 
 Status Restore(const Args& a, const RestoreLayout& layout) {
   // The reader chooses the version (newest recoverable, or of the step) and
@@ -82,21 +125,27 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   const std::vector<std::string> names = reader->TensorNames();
 
   std::vector<OutTensor> tensors;
-  std::vector<TensorMeta> metas;
-  for (const std::string& name : names) {
-    HY_ASSIGN_OR_RETURN(TensorMeta global, reader->FindTensor(name));
-    HY_ASSIGN_OR_RETURN(int64_t numel, global.NumElements());
-    OutTensor t;
-    t.meta = global;
-    if (layout.replicated) {
-      t.region = {0, numel};
-    } else {
-      t.region = EvenFlatPiece(numel, layout.fsdp, a.rank);
-      t.meta.shape = {t.region.length};
+  std::map<std::string, std::string> geometry;
+  if (layout.model_layout) {
+    HY_RETURN_IF_ERROR(ModelLayoutTensors(reader.get(), *layout.model_layout,
+                                          a.rank, &tensors, &geometry));
+  } else {
+    for (const std::string& name : reader->TensorNames()) {
+      HY_ASSIGN_OR_RETURN(TensorMeta global, reader->FindTensor(name));
+      HY_ASSIGN_OR_RETURN(int64_t numel, global.NumElements());
+      OutTensor t;
+      t.meta = global;
+      if (layout.replicated) {
+        t.runs = {{0, numel}};
+      } else {
+        t.runs = {EvenFlatPiece(numel, layout.fsdp, a.rank)};
+        t.meta.shape = {t.runs[0].length};
+      }
+      tensors.push_back(std::move(t));
     }
-    metas.push_back(t.meta);
-    tensors.push_back(std::move(t));
   }
+  std::vector<TensorMeta> metas;
+  for (const OutTensor& t : tensors) metas.push_back(t.meta);
 
   std::error_code ec;
   std::filesystem::create_directories(a.out, ec);
@@ -105,7 +154,7 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   }
   const std::string file =
       a.out + "/rank-" + std::to_string(a.rank) + ".safetensors";
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {"step", std::to_string(commit.step)},
       {"version", std::to_string(commit.version)},
       {"layout", layout.text},
@@ -113,6 +162,7 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
       {"source_world_size", std::to_string(commit.world_size)},
       {"source_layout", commit.layout},
   };
+  metadata.insert(geometry.begin(), geometry.end());
   HY_ASSIGN_OR_RETURN(
       std::unique_ptr<statestore::SafetensorsWriter> writer,
       statestore::SafetensorsWriter::Create(file, metas, metadata));
@@ -126,15 +176,17 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
     const int64_t es = static_cast<int64_t>(DTypeSize(t.meta.dtype));
     const int64_t step_elems =
         std::max<int64_t>(1, static_cast<int64_t>(kPieceBytes) / es);
-    for (int64_t done = 0; done < t.region.length; done += step_elems) {
-      const int64_t n = std::min(step_elems, t.region.length - done);
-      buf.resize(static_cast<size_t>(n * es));
-      HY_RETURN_IF_ERROR(reader->ReadRegion(
-          t.meta.name, FlatRun{t.region.offset + done, n}, MutableBytes(buf)));
-      HY_RETURN_IF_ERROR(writer->Append(t.meta.name, ConstBytes(buf)));
-      bytes += buf.size();
+    for (const FlatRun& run : t.runs) {
+      for (int64_t done = 0; done < run.length; done += step_elems) {
+        const int64_t n = std::min(step_elems, run.length - done);
+        buf.resize(static_cast<size_t>(n * es));
+        HY_RETURN_IF_ERROR(reader->ReadRegion(
+            t.meta.name, FlatRun{run.offset + done, n}, MutableBytes(buf)));
+        HY_RETURN_IF_ERROR(writer->Append(t.meta.name, ConstBytes(buf)));
+        bytes += buf.size();
+      }
+      elements += run.length;
     }
-    elements += t.region.length;
   }
   HY_RETURN_IF_ERROR(writer->Finish());
   for (const std::string& f : reader->fallbacks()) {
@@ -157,10 +209,11 @@ int RunRestore(const Args& a) {
     usage = Status::InvalidArgument("--rank must be >= 0, got " +
                                     std::to_string(a.rank));
   }
-  if (usage.ok() && !layout->replicated && a.rank >= layout->fsdp) {
+  if (usage.ok() && !layout->replicated && a.rank >= layout->world_size()) {
     usage = Status::InvalidArgument(
         "--rank " + std::to_string(a.rank) + " is outside layout " +
-        layout->text + " (ranks 0.." + std::to_string(layout->fsdp - 1) + ")");
+        layout->text + " (ranks 0.." +
+        std::to_string(layout->world_size() - 1) + ")");
   }
   if (!usage.ok()) {
     Report("restore", usage);
@@ -169,7 +222,8 @@ int RunRestore(const Args& a) {
   if (Status s = CheckRunRoot(a.root); !s.ok()) {
     return ReportArgs("restore", s);
   }
-  return Report("restore", Restore(a, *layout));
+  // A layout that does not fit the run's tensors is a usage error too.
+  return ReportArgs("restore", Restore(a, *layout));
 }
 
 }  // namespace
@@ -195,16 +249,22 @@ Result<RestoreLayout> ParseRestoreLayout(const std::string& text) {
     return out;
   }
   Result<reshard::Layout> parsed = reshard::Layout::Parse(text);
-  if (!parsed.ok() || parsed->tp() != 1 || parsed->pp() != 1 ||
-      parsed->dp() != 1) {
+  if (!parsed.ok()) {
     return Status::InvalidArgument(
         "layout '" + text +
-        "' is not supported: give fsdp=N (N >= 1) or replicated" +
-        (parsed.ok() ? std::string()
-                     : " (" + std::string(parsed.status().message()) + ")"));
+        "' is not supported: give replicated or a layout such as fsdp=4, "
+        "tp=2,dp=2 (" +
+        std::string(parsed.status().message()) + ")");
   }
-  out.fsdp = parsed->fsdp();
-  out.text = "fsdp=" + std::to_string(out.fsdp);
+  Result<reshard::Layout> plain =
+      reshard::Layout::Make(1, 1, 1, parsed->fsdp());
+  if (plain.ok() && *plain == *parsed) {
+    out.fsdp = parsed->fsdp();
+    out.text = "fsdp=" + std::to_string(out.fsdp);
+    return out;
+  }
+  out.model_layout = *parsed;
+  out.text = parsed->ToString();
   return out;
 }
 
@@ -231,7 +291,9 @@ void AddRestoreCommand(CLI::App* app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--layout", args->layout,
                   "New layout: fsdp=N (each tensor flattened and split "
-                  "evenly over N ranks) or replicated")
+                  "evenly over N ranks), replicated, or any layout reshard "
+                  "takes, e.g. tp=2,dp=2 (each model cut as its trainer "
+                  "would)")
       ->required();
   cmd->add_option("--rank", args->rank, "Rank of the new layout")->required();
   cmd->add_option("--out", args->out, "Output directory")->required();

@@ -5,12 +5,14 @@
 #ifndef HY_CLI_RESTORE_COMMAND_H_
 #define HY_CLI_RESTORE_COMMAND_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hy/common/result.h"
 #include "hy/common/shard.h"
 #include "hy/recovery/catalog.h"
+#include "hy/reshard/layout.h"
 
 namespace CLI {
 class App;
@@ -38,13 +40,24 @@ struct RunRootScan {
 Result<RunRootScan> ScanRunRoot(const std::string& root);
 
 // How a restored rank's shards are cut: "fsdp=N" (each tensor flattened
-// and split evenly over N ranks) or "replicated" (whole tensors).
+// and split evenly over N ranks), "replicated" (whole tensors), or any
+// other layout reshard takes (tp, pp, dp, fsdp together: each model of the
+// run cut as its trainer would, run_models.h).
 struct RestoreLayout {
   bool replicated = false;
   int fsdp = 1;      // Ranks the tensors are split over (when !replicated).
-  std::string text;  // Canonical spelling: "fsdp=N" or "replicated".
+  std::string text;  // Canonical spelling: "fsdp=N", "replicated" or
+                     // the layout's (reshard::Layout::ToString).
+  // Set for a layout other than fsdp=N and replicated.
+  std::optional<reshard::Layout> model_layout;
+  int world_size() const {
+    return replicated     ? 1 << 20
+           : model_layout ? model_layout->world_size()
+                          : fsdp;
+  }
 };
-// Returns InvalidArgument, quoting `text`, for anything else.
+// Returns InvalidArgument, quoting `text`, for a layout that does not
+// parse.
 Result<RestoreLayout> ParseRestoreLayout(const std::string& text);
 
 // The elements [begin, end) of a tensor of `numel` elements that rank

@@ -109,13 +109,15 @@ int Import(const Args& a) {
   c.version = version;
   c.step = a.step;
   c.world_size = a.shards;
-  c.layout = "flat=" + std::to_string(a.shards);
+  // One shard is every tensor whole on one rank; more are a per-tensor cut
+  // (no reshard layout: hyctl reshard turns it into one).
+  c.layout = a.shards == 1 ? "dp=1" : "flat=" + std::to_string(a.shards);
   Status s = store->Commit(c);
   if (!s.ok()) return fail(s);
   std::cout << "imported " << (*reader)->tensors().size() << " tensors ("
-            << total.logical_bytes << " bytes) as version " << version << " in "
-            << a.shards << " shards; wrote " << total.new_bytes
-            << " new bytes\n";
+            << total.logical_bytes << " bytes) as step " << a.step
+            << " (version " << version << ") in " << a.shards
+            << " shards; wrote " << total.new_bytes << " new bytes\n";
   return kExitOk;
 }
 

@@ -148,6 +148,13 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
         " ranks, the transport has rank " + std::to_string(m.rank) + " of " +
         std::to_string(m.transport->world_size()));
   }
+  if (plan.src.world_size() != m.world || plan.dst.world_size() != m.world) {
+    return Status::InvalidArgument(
+        "reshard: the plan changes the world size (" +
+        std::to_string(plan.src.world_size()) + " to " +
+        std::to_string(plan.dst.world_size()) +
+        " ranks); an executor runs plans within one world");
+  }
   if (static_cast<int>(src.size()) != n || static_cast<int>(dst.size()) != n) {
     return Status::InvalidArgument("reshard: expected " + std::to_string(n) +
                                    " source and destination "

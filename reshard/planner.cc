@@ -111,13 +111,13 @@ Result<TransferPlan> Plan(const Layout& src, const Layout& dst,
   if (options.bucket_bytes < 1) {
     return Status::InvalidArgument("plan: bucket_bytes must be >= 1");
   }
-  if (src.world_size() != topology.world_size ||
-      dst.world_size() != topology.world_size) {
+  if (std::max(src.world_size(), dst.world_size()) != topology.world_size) {
     return Status::InvalidArgument(
         "world size mismatch: source layout " + src.ToString() + " has " +
         std::to_string(src.world_size()) + " ranks, destination layout " +
         dst.ToString() + " has " + std::to_string(dst.world_size()) +
-        ", the job has " + std::to_string(topology.world_size));
+        ", the job has " + std::to_string(topology.world_size) +
+        " (it must have the larger of the two)");
   }
   TransferPlan plan;
   plan.spec = spec;
@@ -134,7 +134,7 @@ Result<TransferPlan> Plan(const Layout& src, const Layout& dst,
     const int64_t es =
         static_cast<int64_t>(DTypeSize(spec.tensors[i].meta.dtype));
     std::vector<Piece> pieces;
-    for (int r = 0; r < world; ++r) {
+    for (int r = 0; r < src.world_size(); ++r) {
       const RankShard& s = plan.src.Get(r, i);
       int64_t local = 0;
       for (const FlatRun& run : s.runs) {
@@ -143,7 +143,7 @@ Result<TransferPlan> Plan(const Layout& src, const Layout& dst,
       }
     }
     std::vector<Segment> segments = BuildSegments(std::move(pieces));
-    for (int d = 0; d < world; ++d) {
+    for (int d = 0; d < dst.world_size(); ++d) {
       const RankShard& want = plan.dst.Get(d, i);
       int64_t dst_local = 0;
       for (const FlatRun& run : want.runs) {

@@ -65,6 +65,7 @@ struct CheckpointReader::Impl {
   std::vector<std::unique_ptr<Store>> stores;  // Index = old rank.
   std::vector<recovery::CopyEntry> source;     // The copy read, per old rank.
   std::map<std::string, TensorIndex> tensors;
+  std::vector<std::string> blob_names;  // Replicated, from rank 0's part.
   recovery::Catalog catalog;       // Every copy under the root.
   std::set<std::string> bad;       // CopyKeys found damaged.
   std::vector<std::string> fallbacks;
@@ -163,6 +164,11 @@ Status CheckpointReader::Impl::AddRank(const recovery::CopyEntry& copy,
       c.layout != commit.layout || c.model_rules != commit.model_rules) {
     return Status::DataLoss(what + "'s store " + path +
                             " holds a different commit of the version");
+  }
+  if (r == 0) {
+    for (const statestore::BlobEntry& b : m->blobs) {
+      if (b.rank == statestore::kReplicatedBlob) blob_names.push_back(b.name);
+    }
   }
   for (const auto& [name, entry] : m->tensors) {
     auto [it, fresh] = tensors.emplace(name, TensorIndex{entry.meta, {}});
@@ -357,6 +363,10 @@ Status CheckpointReader::Impl::ReadPieces(const std::string& name,
     }));
   }
   return Status::OK();
+}
+
+std::vector<std::string> CheckpointReader::BlobNames() const {
+  return impl_->blob_names;
 }
 
 Result<std::string> CheckpointReader::ReadBlob(const std::string& name,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/hyctl_reshard_util.h"
+#include "hy/statestore/safetensors.h"
 
 namespace hy::cli {
 namespace {
@@ -81,22 +82,21 @@ TEST(HyctlReshardTest, PlanErrors) {
       dir, "spec.json",
       R"([{"name": "lm_head.weight", "dtype": "f32", "shape": [8, 4]}])");
   const std::string base = "plan --model-spec " + spec;
+  // What the user asked for does not fit: usage errors (64).
   CmdResult r = Hyctl(base + " --from dp=3 --to tp=3");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 64);
   EXPECT_NE(r.err.find("lm_head.weight"), std::string::npos) << r.err;
-  r = Hyctl(base + " --from fsdp=2 --to tp=4");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("world size mismatch"), std::string::npos) << r.err;
   r = Hyctl(base + " --from fsdp=2 --to tpp=2");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 64);
   EXPECT_NE(r.err.find("--to"), std::string::npos) << r.err;
   r = Hyctl(base + " --to tp=2");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 64);
   EXPECT_NE(r.err.find("--from is required"), std::string::npos) << r.err;
   EXPECT_EQ(Hyctl("plan --from dp=2 --to tp=2").code, 64);
   EXPECT_EQ(Hyctl(base + " --from dp=2").code, 64);
-  EXPECT_EQ(Hyctl("plan --store " + dir.Sub("s") + " --to dp=2").code, 64);
-  EXPECT_EQ(Hyctl(base + " --store x --version 1 --to dp=2").code, 64);
+  EXPECT_EQ(Hyctl("plan --store " + dir.Sub("s") + " --to dp=2").code, 2);
+  EXPECT_EQ(Hyctl(base + " --step 1 --from dp=2 --to dp=2").code, 64);
+  EXPECT_EQ(Hyctl(base + " --store x --version-id 1 --to dp=2").code, 64);
   EXPECT_EQ(Hyctl(base + " --from dp=2 --to dp=2 --ranks-per-node 0").code, 64);
 
   r = Hyctl("plan --model-spec " + dir.Sub("absent.json") +
@@ -105,13 +105,13 @@ TEST(HyctlReshardTest, PlanErrors) {
   const std::string bad = WriteFile(
       dir, "bad.json", R"([{"name": "x", "dtype": "f33", "shape": [1]}])");
   r = Hyctl("plan --model-spec " + bad + " --from dp=2 --to dp=2");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 64);
   EXPECT_NE(r.err.find("entry 0 ('x'): unknown dtype 'f33'"), std::string::npos)
       << r.err;
   const std::string unknown = WriteFile(
       dir, "unknown.json", R"([{"name": "x", "dtype": "f32", "shape": [1]}])");
   r = Hyctl("plan --model-spec " + unknown + " --from dp=2 --to dp=2");
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 64);
   EXPECT_NE(r.err.find("no model rule matches tensor 'x'"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("--rules"), std::string::npos) << r.err;
@@ -120,6 +120,62 @@ TEST(HyctlReshardTest, PlanErrors) {
   r = Hyctl("plan --model-spec " + unknown + " --rules " + rules +
             " --from dp=2 --to dp=2 -o json");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+TEST(HyctlReshardTest, PlanAcrossWorldSizesAndImportedLayouts) {
+  TempDir dir;
+  const std::string spec = WriteFile(
+      dir, "spec.json",
+      R"([{"name": "lm_head.weight", "dtype": "f32", "shape": [8, 4]}])");
+  // 2 ranks to 4: the new ranks 2 and 3 hold nothing before.
+  CmdResult r =
+      Hyctl("plan --model-spec " + spec + " --from fsdp=2 --to tp=4 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["world_size"], 4);
+  EXPECT_EQ(j["dst_bytes"], 8 * 4 * 4);
+  EXPECT_EQ(j["local_bytes"].get<int64_t>() + j["network_bytes"].get<int64_t>(),
+            8 * 4 * 4);
+  EXPECT_GE(j["network_bytes"].get<int64_t>(), 2 * 4 * 4 * 2);  // Ranks 2, 3.
+  // And back to 1 rank, which ends up with everything.
+  r = Hyctl("plan --model-spec " + spec + " --from tp=4 --to dp=1 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["dst_bytes"], 8 * 4 * 4);
+  EXPECT_EQ(j["network_bytes"], 3 * 2 * 4 * 4);
+
+  // hyctl import records dp=1 for one shard, which plan takes; a per-tensor
+  // cut of 3 is refused with what to do.
+  const std::string file = dir.Sub("m.safetensors");
+  {
+    std::vector<float> data(8 * 4, 1.0f);
+    auto w = statestore::SafetensorsWriter::Create(
+        file, {TensorMeta{"lm_head.weight", DType::kF32, {8, 4}}}, {});
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->Append("lm_head.weight",
+                             ConstBytes(reinterpret_cast<uint8_t*>(data.data()),
+                                        data.size() * 4))
+                    .ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  ASSERT_EQ(Hyctl("import " + dir.Sub("one") + " --safetensors " + file).code,
+            0);
+  r = Hyctl("plan --store " + dir.Sub("one") + " --to tp=2 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["from"], "dp=1");
+  ASSERT_EQ(
+      Hyctl("import " + dir.Sub("three") + " --shards 3 --safetensors " + file)
+          .code,
+      0);
+  r = Hyctl("plan --store " + dir.Sub("three") + " --to tp=2");
+  EXPECT_EQ(r.code, 64);
+  EXPECT_NE(r.err.find("flat=3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hyctl reshard"), std::string::npos) << r.err;
+  // ... which reshard turns into a layout plan takes.
+  ASSERT_EQ(Hyctl("reshard " + dir.Sub("three") + " --to fsdp=3").code, 0);
+  r = Hyctl("plan --store " + dir.Sub("three") + " --to tp=2 -o json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["from"], "fsdp=3");
 }
 
 }  // namespace

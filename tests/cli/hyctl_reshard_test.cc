@@ -12,9 +12,9 @@ TEST(HyctlReshardTest, FsdpToTpDpIsBitExactAndBackDedupes) {
   TempDir dir;
   const std::string store = dir.Sub("store");
   SaveModel(store, 1, "fsdp=4", "fsdp=4");
-  CmdResult r = Hyctl("reshard " + store + " --version 1 --to dp=2,tp=2");
+  CmdResult r = Hyctl("reshard " + store + " --version-id 1 --to dp=2,tp=2");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("resharded version 1 (fsdp=4, 4 ranks) to version 2 "
+  EXPECT_NE(r.out.find("(version 1, fsdp=4, 4 ranks) to version 2 "
                        "(tp=2,dp=2, 4 ranks)"),
             std::string::npos)
       << r.out;
@@ -28,7 +28,7 @@ TEST(HyctlReshardTest, FsdpToTpDpIsBitExactAndBackDedupes) {
   EXPECT_NE(r.out.find("tp=2,dp=2"), std::string::npos) << r.out;
 
   // Back to fsdp=4: the same shards as version 1, so no chunk is new.
-  r = Hyctl("reshard " + store + " --version 2 --to fsdp=4 --new-version 7");
+  r = Hyctl("reshard " + store + " --version-id 2 --to fsdp=4 --new-version 7");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("to version 7"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(0 of"), std::string::npos) << r.out;
@@ -40,9 +40,10 @@ TEST(HyctlReshardTest, NoOrderBlobNoLayoutUsesNaturalOrder) {
   TempDir dir;
   const std::string store = dir.Sub("store");
   SaveModel(store, 3, "dp=1", "", /*order_blob=*/false);
-  CmdResult r = Hyctl("reshard " + store + " --version 3 --to tp=2,fsdp=3");
+  CmdResult r = Hyctl("reshard " + store + " --version-id 3 --to tp=2,fsdp=3");
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("(no layout, 1 ranks) to version 4"), std::string::npos)
+  EXPECT_NE(r.out.find("(version 3, no layout, 1 ranks) to version 4"),
+            std::string::npos)
       << r.out;
   {
     auto s = OpenStore(store);
@@ -59,7 +60,8 @@ TEST(HyctlReshardTest, NoOrderBlobNoLayoutUsesNaturalOrder) {
   EXPECT_EQ(Hyctl("verify " + store + " --version-id 4").code, 0);
 
   // plan --store takes the tensors, layout and rules of the version.
-  r = Hyctl("plan --store " + store + " --version 4 --to tp=2,fsdp=3 -o json");
+  r = Hyctl("plan --store " + store +
+            " --version-id 4 --to tp=2,fsdp=3 -o json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["from"], "tp=2,fsdp=3");
@@ -74,35 +76,38 @@ TEST(HyctlReshardTest, BadInputWritesNothing) {
   const std::string base = "reshard " + store;
 
   // hidden 8 is not divisible by tp=3.
-  CmdResult r = Hyctl(base + " --version 1 --to tp=3");
+  CmdResult r = Hyctl(base + " --version-id 1 --to tp=3");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("hyctl reshard: InvalidArgument"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("model."), std::string::npos) << r.err;
-  r = Hyctl(base + " --version 9 --to tp=2");
+  r = Hyctl(base + " --version-id 9 --to tp=2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("9"), std::string::npos) << r.err;
-  r = Hyctl(base + " --version 1 --to tp=two");
-  EXPECT_EQ(r.code, 1);
+  r = Hyctl(base + " --version-id 1 --to tp=two");
+  EXPECT_EQ(r.code, 64);  // A bad layout is a usage error.
   EXPECT_NE(r.err.find("--to"), std::string::npos) << r.err;
-  r = Hyctl(base + " --version 1 --to tp=2 --new-version 1");
+  r = Hyctl(base + " --version-id 1 --to tp=2 --new-version 1");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("version 1 exists already"), std::string::npos) << r.err;
   const std::string rules =
       WriteFile(dir, "rules.yaml", "rules:\n  - pattern: 'nothing'\n");
-  r = Hyctl(base + " --version 1 --to tp=2 --rules " + rules);
+  r = Hyctl(base + " --version-id 1 --to tp=2 --rules " + rules);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("no model rule matches"), std::string::npos) << r.err;
-  r = Hyctl(base + " --version 1 --to tp=2 --rules " + dir.Sub("absent"));
+  r = Hyctl(base + " --version-id 1 --to tp=2 --rules " + dir.Sub("absent"));
   EXPECT_EQ(r.code, 2);
   const std::string broken = WriteFile(dir, "broken.yaml", "rules: [");
-  r = Hyctl(base + " --version 1 --to tp=2 --rules " + broken);
+  r = Hyctl(base + " --version-id 1 --to tp=2 --rules " + broken);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("broken.yaml: model rules: bad YAML"), std::string::npos)
       << r.err;
-  EXPECT_EQ(Hyctl(base + " --to tp=2").code, 64);  // --version is required.
+  // The step given twice; a run root's options on a store.
+  EXPECT_EQ(Hyctl(base + "@1 --step 1 --to tp=2").code, 64);
+  EXPECT_EQ(Hyctl(base + " --to tp=2 --out " + dir.Sub("o")).code, 64);
   EXPECT_EQ(
-      Hyctl("reshard " + dir.Sub("absent") + " --version 1 --to tp=2").code, 2);
+      Hyctl("reshard " + dir.Sub("absent") + " --version-id 1 --to tp=2").code,
+      2);
   EXPECT_EQ(Versions(store), std::vector<uint64_t>{1});
   EXPECT_EQ(Hyctl("verify " + store).code, 0);
 }
@@ -142,7 +147,7 @@ TEST(HyctlReshardTest, CorruptSourceAbortsTheNewVersion) {
     }
     ASSERT_TRUE(found) << victim;
   }
-  CmdResult r = Hyctl("reshard " + store + " --version 1 --to dp=4");
+  CmdResult r = Hyctl("reshard " + store + " --version-id 1 --to dp=4");
   EXPECT_EQ(r.code, 3) << r.out << r.err;
   auto s = OpenStore(store);
   ASSERT_TRUE(s.ok());

@@ -244,7 +244,7 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
 
     # hyctl reshard of the same version to the same layout cuts the same
     # shards: every chunk it writes is one hy.reshard wrote already.
-    r = subprocess.run([hyctl, "reshard", store, "--version", "1", "--to",
+    r = subprocess.run([hyctl, "reshard", store, "--version-id", "1", "--to",
                         "tp=2,dp=2", "--new-version", "9"],
                        check=True, capture_output=True, text=True)
     assert "(0 of" in r.stdout, r.stdout

@@ -245,6 +245,14 @@ TEST(ExecutorTest, WrongBuffersAreRejectedBeforeAnythingMoves) {
   Executor wrong(plan, t3.get(), ExecutorOptions());
   s = wrong.Run(src, dst, nullptr);
   EXPECT_NE(s.message().find("world size mismatch"), std::string::npos) << s;
+  // A plan that changes the world size (hyctl plan makes such) is not run.
+  auto grow = MakePlan(spec, "fsdp=2", "tp=2,dp=2", 4);
+  InProcessHub four(4, 1000);
+  auto t4 = four.Connect(0);
+  Executor growing(grow, t4.get(), ExecutorOptions());
+  s = growing.Run(src, dst, nullptr);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s;
+  EXPECT_NE(s.message().find("changes the world size"), std::string::npos) << s;
 }
 
 TEST(ExecutorTest, MissingRankTimesOutInsteadOfHanging) {

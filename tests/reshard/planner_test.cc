@@ -218,6 +218,48 @@ TEST(PlannerTest, ReplicasOfAShardGetTheSameBucketsInEachStep) {
   EXPECT_GT(twins, 0);
 }
 
+// A job that grows (2 ranks to 4) or shrinks (4 to 1): the plan spans the
+// larger world; ranks outside the source send nothing, ranks outside the
+// destination receive nothing, and every destination element arrives once.
+TEST(PlannerTest, WorldSizeChanges) {
+  ModelSpec spec = TinyLlama(2);
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{{"fsdp=2", "tp=2,dp=2"},
+                                                        {"tp=2,dp=2", "dp=1"},
+                                                        {"dp=1", "fsdp=3"}}) {
+    const Layout src = L(from), dst = L(to);
+    const int world = std::max(src.world_size(), dst.world_size());
+    auto plan = Plan(src, dst, spec, Topology{world, 2});
+    ASSERT_TRUE(plan.ok()) << from << " -> " << to << ": " << plan.status();
+    int64_t want = 0;
+    auto dst_map = ShardMap::Build(dst, spec);
+    ASSERT_TRUE(dst_map.ok());
+    std::vector<int64_t> got(world, 0), need(world, 0);
+    for (int r = 0; r < dst.world_size(); ++r) {
+      for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
+        const int64_t bytes =
+            dst_map->Get(r, t).num_elements *
+            static_cast<int64_t>(DTypeSize(spec.tensors[t].meta.dtype));
+        need[r] += bytes;
+        want += bytes;
+      }
+    }
+    EXPECT_EQ(plan->stats.dst_bytes, want) << from << " -> " << to;
+    auto count = [&](const Transfer& t) {
+      EXPECT_LT(t.src_rank, src.world_size()) << from << " -> " << to;
+      EXPECT_LT(t.dst_rank, dst.world_size()) << from << " -> " << to;
+      got[t.dst_rank] +=
+          t.length *
+          static_cast<int64_t>(DTypeSize(spec.tensors[t.tensor].meta.dtype));
+    };
+    for (const Transfer& t : plan->local) count(t);
+    for (const Step& step : plan->steps) {
+      for (const Transfer& t : step.transfers) count(t);
+    }
+    EXPECT_EQ(got, need) << from << " -> " << to;
+  }
+}
+
 TEST(PlannerTest, BadInputIsAClearErrorBeforeAnythingMoves) {
   ModelSpec spec = TinyLlama(2);  // hidden 16, vocab 32
   auto mismatch = Plan(L("fsdp=4"), L("tp=2,dp=4"), spec, Topology{4, 4});

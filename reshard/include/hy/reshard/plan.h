@@ -99,8 +99,12 @@ struct TransferPlan {
   std::string Summary() const;
 };
 
-// Returns InvalidArgument before planning if either layout's world size
-// differs from topology.world_size ("world size mismatch: ..."), if
+// The layouts may have different world sizes (a job that grows or
+// shrinks): topology.world_size is then the larger, the ranks beyond the
+// source's world hold nothing and those beyond the destination's receive
+// nothing. Executors run only plans within one world (they refuse others).
+// Returns InvalidArgument before planning if topology.world_size is not
+// the larger layout's world size ("world size mismatch: ..."), if
 // topology.ranks_per_node < 1, if bucket_bytes < 1, or as ShardMap::Build
 // does (a layout that does not divide a tensor dimension).
 Result<TransferPlan> Plan(const Layout& src, const Layout& dst,

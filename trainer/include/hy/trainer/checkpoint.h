@@ -225,6 +225,8 @@ class CheckpointReader {
   // copy.
   Result<std::string> ReadBlob(const std::string& name,
                                int rank = statestore::kReplicatedBlob);
+  // The names of the replicated blobs (rank 0's part lists them).
+  std::vector<std::string> BlobNames() const;
 
  private:
   struct Impl;

@@ -4,11 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli_util.h"
 #include "data_command.h"
 #include "eval_command.h"
 #include "export_hf_command.h"
+#include "hy/common/edit_distance.h"
 #include "hy/metrics/hy_metrics.h"
 #include "maintenance_commands.h"
 #include "metrics_command.h"
@@ -17,6 +20,56 @@
 #include "store_commands.h"
 #include "tokenize_command.h"
 #include "train_command.h"
+
+namespace {
+
+// After a parse error: "did you mean" for the first word of the command
+// line that names no command or option but is near one.
+void SuggestFix(CLI::App* app, int argc, char** argv) {
+  CLI::App* cmd = app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return;
+    if (arg.rfind("--", 0) == 0) {
+      const std::string name = arg.substr(2, arg.find('=') - 2);
+      if (name.empty() || cmd->get_option_no_throw("--" + name) != nullptr) {
+        continue;
+      }
+      std::vector<std::string> known;
+      for (const CLI::Option* o : cmd->get_options()) {
+        for (const std::string& l : o->get_lnames()) known.push_back(l);
+      }
+      const std::string near = hy::NearestName(name, known, 2);
+      if (!near.empty()) {
+        std::cerr << "hyctl: unknown option --" << name << "; did you mean --"
+                  << near << "?\n";
+      }
+      return;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    CLI::App* sub = nullptr;
+    for (CLI::App* c : cmd->get_subcommands([](CLI::App*) { return true; })) {
+      if (c->check_name(arg)) sub = c;
+    }
+    if (sub != nullptr) {
+      cmd = sub;
+      continue;
+    }
+    if (cmd != app) continue;  // A positional argument of the command.
+    std::vector<std::string> names;
+    for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) {
+      names.push_back(sub->get_name());
+    }
+    const std::string near = hy::NearestName(arg, names, 2);
+    if (!near.empty()) {
+      std::cerr << "hyctl: unknown command '" << arg << "'; did you mean "
+                << near << "?\n";
+    }
+    return;
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using hy::cli::kExitError;
@@ -51,6 +104,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version arrive here too, with exit code 0.
     int rc = app.exit(e);
+    if (rc != 0) SuggestFix(&app, argc, argv);
     return rc == 0 ? kExitOk : kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "hyctl: " << e.what() << "\n";

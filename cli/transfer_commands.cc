@@ -3,10 +3,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "cli_util.h"
 #include "hy/statestore/safetensors.h"
@@ -38,13 +42,83 @@ struct Args {
   bool allow_other_run = false;
 };
 
+// The safetensors files of an import: FILE itself; a Hugging Face sharded
+// checkpoint's index (*.safetensors.index.json: every file its weight_map
+// names, each tensor checked to be where the map says); or a directory
+// holding such an index or one model.safetensors.
+struct ImportFiles {
+  std::vector<std::unique_ptr<SafetensorsReader>> files;
+  size_t tensors = 0;
+};
+
+Result<ImportFiles> OpenImportFiles(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string index = path;
+  if (fs::is_directory(path, ec)) {
+    index = path + "/model.safetensors.index.json";
+    if (!fs::exists(index, ec)) {
+      const std::string single = path + "/model.safetensors";
+      if (!fs::exists(single, ec)) {
+        return Status::NotFound(path +
+                                " holds neither model.safetensors nor "
+                                "model.safetensors.index.json");
+      }
+      index = single;
+    }
+  }
+  ImportFiles out;
+  const std::string suffix = ".index.json";
+  if (index.size() < suffix.size() ||
+      index.compare(index.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    HY_ASSIGN_OR_RETURN(auto file, SafetensorsReader::Open(index));
+    out.tensors = file->tensors().size();
+    out.files.push_back(std::move(file));
+    return out;
+  }
+  std::ifstream in(index);
+  if (!in) return Status::NotFound("cannot open " + index);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("weight_map") ||
+      !j["weight_map"].is_object()) {
+    return Status::InvalidArgument(
+        index +
+        ": not a safetensors index (a JSON object with a "
+        "\"weight_map\" of tensor name -> file)");
+  }
+  std::map<std::string, std::set<std::string>> by_file;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    if (!file.is_string() ||
+        file.get<std::string>().find('/') != std::string::npos) {
+      return Status::InvalidArgument(index + ": tensor " + name +
+                                     " maps to no file of the directory");
+    }
+    by_file[file.get<std::string>()].insert(name);
+  }
+  const std::string dir = fs::path(index).parent_path().string();
+  for (const auto& [file, names] : by_file) {
+    const std::string where = (dir.empty() ? "." : dir) + "/" + file;
+    HY_ASSIGN_OR_RETURN(auto reader, SafetensorsReader::Open(where));
+    std::set<std::string> held;
+    for (const auto& t : reader->tensors()) held.insert(t.meta.name);
+    if (held != names) {
+      return Status::DataLoss(where + " holds " + std::to_string(held.size()) +
+                              " tensors, the index maps " +
+                              std::to_string(names.size()) + " to it");
+    }
+    out.tensors += held.size();
+    out.files.push_back(std::move(reader));
+  }
+  return out;
+}
+
 int Import(const Args& a) {
   // A run's stores take no import: nothing is created or opened in one.
   if (Status s = CheckImportTarget(a.store); !s.ok()) {
     return ReportArgs("import", s);
   }
-  auto reader = SafetensorsReader::Open(a.file);
-  if (!reader.ok()) return Report("import", reader.status());
+  Result<ImportFiles> input = OpenImportFiles(a.file);
+  if (!input.ok()) return ReportArgs("import", input.status());
   auto opened = Store::Open(a.store, statestore::StoreOptions());
   if (!opened.ok()) return Report("import", opened.status());
   Store* store = opened->get();
@@ -66,23 +140,31 @@ int Import(const Args& a) {
     store->Abort(version).IgnoreError();
     return Report("import", s);
   };
-  const std::string metadata = nlohmann::json((*reader)->metadata()).dump();
+  const std::string metadata =
+      nlohmann::json(input->files[0]->metadata()).dump();
 
   // Each tensor is cut into `shards` contiguous flat runs, rank r holding
   // elements [n*r/K, n*(r+1)/K); an empty tensor goes whole to rank 0.
+  std::vector<
+      std::pair<const SafetensorsReader*, const statestore::SafetensorsTensor*>>
+      tensors;
+  for (const auto& file : input->files) {
+    for (const auto& t : file->tensors()) tensors.emplace_back(file.get(), &t);
+  }
   statestore::SaveStats total;
   for (int rank = 0; rank < a.shards; ++rank) {
     statestore::SavePart part;
     part.version = version;
     part.rank = rank;
-    for (const auto& t : (*reader)->tensors()) {
+    for (const auto& [file, tensor] : tensors) {
+      const statestore::SafetensorsTensor& t = *tensor;
       const int64_t n = *t.meta.NumElements();
       const int64_t es = static_cast<int64_t>(DTypeSize(t.meta.dtype));
       const int64_t begin = n * rank / a.shards,
                     end = n * (rank + 1) / a.shards;
       statestore::ShardData s;
       s.meta = t.meta;
-      ConstBytes data = *(*reader)->TensorData(t.meta.name);
+      ConstBytes data = *file->TensorData(t.meta.name);
       if (n == 0) {
         if (rank != 0) continue;
         s.geometry = ShardGeometry::WholeTensor(t.meta.shape);
@@ -114,7 +196,7 @@ int Import(const Args& a) {
   c.layout = a.shards == 1 ? "dp=1" : "flat=" + std::to_string(a.shards);
   Status s = store->Commit(c);
   if (!s.ok()) return fail(s);
-  std::cout << "imported " << (*reader)->tensors().size() << " tensors ("
+  std::cout << "imported " << input->tensors << " tensors ("
             << total.logical_bytes << " bytes) as step " << a.step
             << " (version " << version << ") in " << a.shards
             << " shards; wrote " << total.new_bytes << " new bytes\n";
@@ -175,7 +257,11 @@ void AddTransferCommands(CLI::App* app, int* exit_code) {
       "import", "Commit the tensors of a safetensors file as a new version");
   imp->add_option("STORE", args->store, "Store directory (created if missing)")
       ->required();
-  imp->add_option("--safetensors", args->file, "File to import")->required();
+  imp->add_option("--safetensors", args->file,
+                  "File to import: a .safetensors file, a sharded "
+                  "checkpoint's .safetensors.index.json, or a Hugging Face "
+                  "directory holding either")
+      ->required();
   imp->add_option("--step", args->step, "Training step to record");
   imp->add_option("--shards", args->shards,
                   "Cut each tensor into this many flat shards (ranks)")

@@ -6,8 +6,6 @@
 
 #include "hy/trainer/config.h"
 
-#include "config_fields.h"
-
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -21,6 +19,9 @@
 #include <type_traits>
 #include <variant>
 #include <vector>
+
+#include "config_fields.h"
+#include "hy/common/edit_distance.h"
 
 namespace hy::trainer {
 namespace {
@@ -227,22 +228,6 @@ struct Reader {
   }
 };
 
-// Edit distance (insertions, deletions, substitutions) of a and b.
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
-                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 
 class Merger {
  public:

@@ -229,3 +229,42 @@ def test_transformers_directory_trains_and_exports_bit_for_bit(arith,
         assert torch.equal(value, trained), name  # Bit for bit.
         changed += not torch.equal(value, before[name])
     assert changed >= len(got) // 2  # Two PPO iterations moved them.
+
+
+def test_sharded_transformers_checkpoint_imports_whole(tmp_path):
+    """hyctl import of a directory transformers saved in shards (and of its
+    index file): every tensor, bit for bit, as transformers wrote it."""
+    torch.manual_seed(1)
+    cfg = Qwen3Config(vocab_size=96, hidden_size=32, intermediate_size=48,
+                      num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=16,
+                      max_position_embeddings=32, tie_word_embeddings=False)
+    src = tmp_path / "src"
+    Qwen3ForCausalLM(cfg).to(torch.float32).save_pretrained(
+        src, max_shard_size="20KB")
+    index = src / "model.safetensors.index.json"
+    shards = sorted(src.glob("model-*.safetensors"))
+    assert index.exists() and len(shards) > 2
+    want = {}
+    for f in shards:
+        want.update(load_file(f))
+
+    for name, given in (("dir", src), ("index", index)):
+        store = tmp_path / f"store-{name}"
+        r = hyctl("import", store, "--safetensors", given, "--step", 7,
+                  "--shards", 2)
+        assert f"imported {len(want)} tensors" in r.stdout, r.stdout
+        out = tmp_path / f"{name}.safetensors"
+        hyctl("export", f"{store}@7", "--safetensors", out)
+        got = load_file(out)
+        assert set(got) == set(want)
+        for k, v in want.items():
+            assert torch.equal(got[k], v), k
+
+    # A shard the index names but that is missing: a clear error, no store.
+    shards[0].unlink()
+    r = hyctl("import", tmp_path / "broken", "--safetensors", src,
+              check=False)
+    assert r.returncode == 2, r.stderr
+    assert shards[0].name in r.stderr, r.stderr
+    assert not (tmp_path / "broken").exists()

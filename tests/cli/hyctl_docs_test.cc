@@ -168,5 +168,32 @@ TEST(HyctlDocsTest, CliPageMatchesHelp) {
   EXPECT_GE(listed, 5) << top.out;
 }
 
+// A mistyped command or option: CLI11's refusal (exit 64), then the
+// nearest real name.
+TEST(HyctlDocsTest, MistypedNamesGetADidYouMean) {
+  const struct {
+    const char* args;
+    const char* hint;
+  } cases[] = {
+      {"inspekt /nowhere", "unknown command 'inspekt'; did you mean inspect?"},
+      {"inspect /nowhere --stepp 2",
+       "unknown option --stepp; did you mean "
+       "--step?"},
+      {"reshard /nowhere --too fsdp=2", "did you mean --to?"},
+      {"train --nprc 2", "unknown option --nprc; did you mean --nproc?"},
+  };
+  for (const auto& c : cases) {
+    CmdResult r = RunCommand(std::string(hy::testing::kCleanEnv) + HYCTL_PATH +
+                             " " + c.args);
+    EXPECT_EQ(r.code, 64) << c.args;
+    EXPECT_NE(r.err.find(c.hint), std::string::npos) << c.args << ": " << r.err;
+  }
+  // Nothing near: no guess.
+  CmdResult r = RunCommand(std::string(hy::testing::kCleanEnv) + HYCTL_PATH +
+                           " inspect /nowhere --zzzzzzzz");
+  EXPECT_EQ(r.code, 64);
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace hy::cli

@@ -324,7 +324,7 @@ int RunReshard(ReshardArgs a) {
   Result<reshard::ReshardedVersion> done =
       reshard::ReshardStoredVersion(opened->get(), from->version, *to,
                                     rules ? &*rules : nullptr, a.new_version);
-  if (!done.ok()) return Report("reshard", done.status());
+  if (!done.ok()) return Report("reshard", ExplainUnmatched(done.status()));
   for (const std::string& blob : done->dropped_blobs) {
     std::cerr << "hyctl reshard: dropping " << blob
               << " (per-rank state does not reshard)\n";

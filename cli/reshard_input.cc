@@ -133,14 +133,28 @@ Result<reshard::ModelRules> ChooseRules(const std::string& rules_file,
   return reshard::ModelRules::Default();
 }
 
+Status ExplainUnmatched(const Status& s) {
+  const std::string m(s.message());
+  if (m.find("no model rule matches") == std::string::npos) return s;
+  for (const char* model : {"'actor/", "'critic/", "'reference/"}) {
+    if (m.find(model) != std::string::npos) {
+      return Status::InvalidArgument(
+          m.substr(0, m.find(" (")) +
+          " (a tensor of a trainer run: reshard the run root itself, hyctl "
+          "reshard RUN_ROOT --to LAYOUT, which cuts each model as its "
+          "trainer would; or pass --rules FILE)");
+    }
+  }
+  if (!s.IsNotFound()) return s;
+  return Status::InvalidArgument(m +
+                                 " (pass --rules FILE with a rule for it; "
+                                 "see reshard/rules/llama.yaml)");
+}
+
 Result<reshard::ModelSpec> BuildSpec(const std::vector<TensorMeta>& tensors,
                                      const reshard::ModelRules& rules) {
   Result<reshard::ModelSpec> spec = reshard::ModelSpec::Build(tensors, rules);
-  if (!spec.ok() && spec.status().IsNotFound()) {
-    return Status::InvalidArgument(std::string(spec.status().message()) +
-                                   " (pass --rules FILE with a rule for it; "
-                                   "see reshard/rules/llama.yaml)");
-  }
+  if (!spec.ok()) return ExplainUnmatched(spec.status());
   return spec;
 }
 

@@ -37,6 +37,12 @@ Result<std::vector<TensorMeta>> ReadModelSpecFile(const std::string& path);
 Result<reshard::ModelRules> ChooseRules(const std::string& rules_file,
                                         const std::string& recorded);
 
+// A rule-matching error ("no model rule matches tensor ...") as an
+// InvalidArgument with what to do: a trainer run's
+// tensor (actor/..., critic/..., reference/...) points at resharding the
+// run root, anything else at --rules. Other statuses pass through.
+Status ExplainUnmatched(const Status& s);
+
 // ModelSpec::Build with a hint in the error: a tensor no rule matches is an
 // InvalidArgument that suggests --rules.
 Result<reshard::ModelSpec> BuildSpec(const std::vector<TensorMeta>& tensors,

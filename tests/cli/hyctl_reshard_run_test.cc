@@ -193,6 +193,15 @@ TEST_F(HyctlReshardRunTest, BadRequestsLeaveNothingBehind) {
     EXPECT_EQ(e.path().filename().string().find("bad"), std::string::npos)
         << e.path();
   }
+  // The run exported and imported into a plain store: its tensor names
+  // say where the answer is.
+  const std::string file = Sub("run.safetensors");
+  ASSERT_EQ(Hyctl("export " + Run() + "@2 --safetensors " + file).code, 0);
+  ASSERT_EQ(Hyctl("import " + Sub("plain") + " --safetensors " + file).code, 0);
+  r = Hyctl("reshard " + Sub("plain") + " --to tp=2");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("reshard the run root itself"), std::string::npos)
+      << r.err;
   // An existing directory is never written into.
   fs::create_directories(out);
   r = Hyctl("reshard " + Run() + " --to fsdp=1 --out " + out);

@@ -3,7 +3,11 @@ torch.distributed.checkpoint with its FileSystemWriter) against hy.save and
 hy.dcp (DCP with hy's storage), on the same state, in one run.
 
     PYTHONPATH=build/python .venv/bin/python3 bench/py_bench_save.py \
-        [--gib 1] [--ranks 4] [--load-ranks 3] [--json] [--dir DIR]
+        [--gib 1] [--ranks 4] [--load-ranks 3] [--processes N] [--json]
+        [--dir DIR]
+
+--processes N saves and loads on N processes (--processes 1: one process,
+no resharding).
 
 Each of --ranks processes (torch.distributed, gloo, 127.0.0.1) holds its
 row shard (torch.chunk's split of dim 0, as DTensor's Shard(0)) of a
@@ -24,7 +28,11 @@ between barriers (time = slowest rank):
      sharding: torch loads every rank file whose rows overlap its own and
      slices; hy.load fills hy.Shards in place; DCP FS and hy.dcp dcp.load
      into DTensors of the new sharding. Every result is checked against
-     the state.
+     the state. The loads run twice: warm (the files in the page cache, as
+     the saves left them) and cold (each writer's files dropped from the
+     page cache with posix_fadvise(DONTNEED) just before its load).
+     A loader whose sharding equals the saver's takes torch.load's tensors
+     as they are (no reslicing copy).
 Prints a table (MB/s of the state's bytes; bytes on disk after each save)
 or --json.
 """
@@ -108,7 +116,24 @@ def rank_main(args):
                                       stride=(COLS, 1))
                 for k, v in local.items()}
 
+    def drop_cache(path):
+        os.sync()
+        for root, _, files in os.walk(path):
+            for f in files:
+                fd = os.open(os.path.join(root, f), os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
     def timed(key, fn):
+        # The previous writer's data written back first (its writeback
+        # would run into this timing), then, for a cold load, this
+        # writer's files out of the page cache.
+        if rank == 0:
+            os.sync()
+            if args.cold and mode == "load":
+                drop_cache(where[key])
         dist.barrier()
         t0 = time.perf_counter()
         fn()
@@ -147,6 +172,9 @@ def rank_main(args):
                 if ohi <= lo or olo >= hi:
                     continue
                 part = torch.load(os.path.join(where["torch"], f"rank{r}.pt"))
+                if (olo, ohi) == (lo, hi):  # The same sharding: as loaded.
+                    got.update(part)
+                    continue
                 for k, v in part.items():
                     a, b = max(lo, olo), min(hi, ohi)
                     got.setdefault(k, torch.empty(hi - lo, COLS))[
@@ -178,13 +206,13 @@ def rank_main(args):
     dist.destroy_process_group()
 
 
-def run(mode, work, world, args, saved_ranks=0):
+def run(mode, work, world, args, saved_ranks=0, cold=False):
     port = free_port()
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     procs = [subprocess.Popen(
         [sys.executable, __file__, "--rank-mode", mode, "--work", work,
          "--rank", str(r), "--world", str(world), "--gib", str(args.gib),
-         "--saved-ranks", str(saved_ranks)],
+         "--saved-ranks", str(saved_ranks)] + (["--cold"] if cold else []),
         stdout=subprocess.PIPE, env=env, text=True) for r in range(world)]
     result = None
     failed = []
@@ -205,6 +233,9 @@ def main():
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--ranks", type=int, default=4)
     ap.add_argument("--load-ranks", type=int, default=3)
+    ap.add_argument("--processes", type=int, default=0,
+                    help="save and load on this many processes")
+    ap.add_argument("--cold", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--rank-mode", dest="mode", default=None)
@@ -215,6 +246,8 @@ def main():
     args = ap.parse_args()
     if args.mode:
         return rank_main(args)
+    if args.processes:
+        args.ranks = args.load_ranks = args.processes
     work = tempfile.mkdtemp(prefix="hy-pybench-", dir=args.dir)
     where = dirs(work)
     os.makedirs(where["torch"])
@@ -225,6 +258,7 @@ def main():
         second = run("change", work, args.ranks, args)
         disk2 = {k: du(d) for k, d in where.items()}
         load = run("load", work, args.load_ranks, args, args.ranks)
+        cold = run("load", work, args.load_ranks, args, args.ranks, cold=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = []
@@ -235,6 +269,7 @@ def main():
             "save_mb_s": mb / first[f"{who}_s"],
             "second_save_s": second[f"{who}_s"],
             "load_reshard_mb_s": mb / load[f"{who}_s"],
+            "cold_load_reshard_mb_s": mb / cold[f"{who}_s"],
             "disk_mb_after_first": disk[who] / 1e6,
             "disk_mb_after_second": disk2[who] / 1e6,
         })
@@ -247,12 +282,13 @@ def main():
           f"{args.load_ranks}; durable saves; one run (torch.save overwrites "
           "its files; the others keep both steps)")
     head = ("writer", "save MB/s", "2nd save s (1% changed)",
-            "load+reshard MB/s", "disk MB", "disk MB after 2nd")
+            "load+reshard MB/s warm", "cold", "disk MB", "disk MB after 2nd")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         print(f"| {r['writer']} | {r['save_mb_s']:.0f} | "
               f"{r['second_save_s']:.2f} | {r['load_reshard_mb_s']:.0f} | "
+              f"{r['cold_load_reshard_mb_s']:.0f} | "
               f"{r['disk_mb_after_first']:.0f} | "
               f"{r['disk_mb_after_second']:.0f} |")
     by = {who: r for (who, _), r in zip(WRITERS, rows)}
@@ -261,7 +297,10 @@ def main():
         x, y = by[a], by[b]
         return (f"save {x['save_mb_s'] / y['save_mb_s']:.2f}x, 2nd save "
                 f"{y['second_save_s'] / x['second_save_s']:.2f}x faster, load "
-                f"{x['load_reshard_mb_s'] / y['load_reshard_mb_s']:.2f}x, "
+                f"{x['load_reshard_mb_s'] / y['load_reshard_mb_s']:.2f}x "
+                "warm, "
+                f"{x['cold_load_reshard_mb_s'] / y['cold_load_reshard_mb_s']:.2f}"
+                "x cold, "
                 "disk after 2nd "
                 f"{x['disk_mb_after_second'] / y['disk_mb_after_second']:.2f}"
                 "x")

@@ -287,7 +287,10 @@ Result<ChunkHeader> VerifyChunk(ConstBytes encoded) {
   return h;
 }
 
-Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out) {
+namespace {
+
+Status Decode(ConstBytes encoded, ConstBytes base, MutableBytes out,
+              bool check_decoded) {
   HY_ASSIGN_OR_RETURN(const ChunkHeader h, VerifyChunk(encoded));
   if (out.size() != h.raw_length) {
     return Status::InvalidArgument(
@@ -360,13 +363,25 @@ Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out) {
     CopyBytes(stored, cur, stored_len);
   }
 
-  if (Checksum64(ConstBytes(stored, stored_len)) != h.checksum) {
+  if ((check_decoded || h.bf16_cast) &&
+      Checksum64(ConstBytes(stored, stored_len)) != h.checksum) {
     return Status::DataLoss(
         "chunk checksum mismatch: decoded bytes differ "
         "from what was encoded");
   }
   if (h.bf16_cast) WidenFromStored(stored, out);
   return Status::OK();
+}
+
+}  // namespace
+
+Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out) {
+  return Decode(encoded, base, out, /*check_decoded=*/true);
+}
+
+Status DecodeChunkHashedByCaller(ConstBytes encoded, ConstBytes base,
+                                 MutableBytes out) {
+  return Decode(encoded, base, out, /*check_decoded=*/false);
 }
 
 }  // namespace hy::statestore

@@ -149,43 +149,68 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
   });
   stats_.chunks += chunks.size();
 
-  // Which contents does the store already hold?
-  std::vector<size_t> to_write;  // Indices into chunks, one per new address.
-  std::set<Hash128> queued;
+  // Which contents does the store already hold? One index lookup per
+  // distinct address, in order.
+  struct Lookup {
+    size_t chunk = 0;    // The first of chunks with this address.
+    Status status;       // Of the index lookup (NotFound: new content).
+    std::string value;   // The index entry.
+    bool check = false;  // Held but not checked since the store opened.
+  };
+  std::vector<Lookup> lookups;
+  std::set<Hash128> seen;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Hash128& a = chunks[i].address;
     shards_[chunks[i].shard].chunks.emplace_back(a, chunks[i].raw.size());
-    if (known_.count(a) || queued.count(a)) continue;
-    std::string value;
-    Status s = store_->Get(store_->meta_, keys::ChunkIndex(a), &value);
-    if (s.ok() && store_->IsDamaged(a)) {
+    if (known_.count(a) || !seen.insert(a).second) continue;
+    Lookup& l = lookups.emplace_back();
+    l.chunk = i;
+    l.status = store_->Get(store_->meta_, keys::ChunkIndex(a), &l.value);
+    if (l.status.ok() && store_->IsDamaged(a)) {
       // Quarantined (found damaged by a read): written again at once.
       ++stats_.rewritten_chunks;
-      s = Status::NotFound("damaged");
-    } else if (s.ok() && !store_->IsVerified(a)) {
-      // Held but not checked since this store was opened: read it back
-      // before referencing it; a damaged one is written again (its index
-      // entry then names the new copy, healing every version using it).
-      std::string back(chunks[i].raw.size(), '\0');
-      Status v = store_->ReadChunkAt(a, back.size(), MutableBytes(back), 0);
-      if (v.IsDataLoss()) {
-        ++stats_.rewritten_chunks;
-        s = Status::NotFound("damaged");
-      } else if (!v.ok()) {
-        return v.WithContext(where_);
-      }
+      l.status = Status::NotFound("damaged");
+    } else if (l.status.ok() && !store_->IsVerified(a)) {
+      l.check = true;
     }
-    if (s.ok()) {
+  }
+  // Held chunks not checked since this store was opened are read back, in
+  // parallel, before they are referenced; a damaged one is written again
+  // (its index entry then names the new copy, healing every version using
+  // it).
+  std::vector<size_t> checks;
+  for (size_t k = 0; k < lookups.size(); ++k) {
+    if (lookups[k].check) checks.push_back(k);
+  }
+  std::vector<Status> verified(checks.size());
+  pool->ParallelFor(checks.size(), [&](size_t j) {
+    const PendingChunk& c = chunks[lookups[checks[j]].chunk];
+    thread_local std::string back;
+    back.resize(c.raw.size());
+    verified[j] =
+        store_->ReadChunkAt(c.address, back.size(), MutableBytes(back), 0);
+  });
+  for (size_t j = 0; j < checks.size(); ++j) {
+    if (verified[j].IsDataLoss()) {
+      ++stats_.rewritten_chunks;
+      lookups[checks[j]].status = Status::NotFound("damaged");
+    } else if (!verified[j].ok()) {
+      return verified[j].WithContext(where_);
+    }
+  }
+  std::vector<size_t> to_write;  // Indices into chunks, one per new address.
+  for (Lookup& l : lookups) {
+    const Hash128& a = chunks[l.chunk].address;
+    if (l.status.ok()) {
       keys::ChunkLocation loc;
-      if (!keys::DecodeLocation(value, &loc)) {
+      if (!keys::DecodeLocation(l.value, &loc)) {
         return Status::DataLoss("corrupt chunk index entry " + a.ToHex());
       }
       known_[a] = loc;
-    } else if (s.IsNotFound()) {
-      queued.insert(a);
-      to_write.push_back(i);
+    } else if (l.status.IsNotFound()) {
+      to_write.push_back(l.chunk);
     } else {
-      return s;
+      return l.status;
     }
   }
 

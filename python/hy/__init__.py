@@ -138,15 +138,11 @@ class SaveHandle:
                            totals["new_bytes"], int(time.time() * 1000))
 
 
-def save_async(path: str, state_dict: dict, step: Optional[int] = None,
-               group: Any = None, chunk_bytes: int = 0) -> SaveHandle:
-    """Starts a save: checks the state on every rank, copies this rank's
-    tensors and returns; the writing goes on in the background. Collective.
-    step=None takes one above the newest committed step (0 at first).
-    chunk_bytes: the unit of deduplication (default 4 MiB, a multiple of 8):
-    smaller finds more unchanged data between saves and costs more index.
-    Raises InvalidArgument (on every rank) for a state that cannot be saved,
-    AlreadyExists for a step committed already; nothing is written then."""
+def _begin_save(path: str, state_dict: dict, step: Optional[int],
+                group: Any, chunk_bytes: int) -> Tuple[Any, ...]:
+    """What save and save_async share: checks the state on every rank,
+    opens this rank's store, chooses the version and settles what a killed
+    save left. Returns (group, store, version, step, shards, blobs)."""
     g = Group(group)
     info: Dict[str, Any] = {}
     store = None
@@ -183,17 +179,56 @@ def save_async(path: str, state_dict: dict, step: Optional[int] = None,
     blobs = []
     if g.rank == 0:
         blobs.append((_OBJECTS_BLOB, -1, json.dumps(plain).encode()))
-    handle = store.save_async(version, g.rank, [p.for_save() for p in pieces],
-                              blobs)
-    return SaveHandle(g, store, handle, version, int(step))
+    return g, store, version, int(step), [p.for_save() for p in pieces], blobs
+
+
+class _Saved:
+    """A part saved in place (hy.save): a handle that is already done."""
+
+    def __init__(self, store: Any, version: int, rank: int, shards: list,
+                 blobs: list):
+        self._stats: Dict[str, int] = {}
+        self._error: Optional[Exception] = None
+        try:
+            self._stats = store.save(version, rank, shards, blobs)
+        except _hy.Error as e:
+            self._error = e
+
+    def done(self) -> bool:
+        return True
+
+    def wait(self) -> Dict[str, int]:
+        if self._error is not None:
+            raise self._error
+        return self._stats
+
+
+def save_async(path: str, state_dict: dict, step: Optional[int] = None,
+               group: Any = None, chunk_bytes: int = 0) -> SaveHandle:
+    """Starts a save: checks the state on every rank, copies this rank's
+    tensors and returns; the writing goes on in the background. Collective.
+    step=None takes one above the newest committed step (0 at first).
+    chunk_bytes: the unit of deduplication (default 4 MiB, a multiple of 8):
+    smaller finds more unchanged data between saves and costs more index.
+    Raises InvalidArgument (on every rank) for a state that cannot be saved,
+    AlreadyExists for a step committed already; nothing is written then."""
+    g, store, version, step, shards, blobs = _begin_save(
+        path, state_dict, step, group, chunk_bytes)
+    handle = store.save_async(version, g.rank, shards, blobs)
+    return SaveHandle(g, store, handle, version, step)
 
 
 def save(path: str, state_dict: dict, step: Optional[int] = None,
          group: Any = None, chunk_bytes: int = 0) -> int:
     """Saves `state_dict` (this rank's part) and commits it across the
-    group's ranks; returns the step. Collective. Raises as save_async, and
-    Aborted (on every rank) when some rank's part could not be written."""
-    return save_async(path, state_dict, step, group, chunk_bytes).wait()
+    group's ranks; returns the step. Collective. Blocking, like torch.save:
+    the store reads the tensors where they are (no copy), so they must not
+    change until it returns. Raises as save_async, and Aborted (on every
+    rank) when some rank's part could not be written."""
+    g, store, version, step, shards, blobs = _begin_save(
+        path, state_dict, step, group, chunk_bytes)
+    saved = _Saved(store, version, g.rank, shards, blobs)
+    return SaveHandle(g, store, saved, version, step).wait()
 
 
 def load(path: str, state_dict: dict, version: Optional[int] = None,

@@ -71,6 +71,27 @@ TEST(CodecCorruptionTest, EverySingleByteCorruptionIsDetected) {
   }
 }
 
+// The store's decode (the caller checks the output's content hash): the
+// same bytes, and damage to the stored chunk is still caught before the
+// decoder runs.
+TEST(CodecCorruptionTest, DecodeHashedByCallerChecksTheInput) {
+  for (const Sample& s : Samples()) {
+    SCOPED_TRACE(s.name);
+    std::vector<uint8_t> want(s.raw_length), out(s.raw_length);
+    ASSERT_TRUE(DecodeChunk(s.encoded, s.base, MutableBytes(want)).ok());
+    ASSERT_TRUE(
+        DecodeChunkHashedByCaller(s.encoded, s.base, MutableBytes(out)).ok());
+    EXPECT_EQ(out, want);
+    for (size_t pos = 0; pos < s.encoded.size(); ++pos) {
+      std::string bad = s.encoded;
+      bad[pos] = static_cast<char>(bad[pos] ^ 0x10);
+      Status st = DecodeChunkHashedByCaller(bad, s.base, MutableBytes(out));
+      ASSERT_EQ(st.code(), StatusCode::kDataLoss)
+          << "byte " << pos << ": " << st;
+    }
+  }
+}
+
 TEST(CodecCorruptionTest, EveryTruncationAndExtensionIsDetected) {
   for (const Sample& s : Samples()) {
     SCOPED_TRACE(s.name);

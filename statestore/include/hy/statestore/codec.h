@@ -161,6 +161,15 @@ Result<ChunkHeader> VerifyChunk(ConstBytes encoded);
 // bytes: callers must not use them.
 Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out);
 
+// DecodeChunk without the checksum of the decoded bytes, for a caller that
+// checks `out` against something at least as strong itself (the store
+// compares a lossless chunk's ContentHash with its address): one pass over
+// the bytes fewer. The header and the body checksum are still checked, so
+// the decoder never runs on damaged input.
+// REQUIRES: the caller verifies `out` before using it.
+Status DecodeChunkHashedByCaller(ConstBytes encoded, ConstBytes base,
+                                 MutableBytes out);
+
 // Upper bound of EncodeChunk's output size for `raw_length` input bytes.
 size_t MaxEncodedLength(size_t raw_length);
 

@@ -151,6 +151,13 @@ Status RocksStore::Init() {
     rs = rocksdb::DB::OpenAsSecondary(dbo, path_, options_.secondary_path, cfs,
                                       &handles_, &db_);
   } else if (options_.read_only) {
+    // A reader's chunk reads decode straight from the mapped SST files (no
+    // copy of each block out of the page cache first); the files of a
+    // store are immutable once written.
+    dbo.allow_mmap_reads = true;
+    // Chunks are read whole, block by block in file order: the kernel's
+    // readahead serves a cold read (RocksDB's default advice is random).
+    dbo.advise_random_on_open = false;
     rs = rocksdb::DB::OpenForReadOnly(dbo, path_, cfs, &handles_, &db_);
   } else {
     rs = rocksdb::DB::Open(dbo, path_, cfs, &handles_, &db_);

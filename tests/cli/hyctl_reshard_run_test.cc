@@ -20,22 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using hy::statestore::SafetensorsReader;
 using hy::testing::CmdResult;
-using hy::testing::kCleanEnv;
-
-CmdResult Hyctl(const std::string& args) {
-  return hy::testing::RunCommand(std::string(kCleanEnv) + " timeout 300 " +
-                                 HYCTL_PATH + " " + args);
-}
-
-std::vector<nlohmann::json> JsonLines(const std::string& text) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
+using hy::testing::Hyctl;
+using hy::testing::JsonLines;
 
 class HyctlReshardRunTest : public ::testing::Test {
  protected:

@@ -12,7 +12,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace hy::testing {
 
@@ -47,6 +50,26 @@ inline CmdResult RunCommand(const std::string& command) {
   std::remove(err_path.c_str());
   return r;
 }
+
+// One JSON object per non-empty line (hyctl train -o json).
+inline std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+#ifdef HYCTL_PATH
+// hyctl (the test target's HYCTL_PATH) outside any torchrun environment,
+// killed after 300 s.
+inline CmdResult Hyctl(const std::string& args) {
+  return RunCommand(std::string(kCleanEnv) + " timeout 300 " + HYCTL_PATH +
+                    " " + args);
+}
+#endif
 
 }  // namespace hy::testing
 

@@ -21,23 +21,11 @@
 namespace {
 
 using hy::testing::CmdResult;
+using hy::testing::Hyctl;
+using hy::testing::JsonLines;
 using hy::testing::kCleanEnv;
 
 // Runs hyctl outside any torchrun environment; stdout in `out`.
-CmdResult Hyctl(const std::string& args) {
-  return hy::testing::RunCommand(std::string(kCleanEnv) + " timeout 300 " +
-                                 HYCTL_PATH + " " + args);
-}
-
-std::vector<nlohmann::json> JsonLines(const std::string& text) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
 
 TEST(HyctlTrainE2eTest, TrainInspectExportResume) {
   const std::string dir =

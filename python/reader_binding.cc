@@ -65,18 +65,14 @@ class PyReader {
           tensor + ": the target holds " + std::to_string(have) +
           " bytes, the regions asked for are " + std::to_string(need)));
     }
-    auto* base = static_cast<uint8_t*>(info.ptr);
+    std::vector<FlatRun> flat;
+    flat.reserve(runs.size());
+    for (const auto& [offset, length] : runs) flat.push_back({offset, length});
     Status s;
     {
       py::gil_scoped_release release;
-      size_t at = 0;
-      for (const auto& [offset, length] : runs) {
-        const size_t n = static_cast<size_t>(length) * esize;
-        s = reader_->ReadRegion(tensor, FlatRun{offset, length},
-                                MutableBytes(base + at, n));
-        if (!s.ok()) break;
-        at += n;
-      }
+      s = reader_->ReadRuns(
+          tensor, flat, MutableBytes(static_cast<uint8_t*>(info.ptr), need));
     }
     Check(s);
   }

@@ -21,9 +21,22 @@ using internal::StepName;
 using statestore::Store;
 
 // A holder contributing more pieces than this to one read (a box shard's
-// rows, say) is read whole once, if the pieces are a good part of it,
-// rather than decoding its chunks once per piece.
+// rows, say) is read whole once when reading piece by piece would decode
+// at least as many chunk bytes (each piece costs a chunk decode, here
+// taken at the default chunk size): a column box of R rows then decodes
+// each chunk once instead of once per row.
 constexpr size_t kMaxPiecesPerRead = 8;
+constexpr int64_t kPieceDecodeBytes = int64_t{4} << 20;
+
+// A piece of a read: elements [global_offset, +length) of the tensor, at
+// local_offset in the holder's shard, going to byte out_byte of the
+// output.
+struct ReadPiece {
+  int64_t local_offset = 0;
+  int64_t global_offset = 0;
+  int64_t length = 0;
+  uint64_t out_byte = 0;
+};
 
 }  // namespace
 
@@ -81,11 +94,10 @@ struct CheckpointReader::Impl {
   Status SwitchCopy(int r, const Status& damage);
   // Runs `read` against old rank r's copy, falling back on DataLoss.
   Status WithFallback(int r, const std::function<Status(Store*)>& read);
-  // Reads `pieces` (global runs of one holder) into `out` (whose first
-  // element is global element `base`).
+  // Reads `pieces` (global runs of one holder) into their places in `out`.
   Status ReadPieces(const std::string& name, const TensorIndex& t,
-                    const Holder& h, const std::vector<RunOverlap>& pieces,
-                    int64_t base, MutableBytes out);
+                    const Holder& h, const std::vector<ReadPiece>& pieces,
+                    MutableBytes out);
 };
 
 CheckpointReader::CheckpointReader(std::unique_ptr<Impl> impl)
@@ -294,6 +306,12 @@ Result<TensorMeta> CheckpointReader::FindTensor(
 
 Status CheckpointReader::ReadRegion(const std::string& tensor, FlatRun region,
                                     MutableBytes out) {
+  return ReadRuns(tensor, {region}, out);
+}
+
+Status CheckpointReader::ReadRuns(const std::string& tensor,
+                                  const std::vector<FlatRun>& runs,
+                                  MutableBytes out) {
   auto it = impl_->tensors.find(tensor);
   if (it == impl_->tensors.end()) {
     return Status::NotFound("no tensor '" + tensor + "' in " +
@@ -302,64 +320,76 @@ Status CheckpointReader::ReadRegion(const std::string& tensor, FlatRun region,
   const TensorIndex& t = it->second;
   const uint64_t es = DTypeSize(t.meta.dtype);
   const int64_t numel = *t.meta.NumElements();
-  if (region.offset < 0 || region.length < 0 || region.offset > numel ||
-      region.length > numel - region.offset) {
-    return Status::InvalidArgument("region outside tensor '" + tensor + "'");
+  uint64_t need = 0;
+  for (const FlatRun& region : runs) {
+    if (region.offset < 0 || region.length < 0 || region.offset > numel ||
+        region.length > numel - region.offset) {
+      return Status::InvalidArgument("region outside tensor '" + tensor + "'");
+    }
+    need += static_cast<uint64_t>(region.length) * es;
   }
-  if (out.size() != static_cast<uint64_t>(region.length) * es) {
+  if (out.size() != need) {
     return Status::InvalidArgument("output buffer for '" + tensor +
                                    "' has the wrong size");
   }
-  // Each element comes from the lowest old rank that holds it.
-  std::map<int64_t, int64_t> covered;
-  for (const Holder& h : t.holders) {
-    std::vector<RunOverlap> pieces;
-    for (const RunOverlap& o : IntersectRuns(h.runs, region)) {
-      for (const FlatRun& u :
-           Uncovered(covered, FlatRun{o.global_offset, o.length})) {
-        pieces.push_back({o.local_offset + (u.offset - o.global_offset),
-                          u.offset, u.length});
-        covered[u.offset] = u.end();
+  // Each element comes from the lowest old rank that holds it; each holder
+  // is read once for all the runs.
+  std::vector<std::map<int64_t, int64_t>> covered(runs.size());
+  std::vector<std::vector<ReadPiece>> pieces(t.holders.size());
+  uint64_t out_byte = 0;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const FlatRun& region = runs[k];
+    for (size_t i = 0; i < t.holders.size(); ++i) {
+      for (const RunOverlap& o : IntersectRuns(t.holders[i].runs, region)) {
+        for (const FlatRun& u :
+             Uncovered(covered[k], FlatRun{o.global_offset, o.length})) {
+          pieces[i].push_back({o.local_offset + (u.offset - o.global_offset),
+                               u.offset, u.length,
+                               out_byte + (u.offset - region.offset) * es});
+          covered[k][u.offset] = u.end();
+        }
       }
     }
-    if (pieces.empty()) continue;
-    HY_RETURN_IF_ERROR(
-        impl_->ReadPieces(tensor, t, h, pieces, region.offset, out));
+    const std::vector<FlatRun> missing = Uncovered(covered[k], region);
+    if (!missing.empty()) {
+      return Status::DataLoss(
+          "tensor '" + tensor + "' in " + StepName(impl_->commit.step) +
+          ": elements [" + std::to_string(missing[0].offset) + ", " +
+          std::to_string(missing[0].end()) + ") are held by no old rank");
+    }
+    out_byte += static_cast<uint64_t>(region.length) * es;
   }
-  const std::vector<FlatRun> missing = Uncovered(covered, region);
-  if (!missing.empty()) {
-    return Status::DataLoss(
-        "tensor '" + tensor + "' in " + StepName(impl_->commit.step) + ": elements [" +
-        std::to_string(missing[0].offset) + ", " +
-        std::to_string(missing[0].end()) + ") are held by no old rank");
+  for (size_t i = 0; i < t.holders.size(); ++i) {
+    if (pieces[i].empty()) continue;
+    HY_RETURN_IF_ERROR(
+        impl_->ReadPieces(tensor, t, t.holders[i], pieces[i], out));
   }
   return Status::OK();
 }
 
 Status CheckpointReader::Impl::ReadPieces(const std::string& name,
                                           const TensorIndex& t, const Holder& h,
-                                          const std::vector<RunOverlap>& pieces,
-                                          int64_t base, MutableBytes out) {
-  const uint64_t es = DTypeSize(t.meta.dtype);
-  int64_t wanted = 0;
-  for (const RunOverlap& p : pieces) wanted += p.length;
-  if (pieces.size() > kMaxPiecesPerRead && 4 * wanted >= h.elements) {
-    // Many pieces making up much of the shard: decode it whole, once.
-    std::string shard(static_cast<size_t>(h.elements) * es, '\0');
+                                          const std::vector<ReadPiece>& pieces,
+                                          MutableBytes out) {
+  const int64_t es = static_cast<int64_t>(DTypeSize(t.meta.dtype));
+  if (pieces.size() > kMaxPiecesPerRead &&
+      static_cast<int64_t>(pieces.size()) * kPieceDecodeBytes >=
+          h.elements * es) {
+    // Many pieces: decode the holder's shard whole, once.
+    std::string shard(static_cast<size_t>(h.elements * es), '\0');
     HY_RETURN_IF_ERROR(WithFallback(h.rank, [&](Store* store) {
       return store->ReadShard(step, name, h.rank, MutableBytes(shard));
     }));
-    for (const RunOverlap& p : pieces) {
+    for (const ReadPiece& p : pieces) {
       std::copy_n(shard.data() + p.local_offset * es, p.length * es,
-                  out.data() + (p.global_offset - base) * es);
+                  out.data() + p.out_byte);
     }
     return Status::OK();
   }
-  for (const RunOverlap& p : pieces) {
+  for (const ReadPiece& p : pieces) {
     HY_RETURN_IF_ERROR(WithFallback(h.rank, [&](Store* store) {
-      return store->ReadRegion(
-          step, name, FlatRun{p.global_offset, p.length},
-          out.subspan((p.global_offset - base) * es, p.length * es));
+      return store->ReadRegion(step, name, FlatRun{p.global_offset, p.length},
+                               out.subspan(p.out_byte, p.length * es));
     }));
   }
   return Status::OK();

@@ -182,6 +182,42 @@ TEST(CheckpointTest, ThreeRanksCommitAndAnyRegionReadsBack) {
   EXPECT_EQ(meta->dtype, DType::kBF16);
 }
 
+// A box of another layout (a block of rows and columns of "tp", saved as
+// column blocks by 3 ranks): one ReadRuns of its rows, each holder read
+// once (whole, past kMaxPiecesPerRead pieces; piece by piece below).
+TEST(CheckpointTest, ReadRunsFillsABoxAcrossOldRanks) {
+  TempDir dir;
+  SaveAll(dir.path(), 3, 5);
+  auto reader = CheckpointReader::Open(dir.path());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const State s = MakeState(5);
+  for (const auto& [r0, r1] : {std::pair{5, 18}, std::pair{2, 5}}) {
+    std::vector<FlatRun> runs;
+    std::vector<float> want;
+    for (int64_t r = r0; r < r1; ++r) {
+      runs.push_back({r * kCols + 7, 15});  // Columns 7..21: all 3 ranks.
+      for (int64_t c = 7; c < 22; ++c) want.push_back(s.tp[r * kCols + c]);
+    }
+    std::vector<float> got(want.size());
+    Status st = (*reader)->ReadRuns(
+        "tp", runs, MutableBytes(got.data(), got.size() * sizeof(float)));
+    ASSERT_TRUE(st.ok()) << st;
+    EXPECT_EQ(got, want) << "rows " << r0 << ".." << r1;
+  }
+  std::vector<float> out(4);
+  EXPECT_TRUE(
+      (*reader)
+          ->ReadRuns("tp", {{0, 2}, {10, 2}}, MutableBytes(out.data(), 12))
+          .IsInvalidArgument());
+  EXPECT_TRUE((*reader)
+                  ->ReadRuns("tp", {{0, 2}, {kRows * kCols - 1, 2}},
+                             MutableBytes(out.data(), 16))
+                  .IsInvalidArgument());
+  EXPECT_TRUE((*reader)
+                  ->ReadRuns("nope", {{0, 1}}, MutableBytes(out.data(), 4))
+                  .IsNotFound());
+}
+
 TEST(CheckpointTest, SaveReturnsBeforeCommitAndCopiesTheBuffers) {
   TempDir dir;
   const State s = MakeState(3);

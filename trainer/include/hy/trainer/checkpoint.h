@@ -209,6 +209,12 @@ class CheckpointReader {
   // intact copy is left.
   Status ReadRegion(const std::string& tensor, FlatRun region,
                     MutableBytes out);
+  // ReadRegion of several runs into `out`, one after another (a box's rows,
+  // say), each old rank's part read once for all of them: a chunk that
+  // several runs need is decoded once, not once per run. The runs must not
+  // overlap. Same errors.
+  Status ReadRuns(const std::string& tensor, const std::vector<FlatRun>& runs,
+                  MutableBytes out);
 
   uint64_t version() const;
 

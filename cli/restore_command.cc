@@ -176,17 +176,32 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
     const int64_t es = static_cast<int64_t>(DTypeSize(t.meta.dtype));
     const int64_t step_elems =
         std::max<int64_t>(1, static_cast<int64_t>(kPieceBytes) / es);
+    // Runs (a box's rows, say) go in batches of at most kPieceBytes, each
+    // batch one ReadRuns (every old rank's part read once for it); a run
+    // longer than that in pieces of its own.
+    std::vector<FlatRun> batch;
+    int64_t batch_elems = 0;
+    auto flush = [&]() -> Status {
+      if (batch.empty()) return Status::OK();
+      buf.resize(static_cast<size_t>(batch_elems * es));
+      HY_RETURN_IF_ERROR(
+          reader->ReadRuns(t.meta.name, batch, MutableBytes(buf)));
+      HY_RETURN_IF_ERROR(writer->Append(t.meta.name, ConstBytes(buf)));
+      bytes += buf.size();
+      batch.clear();
+      batch_elems = 0;
+      return Status::OK();
+    };
     for (const FlatRun& run : t.runs) {
       for (int64_t done = 0; done < run.length; done += step_elems) {
         const int64_t n = std::min(step_elems, run.length - done);
-        buf.resize(static_cast<size_t>(n * es));
-        HY_RETURN_IF_ERROR(reader->ReadRegion(
-            t.meta.name, FlatRun{run.offset + done, n}, MutableBytes(buf)));
-        HY_RETURN_IF_ERROR(writer->Append(t.meta.name, ConstBytes(buf)));
-        bytes += buf.size();
+        if (batch_elems + n > step_elems) HY_RETURN_IF_ERROR(flush());
+        batch.push_back({run.offset + done, n});
+        batch_elems += n;
       }
       elements += run.length;
     }
+    HY_RETURN_IF_ERROR(flush());
   }
   HY_RETURN_IF_ERROR(writer->Finish());
   for (const std::string& f : reader->fallbacks()) {

@@ -142,6 +142,23 @@ TEST_F(HyctlReshardRunTest, TensorParallelLayoutsHoldTheSameValues) {
   ASSERT_TRUE(w.ok() && p.ok());
   EXPECT_EQ(p->AsStringView(), w->AsStringView().substr(w->size() / 2));
   EXPECT_EQ((*part)->metadata().at("geometry." + q).empty(), false);
+  // o_proj is row-parallel (split on dim 1): rank 3 holds the right half of
+  // every row, read as one box.
+  const std::string o = "actor/model.layers.1.self_attn.o_proj.weight";
+  const hy::TensorMeta* om = nullptr;
+  for (const auto& t : (*whole)->tensors()) {
+    if (t.meta.name == o) om = &t.meta;
+  }
+  ASSERT_NE(om, nullptr);
+  const int64_t rows = om->shape[0], cols = om->shape[1];
+  const auto ow = (*whole)->TensorData(o), op = (*part)->TensorData(o);
+  ASSERT_TRUE(ow.ok() && op.ok());
+  std::string right;
+  for (int64_t r = 0; r < rows; ++r) {
+    right += std::string(
+        ow->AsStringView().substr((r * cols + cols / 2) * 4, cols / 2 * 4));
+  }
+  EXPECT_EQ(std::string(op->AsStringView()), right);
 
   // plan takes the run root and a change of world size: one plan per model.
   r = Hyctl("plan --store " + Run() + "@2 --to tp=2,dp=2 -o json");

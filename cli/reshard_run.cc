@@ -25,7 +25,7 @@ using statestore::Store;
 constexpr auto kCommitTimeout = std::chrono::seconds(60);
 
 // A run model cut for the new layout.
-struct CutModel {
+struct CutRunModel {
   const RunModel* model;
   reshard::ShardMap map;
 };
@@ -106,7 +106,7 @@ Result<std::vector<std::pair<std::string, std::string>>> NewBlobs(
 // New rank `rank`'s part: its shard of every tensor, read from the old
 // stores, and the blobs; saved (prepared) into its store under `tmp`.
 Status SaveRank(trainer::CheckpointReader* reader,
-                const std::vector<CutModel>& cut,
+                const std::vector<CutRunModel>& cut,
                 const std::vector<std::pair<std::string, std::string>>& blobs,
                 const std::string& tmp, const std::string& run_id, int rank,
                 statestore::SaveStats* stats) {
@@ -115,7 +115,7 @@ Status SaveRank(trainer::CheckpointReader* reader,
   part.rank = rank;
   std::vector<std::vector<uint8_t>> buffers;
   buffers.reserve(1024);
-  for (const CutModel& c : cut) {
+  for (const CutRunModel& c : cut) {
     const reshard::ModelSpec& spec = c.model->spec;
     for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
       const reshard::RankShard& s = c.map.Get(rank, t);
@@ -199,15 +199,10 @@ Result<RunReshardResult> Reshard(const RunReshardOptions& o,
   result.from_world = reader->commit().world_size;
   HY_ASSIGN_OR_RETURN(std::vector<RunModel> models,
                       RunModelsOf(reader.get(), o.rules));
-  std::vector<CutModel> cut;
+  std::vector<CutRunModel> cut;
   for (const RunModel& m : models) {
-    Result<reshard::ShardMap> map = reshard::ShardMap::Build(o.to, m.spec);
-    if (!map.ok()) {
-      return map.status().WithContext(
-          "layout " + o.to.ToString() +
-          (m.prefix.empty() ? "" : " for tensors " + m.prefix));
-    }
-    cut.push_back({&m, std::move(map).value()});
+    HY_ASSIGN_OR_RETURN(reshard::ShardMap map, CutModel(m, o.to));
+    cut.push_back({&m, std::move(map)});
     result.tensors += m.spec.tensors.size();
   }
   Result<std::string> run_id = recovery::RecordedRunId(o.root, true);

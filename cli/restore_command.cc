@@ -80,14 +80,9 @@ Status ModelLayoutTensors(trainer::CheckpointReader* reader,
   HY_ASSIGN_OR_RETURN(std::vector<RunModel> models,
                       RunModelsOf(reader, /*rules=*/""));
   for (const RunModel& m : models) {
-    Result<reshard::ShardMap> map = reshard::ShardMap::Build(layout, m.spec);
-    if (!map.ok()) {
-      return map.status().WithContext(
-          "layout " + layout.ToString() +
-          (m.prefix.empty() ? "" : " for tensors " + m.prefix));
-    }
+    HY_ASSIGN_OR_RETURN(const reshard::ShardMap map, CutModel(m, layout));
     for (int t = 0; t < static_cast<int>(m.spec.tensors.size()); ++t) {
-      const reshard::RankShard& s = map->Get(rank, t);
+      const reshard::RankShard& s = map.Get(rank, t);
       if (!s.has_shard) continue;
       OutTensor o;
       o.meta = m.spec.tensors[t].meta;
@@ -122,7 +117,6 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   }
   std::unique_ptr<trainer::CheckpointReader> reader = std::move(opened).value();
   const statestore::CommitRecord& commit = reader->commit();
-  const std::vector<std::string> names = reader->TensorNames();
 
   std::vector<OutTensor> tensors;
   std::map<std::string, std::string> geometry;

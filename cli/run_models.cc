@@ -105,4 +105,15 @@ Result<std::vector<RunModel>> RunModelsOf(trainer::CheckpointReader* reader,
   return out;
 }
 
+Result<reshard::ShardMap> CutModel(const RunModel& model,
+                                   const reshard::Layout& layout) {
+  Result<reshard::ShardMap> map = reshard::ShardMap::Build(layout, model.spec);
+  if (!map.ok()) {
+    return map.status().WithContext(
+        "layout " + layout.ToString() +
+        (model.prefix.empty() ? "" : " for tensors " + model.prefix));
+  }
+  return map;
+}
+
 }  // namespace hy::cli

@@ -25,7 +25,9 @@
 #include <vector>
 
 #include "hy/common/result.h"
+#include "hy/reshard/layout.h"
 #include "hy/reshard/model_spec.h"
+#include "hy/reshard/shard_map.h"
 
 namespace hy::trainer {
 class CheckpointReader;
@@ -45,6 +47,11 @@ struct RunModel {
 // parse, or the reader's errors.
 Result<std::vector<RunModel>> RunModelsOf(trainer::CheckpointReader* reader,
                                           const std::string& rules);
+
+// Model `model` cut for `layout` (reshard::ShardMap::Build), its errors
+// naming the layout and the model's prefix.
+Result<reshard::ShardMap> CutModel(const RunModel& model,
+                                   const reshard::Layout& layout);
 
 }  // namespace hy::cli
 

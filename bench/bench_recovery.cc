@@ -6,7 +6,7 @@
 //
 // Setup: W ranks (threads) each hold an FSDP flat shard of 8 fp32 tensors and
 // their two Adam moments (G GiB in all, normal-ish random values so zstd has
-// real work) and save step 10 through trainer::Checkpointer with one replica
+// real work) and save step 10 through checkpoint::Checkpointer with one replica
 // per part. Then rank 2's node directory is deleted (the node is lost) and:
 //
 //   detect     heartbeats (period 100 ms, timeout 1000 ms) over an in-memory
@@ -173,7 +173,7 @@ double SaveAll(const std::string& root, const std::vector<int>& nodes,
   const auto t0 = Clock::now();
   RunRanks(world, [&](int r) {
     auto transport = hub.Connect(r);
-    trainer::CheckpointOptions o;
+    checkpoint::CheckpointOptions o;
     o.root = root;
     o.rank = r;
     o.world_size = world;
@@ -184,7 +184,7 @@ double SaveAll(const std::string& root, const std::vector<int>& nodes,
     o.keep_last = 2;
     o.commit_timeout_ms = kLongMs;
     o.staging_bytes = bound_bytes;
-    auto ckpt = trainer::Checkpointer::Open(o);
+    auto ckpt = checkpoint::Checkpointer::Open(o);
     Check(ckpt.status(), "Checkpointer::Open rank " + std::to_string(r));
     Check((*ckpt)->Save(kStep, Shards((*states)[r], rows), {},
                         "fsdp=" + std::to_string(world), "bench"),

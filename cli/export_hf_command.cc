@@ -6,7 +6,7 @@
 // dropped), so transformers' AutoModelForCausalLM loads the directory (the
 // critic exports as *ForSequenceClassification with one label). The
 // special token ids and tokenizer files are the run's (the checkpoint's
-// record, hy/trainer/special_tokens.h): transformers' generate() stops
+// record, hy/trainer/run_tokens.h): transformers' generate() stops
 // where the trainer's rollouts stopped.
 
 #include "export_hf_command.h"
@@ -24,6 +24,7 @@
 #include "hy/trainer/hf_export.h"
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/model_config.h"
+#include "hy/trainer/run_tokens.h"
 #include "hy/trainer/special_tokens.h"
 #include "run_path.h"
 
@@ -100,7 +101,7 @@ int ExportHf(const Args& a) {
   if (Status s = CheckRunRoot(a.run); !s.ok()) {
     return ReportArgs("export-hf", s);
   }
-  auto reader = trainer::CheckpointReader::Open(
+  auto reader = checkpoint::CheckpointReader::Open(
       a.run, a.step, /*generation=*/-1, a.allow_other_run);
   if (!reader.ok()) return Report("export-hf", reader.status());
   auto config_text = (*reader)->ReadBlob("trainer.config");

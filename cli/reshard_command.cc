@@ -189,7 +189,7 @@ Result<std::string> RecordedLayout(const std::string& recorded) {
 Status RunPlan(PlanArgs a) {
   std::vector<std::pair<std::string, ModelSpec>> models;
   std::string recorded_rules, from = a.from;
-  std::unique_ptr<trainer::CheckpointReader> reader;
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
   if (!a.model_spec.empty()) {
     HY_ASSIGN_OR_RETURN(std::vector<TensorMeta> tensors,
                         ReadModelSpecFile(a.model_spec));
@@ -202,7 +202,7 @@ Status RunPlan(PlanArgs a) {
       HY_RETURN_IF_ERROR(RequireStepForRunRoot(a.store, a.at));
       HY_ASSIGN_OR_RETURN(
           reader,
-          trainer::CheckpointReader::Open(
+          checkpoint::CheckpointReader::Open(
               a.store, a.at.step ? static_cast<int64_t>(*a.at.step) : -1));
       if (from.empty()) from = reader->commit().layout;
       HY_ASSIGN_OR_RETURN(std::vector<RunModel> run,

@@ -86,7 +86,7 @@ std::string PlacementFor(int world) {
 
 // The blobs every new rank saves (replicated), rewritten for the new world.
 Result<std::vector<std::pair<std::string, std::string>>> NewBlobs(
-    trainer::CheckpointReader* reader, int world, const std::string& out,
+    checkpoint::CheckpointReader* reader, int world, const std::string& out,
     std::vector<std::string>* notes) {
   std::vector<std::pair<std::string, std::string>> blobs;
   for (const std::string& name : reader->BlobNames()) {
@@ -105,7 +105,7 @@ Result<std::vector<std::pair<std::string, std::string>>> NewBlobs(
 
 // New rank `rank`'s part: its shard of every tensor, read from the old
 // stores, and the blobs; saved (prepared) into its store under `tmp`.
-Status SaveRank(trainer::CheckpointReader* reader,
+Status SaveRank(checkpoint::CheckpointReader* reader,
                 const std::vector<CutRunModel>& cut,
                 const std::vector<std::pair<std::string, std::string>>& blobs,
                 const std::string& tmp, const std::string& run_id, int rank,
@@ -145,7 +145,7 @@ Status SaveRank(trainer::CheckpointReader* reader,
   statestore::StoreOptions so;
   so.run_id = run_id;
   HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
-                      Store::Open(trainer::RankStorePath(tmp, rank), so));
+                      Store::Open(checkpoint::RankStorePath(tmp, rank), so));
   return store->Save(part, stats);
 }
 
@@ -157,9 +157,9 @@ Status CommitAll(const std::string& tmp, const statestore::CommitRecord& c,
   so.run_id = run_id;
   std::vector<statestore::PeerStore> peers;
   for (int r = 1; r < c.world_size; ++r) {
-    peers.push_back({r, trainer::RankStorePath(tmp, r)});
+    peers.push_back({r, checkpoint::RankStorePath(tmp, r)});
   }
-  const std::string coordinator = trainer::RankStorePath(tmp, 0);
+  const std::string coordinator = checkpoint::RankStorePath(tmp, 0);
   {
     HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> own,
                         Store::Open(coordinator, so));
@@ -190,9 +190,9 @@ Status CheckOut(const std::string& out) {
 
 Result<RunReshardResult> Reshard(const RunReshardOptions& o,
                                  const std::string& tmp) {
-  HY_ASSIGN_OR_RETURN(
-      std::unique_ptr<trainer::CheckpointReader> reader,
-      trainer::CheckpointReader::Open(o.root, o.step, -1, o.allow_other_run));
+  HY_ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::CheckpointReader> reader,
+                      checkpoint::CheckpointReader::Open(o.root, o.step, -1,
+                                                         o.allow_other_run));
   RunReshardResult result;
   result.step = reader->commit().step;
   result.from = reader->commit().layout;

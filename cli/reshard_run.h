@@ -1,5 +1,5 @@
 // Offline reshard of a trainer run (hyctl reshard RUN_ROOT --to LAYOUT):
-// one committed step of the run, read through trainer::CheckpointReader
+// one committed step of the run, read through checkpoint::CheckpointReader
 // from whichever copies survive, written as a new run root that a trainer
 // of the new world size resumes (hyctl train --resume OUT). Every model's
 // parameters and Adam moments (run_models.h) are cut for the new layout,

@@ -1,6 +1,6 @@
 // hyctl restore ROOT --layout L --rank R --out DIR [--version STEP]: writes
 // DIR/rank-<R>.safetensors, what rank R of a new world holds of a run's
-// committed step under layout L, assembled through trainer::CheckpointReader
+// committed step under layout L, assembled through checkpoint::CheckpointReader
 // from whichever copies (primaries or replicas) of the old ranks' parts
 // survive under ROOT.
 //
@@ -73,7 +73,7 @@ struct OutTensor {
 };
 
 // The tensors rank `rank` holds under `layout`, cut by ShardMap per model.
-Status ModelLayoutTensors(trainer::CheckpointReader* reader,
+Status ModelLayoutTensors(checkpoint::CheckpointReader* reader,
                           const reshard::Layout& layout, int rank,
                           std::vector<OutTensor>* out,
                           std::map<std::string, std::string>* metadata) {
@@ -103,9 +103,9 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   // The reader chooses the version (newest recoverable, or of the step) and
   // reports a step that is not committed (NotFound) or a part with no
   // usable copy (DataLoss).
-  Result<std::unique_ptr<trainer::CheckpointReader>> opened =
-      trainer::CheckpointReader::Open(a.root, a.step, /*generation=*/-1,
-                                      a.allow_other_run);
+  Result<std::unique_ptr<checkpoint::CheckpointReader>> opened =
+      checkpoint::CheckpointReader::Open(a.root, a.step, /*generation=*/-1,
+                                         a.allow_other_run);
   if (!opened.ok()) {
     if (opened.status().IsNotFound()) {
       return Status::NotFound(
@@ -115,7 +115,8 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
     }
     return opened.status();
   }
-  std::unique_ptr<trainer::CheckpointReader> reader = std::move(opened).value();
+  std::unique_ptr<checkpoint::CheckpointReader> reader =
+      std::move(opened).value();
   const statestore::CommitRecord& commit = reader->commit();
 
   std::vector<OutTensor> tensors;

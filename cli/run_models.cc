@@ -19,8 +19,8 @@ std::string ModelOf(const std::string& prefix) {
 
 // The trainer's flattening order of `model`'s tensors, by Hugging Face
 // name; empty when the run records no trainer config.
-Result<std::vector<std::string>> TrainerOrder(trainer::CheckpointReader* reader,
-                                              const std::string& model) {
+Result<std::vector<std::string>> TrainerOrder(
+    checkpoint::CheckpointReader* reader, const std::string& model) {
   Result<std::string> text = reader->ReadBlob("trainer.config");
   if (text.status().IsNotFound()) return std::vector<std::string>();
   HY_RETURN_IF_ERROR(text.status());
@@ -41,7 +41,7 @@ Result<std::vector<std::string>> TrainerOrder(trainer::CheckpointReader* reader,
 
 }  // namespace
 
-Result<std::vector<RunModel>> RunModelsOf(trainer::CheckpointReader* reader,
+Result<std::vector<RunModel>> RunModelsOf(checkpoint::CheckpointReader* reader,
                                           const std::string& rules_file) {
   Result<reshard::ModelRules> chosen =
       ChooseRules(rules_file, reader->commit().model_rules);

@@ -29,9 +29,9 @@
 #include "hy/reshard/model_spec.h"
 #include "hy/reshard/shard_map.h"
 
-namespace hy::trainer {
+namespace hy::checkpoint {
 class CheckpointReader;
-}  // namespace hy::trainer
+}  // namespace hy::checkpoint
 
 namespace hy::cli {
 
@@ -45,7 +45,7 @@ struct RunModel {
 // Returns InvalidArgument for a tensor no rule matches (suggesting
 // --rules), DataLoss for recorded rules or a recorded config that do not
 // parse, or the reader's errors.
-Result<std::vector<RunModel>> RunModelsOf(trainer::CheckpointReader* reader,
+Result<std::vector<RunModel>> RunModelsOf(checkpoint::CheckpointReader* reader,
                                           const std::string& rules);
 
 // Model `model` cut for `layout` (reshard::ShardMap::Build), its errors

@@ -8,7 +8,7 @@
 //
 // A run root whose stores belong to two runs (another job's node
 // directory copied in) is refused by every command that reads it
-// (CheckOneRun here, trainer::CheckpointReader::Open for the readers of a
+// (CheckOneRun here, checkpoint::CheckpointReader::Open for the readers of a
 // step), naming both run ids.
 //
 // Thread-safety: plain functions; CheckRunRoot only looks at the file
@@ -38,7 +38,7 @@ Status CheckRunRoot(const std::string& path);
 // (the commands report those themselves). Otherwise FailedPrecondition
 // naming two stores and both run ids, for the commands that act on every
 // store of a root (inspect, verify, gc, repair); the readers of a step get
-// the same check from trainer::CheckpointReader::Open.
+// the same check from checkpoint::CheckpointReader::Open.
 Status CheckOneRun(const std::string& root);
 
 // OK when `path` may take an import (hyctl import): neither a run root nor

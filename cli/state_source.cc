@@ -44,7 +44,7 @@ class StoreSource : public StateSource {
 
 class RunSource : public StateSource {
  public:
-  RunSource(std::string root, std::unique_ptr<trainer::CheckpointReader> r)
+  RunSource(std::string root, std::unique_ptr<checkpoint::CheckpointReader> r)
       : root_(std::move(root)), reader_(std::move(r)) {}
   // Says which damaged copies were passed over (CheckpointReader).
   ~RunSource() override {
@@ -74,7 +74,7 @@ class RunSource : public StateSource {
 
  private:
   std::string root_;
-  std::unique_ptr<trainer::CheckpointReader> reader_;
+  std::unique_ptr<checkpoint::CheckpointReader> reader_;
 };
 
 }  // namespace
@@ -85,10 +85,10 @@ Result<std::unique_ptr<StateSource>> OpenStateSource(
   if (IsRunRoot(path)) {
     HY_RETURN_IF_ERROR(RequireStepForRunRoot(path, choice));
     const std::optional<uint64_t>& n = choice.step;
-    HY_ASSIGN_OR_RETURN(
-        auto reader,
-        trainer::CheckpointReader::Open(path, n ? static_cast<int64_t>(*n) : -1,
-                                        /*generation=*/-1, allow_other_run));
+    HY_ASSIGN_OR_RETURN(auto reader,
+                        checkpoint::CheckpointReader::Open(
+                            path, n ? static_cast<int64_t>(*n) : -1,
+                            /*generation=*/-1, allow_other_run));
     return std::unique_ptr<StateSource>(
         std::make_unique<RunSource>(path, std::move(reader)));
   }

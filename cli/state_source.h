@@ -1,7 +1,7 @@
 // StateSource: one committed state that hyctl reads tensors from, whether
 // it lives in a single store (a version) or in a run root that
 // `hyctl train` wrote (a step, assembled from every old rank's store or
-// replica by trainer::CheckpointReader). `hyctl export` and `hyctl diff`
+// replica by checkpoint::CheckpointReader). `hyctl export` and `hyctl diff`
 // take either.
 //
 // Thread-safety: one thread.

@@ -83,7 +83,7 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   if (!f.resume.empty() && f.config_file.empty()) {
     // Resuming without a config file continues the run as it was
     // configured (flags and --set still override).
-    auto reader = trainer::CheckpointReader::Open(
+    auto reader = checkpoint::CheckpointReader::Open(
         f.resume, /*step=*/-1, /*generation=*/-1, f.allow_other_run);
     if (reader.ok()) {
       auto stored = (*reader)->ReadBlob("trainer.config");
@@ -133,7 +133,7 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
 Status CheckResume(const TrainConfig& c) {
   const std::string& root = c.checkpoint.store_root;
   HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
-  auto reader = trainer::CheckpointReader::Open(root);
+  auto reader = checkpoint::CheckpointReader::Open(root);
   if (!reader.ok()) {
     if (!reader.status().IsNotFound()) return Status::OK();
     return Status::NotFound("--resume: nothing committed under " + root +
@@ -154,7 +154,7 @@ Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer) {
   HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
   {
     auto reader =
-        trainer::CheckpointReader::Open(root, static_cast<int64_t>(step));
+        checkpoint::CheckpointReader::Open(root, static_cast<int64_t>(step));
     if (!reader.ok()) return reader.status().WithContext(what);
   }  // Closed before anything is dropped.
   HY_ASSIGN_OR_RETURN(RunRootScan scan, ScanRunRoot(root));

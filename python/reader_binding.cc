@@ -22,11 +22,11 @@ namespace {
 class PyReader {
  public:
   PyReader(const std::string& root, int64_t step) {
-    Result<std::unique_ptr<trainer::CheckpointReader>> r =
+    Result<std::unique_ptr<checkpoint::CheckpointReader>> r =
         Status::Internal("unset");
     {
       py::gil_scoped_release release;
-      r = trainer::CheckpointReader::Open(root, step);
+      r = checkpoint::CheckpointReader::Open(root, step);
     }
     reader_ = Unwrap(std::move(r));
   }
@@ -83,7 +83,7 @@ class PyReader {
   }
 
  private:
-  std::unique_ptr<trainer::CheckpointReader> reader_;
+  std::unique_ptr<checkpoint::CheckpointReader> reader_;
 };
 
 }  // namespace

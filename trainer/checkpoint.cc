@@ -20,7 +20,7 @@
 #include "hy/recovery/transport_commit.h"
 #include "hy/statestore/group_commit.h"
 
-namespace hy::trainer {
+namespace hy::checkpoint {
 
 namespace internal {
 
@@ -419,4 +419,4 @@ Result<uint64_t> Checkpointer::LatestCommittedStep(const std::string& root) {
   return static_cast<uint64_t>(latest);
 }
 
-}  // namespace hy::trainer
+}  // namespace hy::checkpoint

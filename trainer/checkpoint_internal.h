@@ -9,7 +9,7 @@
 #include "hy/common/result.h"
 #include "hy/statestore/store.h"
 
-namespace hy::trainer::internal {
+namespace hy::checkpoint::internal {
 
 // Threads per store: several ranks (and readers of several old stores)
 // share a node's cores.
@@ -23,6 +23,6 @@ inline std::string StepName(uint64_t step) {
 Result<std::unique_ptr<statestore::Store>> OpenReadOnly(
     const std::string& path);
 
-}  // namespace hy::trainer::internal
+}  // namespace hy::checkpoint::internal
 
 #endif  // HY_TRAINER_CHECKPOINT_INTERNAL_H_

@@ -12,7 +12,7 @@
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/checkpoint.h"
 
-namespace hy::trainer {
+namespace hy::checkpoint {
 
 namespace {
 
@@ -416,4 +416,4 @@ Result<std::string> CheckpointReader::ReadBlob(const std::string& name,
   return blob;
 }
 
-}  // namespace hy::trainer
+}  // namespace hy::checkpoint

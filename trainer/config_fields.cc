@@ -2,7 +2,7 @@
 
 #include "config_fields.h"
 
-#include "hy/trainer/task.h"
+#include "hy/trainer/task_config.h"
 
 namespace hy::trainer::internal {
 

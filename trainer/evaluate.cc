@@ -15,6 +15,7 @@
 #include "hy/trainer/config.h"
 #include "hy/trainer/hf_model.h"
 #include "hy/trainer/prompt_source.h"
+#include "hy/trainer/run_tokens.h"
 #include "hy/trainer/special_tokens.h"
 #include "model.h"
 #include "rollout.h"
@@ -29,7 +30,7 @@ struct Loaded {
   std::string label;
   ModelConfig model;
   std::function<Status(const TensorMeta&, float*)> read;
-  std::unique_ptr<CheckpointReader> reader;  // Store sources.
+  std::unique_ptr<checkpoint::CheckpointReader> reader;  // Store sources.
   std::unique_ptr<HfWeights> weights;        // HF sources.
   DataConfig data;              // Tokenizer, reward, template options.
   std::vector<int> model_eos;
@@ -39,7 +40,8 @@ struct Loaded {
 };
 
 Status LoadRun(const EvalOptions& o, Loaded* out) {
-  HY_ASSIGN_OR_RETURN(out->reader, CheckpointReader::Open(o.source, o.step));
+  HY_ASSIGN_OR_RETURN(out->reader,
+                      checkpoint::CheckpointReader::Open(o.source, o.step));
   if (o.model != "actor" && o.model != "reference") {
     return Status::InvalidArgument("--model must be actor or reference, got " +
                                    o.model);
@@ -64,7 +66,7 @@ Status LoadRun(const EvalOptions& o, Loaded* out) {
   out->recorded = tokens.spec;
   out->max_new_tokens = config.rollout.response_length;
   out->bf16 = true;  // The rollout's weights, as validation decodes.
-  CheckpointReader* reader = out->reader.get();
+  checkpoint::CheckpointReader* reader = out->reader.get();
   const std::string prefix = o.model + "/";
   out->read = [reader, prefix](const TensorMeta& m, float* dst) {
     const int64_t n = *m.NumElements();

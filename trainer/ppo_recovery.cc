@@ -16,6 +16,7 @@
 #include "hy/recovery/node_identity.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
+#include "hy/trainer/run_tokens.h"
 #include "hy/trainer/special_tokens.h"
 #include "ppo_worker.h"
 

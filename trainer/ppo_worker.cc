@@ -12,6 +12,7 @@
 #include "cpu_threads.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/reshard/model_spec.h"
+#include "hy/trainer/run_tokens.h"
 #include "hy/trainer/special_tokens.h"
 
 namespace hy::trainer {
@@ -233,7 +234,7 @@ Result<RunSummary> PpoWorker::Run() {
   } else {
     HY_RETURN_IF_ERROR(InitFresh());
   }
-  CheckpointOptions co;
+  checkpoint::CheckpointOptions co;
   co.root = root;
   co.rank = comm_->rank();
   co.world_size = comm_->world_size();
@@ -252,7 +253,7 @@ Result<RunSummary> PpoWorker::Run() {
     std::cerr << "rank " << rank << ": " << line << std::endl;
   };
   rec.reset();  // Closes the copies it read.
-  HY_ASSIGN_OR_RETURN(checkpointer_, Checkpointer::Open(co));
+  HY_ASSIGN_OR_RETURN(checkpointer_, checkpoint::Checkpointer::Open(co));
   if (recovered_step_ >= 0 && config_.checkpoint.save_every > 0) {
     // The rebuilt state under the new layout and placement, saved and
     // replicated in the background like any checkpoint: R copies again
@@ -327,7 +328,7 @@ Result<RunSummary> PpoWorker::Run() {
       }
       last_saved = it + 1;
     }
-    CheckpointStatus cs = checkpointer_->status();
+    checkpoint::CheckpointStatus cs = checkpointer_->status();
     report.checkpoint_step = cs.committed_step;
     report.checkpoint_durable_ms = cs.last_durable_seconds * 1000.0;
     if (awaiting_replicas_ && cs.in_flight_step != start_iteration_) {

@@ -229,13 +229,13 @@ class PpoWorker {
   std::vector<at::Tensor> rollout_shards_;  // Per actor tensor, bf16.
   Weights rollout_weights_;
 
-  std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
   // What training has waited for the checkpoint in flight so far (its
   // Save call, then the wait before the next update); < 0: none pending.
   double checkpoint_blocking_s_ = -1;
   std::string rules_yaml_;
   std::string hf_config_text_;  // config.json of model.path, if any.
-  std::string tokens_text_;     // RunTokensJson of source_ (special_tokens.h).
+  std::string tokens_text_;     // RunTokensJson of source_ (run_tokens.h).
 };
 
 // Store tensor-name prefixes.

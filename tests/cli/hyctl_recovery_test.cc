@@ -157,13 +157,13 @@ int64_t RecoveredStep(const std::string& err, size_t from = 0) {
 // the state the restarted job saved at once under its new layout (the
 // newest version of `step`; the one before it is the failed job's).
 void ExpectResumePointBitwiseEqual(const std::string& root, int64_t step) {
-  auto after = hy::trainer::CheckpointReader::Open(root, step);
+  auto after = hy::checkpoint::CheckpointReader::Open(root, step);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   const int64_t gen = hy::recovery::VersionGeneration((*after)->version());
   ASSERT_GT(gen, 0);
-  auto before = hy::trainer::CheckpointReader::Open(root, step, gen - 1);
+  auto before = hy::checkpoint::CheckpointReader::Open(root, step, gen - 1);
   for (int64_t g = gen - 2; !before.ok() && g >= 0; --g) {
-    before = hy::trainer::CheckpointReader::Open(root, step, g);
+    before = hy::checkpoint::CheckpointReader::Open(root, step, g);
   }
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   EXPECT_NE((*before)->commit().world_size, (*after)->commit().world_size);
@@ -228,7 +228,7 @@ TEST_F(HyctlRecoveryTest, LostNodeJobFinishesOnThreeRanks) {
   ExpectResumePointBitwiseEqual(root_, step);
   // The resumed job's checkpoints record the new placement: ranks on nodes
   // 0, 1, 3; each part's replica on the next rank's node.
-  auto resumed = hy::trainer::CheckpointReader::Open(root_, step);
+  auto resumed = hy::checkpoint::CheckpointReader::Open(root_, step);
   ASSERT_TRUE(resumed.ok());
   auto placement = (*resumed)->ReadBlob("recovery.placement");
   ASSERT_TRUE(placement.ok()) << placement.status().ToString();
@@ -237,7 +237,7 @@ TEST_F(HyctlRecoveryTest, LostNodeJobFinishesOnThreeRanks) {
   EXPECT_EQ(p["replica_nodes"], nlohmann::json({{1}, {3}, {0}}));
   // Every committed version before the failure still verifies (some copy).
   for (int64_t s = 2; s <= step; s += 2) {
-    auto reader = hy::trainer::CheckpointReader::Open(root_, s, 0);
+    auto reader = hy::checkpoint::CheckpointReader::Open(root_, s, 0);
     EXPECT_TRUE(reader.ok())
         << "step " << s << ": " << reader.status().ToString();
   }

@@ -1,6 +1,6 @@
 // hyctl restore and the run-root forms of hyctl inspect, verify, gc, export
 // and diff, run as a subprocess
-// on a run root that trainer::Checkpointer wrote (two ranks, one thread
+// on a run root that checkpoint::Checkpointer wrote (two ranks, one thread
 // each, each with its own node directory and store; no LibTorch).
 
 #include <gtest/gtest.h>
@@ -78,14 +78,14 @@ void SaveRun(const std::string& root, const State& s, uint64_t step = kStep,
   std::vector<std::thread> threads;
   for (int r = 0; r < kOldWorld; ++r) {
     threads.emplace_back([&, r] {
-      trainer::CheckpointOptions o;
+      checkpoint::CheckpointOptions o;
       o.root = root;
       o.rank = r;
       o.world_size = kOldWorld;
       o.commit_timeout_ms = 10000;
       o.chunk_bytes = 64;  // Several chunks per shard.
       o.run_id = run_id;
-      auto ckpt = trainer::Checkpointer::Open(o);
+      auto ckpt = checkpoint::Checkpointer::Open(o);
       ASSERT_TRUE(ckpt.ok()) << ckpt.status();
       const FlatRun w = Piece(s.w.size(), kOldWorld, r);
       const FlatRun b = Piece(s.b.size(), kOldWorld, r);

@@ -118,7 +118,7 @@ class HyctlTrainHfTest : public ::testing::Test {
   }
 
   uint64_t DataPosition(const std::string& store) {
-    auto reader = hy::trainer::CheckpointReader::Open(store);
+    auto reader = hy::checkpoint::CheckpointReader::Open(store);
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     if (!reader.ok()) return 0;
     auto state = (*reader)->ReadBlob("trainer.state");

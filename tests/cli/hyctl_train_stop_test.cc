@@ -44,7 +44,7 @@ std::vector<std::string> Lines(const std::string& text,
 std::map<std::string, std::vector<uint8_t>> ReadAll(const std::string& root,
                                                     uint64_t* step) {
   std::map<std::string, std::vector<uint8_t>> out;
-  auto reader = trainer::CheckpointReader::Open(root);
+  auto reader = checkpoint::CheckpointReader::Open(root);
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return out;
   *step = (*reader)->step();

@@ -1,5 +1,5 @@
 // Test helper: a run's ranks (threads over an in-process transport) save
-// versions into a run root through trainer::Checkpointer, as the trainer
+// versions into a run root through checkpoint::Checkpointer, as the trainer
 // does, with known values.
 #ifndef HY_TESTS_RECOVERY_SAVE_RUN_H_
 #define HY_TESTS_RECOVERY_SAVE_RUN_H_
@@ -39,7 +39,7 @@ inline void RunRanks(int world, const std::function<void(int)>& fn) {
 }
 
 // The `world` ranks of generation `generation` of a run save `steps` with
-// one replica each (keep_last 4), through trainer::Checkpointer; rank r
+// one replica each (keep_last 4), through checkpoint::Checkpointer; rank r
 // runs on node nodes[r] (empty: node r).
 inline void SaveRun(const std::string& root, int world,
                     const std::vector<uint64_t>& steps,
@@ -49,7 +49,7 @@ inline void SaveRun(const std::string& root, int world,
   std::vector<std::unique_ptr<reshard::Transport>> ts;
   for (int r = 0; r < world; ++r) ts.push_back(hub.Connect(r));
   RunRanks(world, [&](int r) {
-    trainer::CheckpointOptions o;
+    checkpoint::CheckpointOptions o;
     o.root = root;
     o.rank = r;
     o.world_size = world;
@@ -61,7 +61,7 @@ inline void SaveRun(const std::string& root, int world,
     o.replicas = 1;
     o.transport = ts[r].get();
     o.commit_timeout_ms = 20000;
-    auto ckpt = trainer::Checkpointer::Open(o);
+    auto ckpt = checkpoint::Checkpointer::Open(o);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status();
     for (uint64_t step : steps) {
       const FlatRun run = ShardOf(r, world, kNumel);

@@ -16,7 +16,7 @@
 #include "hy/statestore/store.h"
 #include "temp_dir.h"
 
-namespace hy::trainer {
+namespace hy::checkpoint {
 namespace {
 
 using statestore::BlobData;
@@ -523,4 +523,4 @@ TEST(CheckpointTest, ReaderErrors) {
 }
 
 }  // namespace
-}  // namespace hy::trainer
+}  // namespace hy::checkpoint

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-namespace hy::trainer {
+namespace hy {
 
 class TempDir {
  public:
@@ -40,6 +40,6 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace hy::trainer
+}  // namespace hy
 
 #endif  // HY_TESTS_TRAINER_TEMP_DIR_H_

@@ -38,6 +38,7 @@
 #include "hy/reshard/layout.h"
 #include "hy/reshard/shard_map.h"
 #include "hy/trainer/config.h"
+#include "hy/trainer/task.h"
 #include "hy/trainer/worker.h"
 #include "model.h"
 #include "ppo.h"

@@ -58,7 +58,7 @@ namespace hy::reshard {
 class Transport;
 }
 
-namespace hy::trainer {
+namespace hy::checkpoint {
 
 struct CheckpointOptions {
   std::string root;  // Holds node-<k>/ per node.
@@ -240,6 +240,6 @@ class CheckpointReader {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace hy::trainer
+}  // namespace hy::checkpoint
 
 #endif  // HY_TRAINER_CHECKPOINT_H_

@@ -18,7 +18,7 @@
 #include "hy/common/result.h"
 #include "hy/common/status.h"
 #include "hy/trainer/model_config.h"
-#include "hy/trainer/task.h"
+#include "hy/trainer/task_config.h"
 
 namespace hy::trainer {
 

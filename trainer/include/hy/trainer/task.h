@@ -40,6 +40,7 @@
 
 #include "hy/common/result.h"
 #include "hy/common/status.h"
+#include "hy/trainer/task_config.h"
 
 namespace hy::trainer {
 
@@ -51,32 +52,7 @@ inline constexpr int kRev = 14;
 inline constexpr int kSort = 15;
 inline constexpr int kAdd = 16;
 inline constexpr int kPlus = 17;
-inline constexpr int kVocabSize = 18;
-
-// The largest digit count a config may ask for (keeps prompts short and
-// sequence lengths bounded).
-inline constexpr int kMaxTaskDigits = 32;
-
-enum class TaskKind : int { kReverse = 0, kSort = 1, kAdd = 2 };
-
-// Returns "reverse", "sort" or "add".
-std::string_view TaskKindName(TaskKind kind);
-
-struct TaskConfig {
-  // The kinds to draw from, each with equal probability. Duplicates weight.
-  std::vector<TaskKind> kinds = {TaskKind::kReverse, TaskKind::kSort,
-                                 TaskKind::kAdd};
-  int min_digits = 1;  // Per digit string (per operand for ADD).
-  int max_digits = 6;
-};
-
-// Returns InvalidArgument when kinds is empty or holds an unknown value, or
-// unless 1 <= min_digits <= max_digits <= kMaxTaskDigits.
-Status ValidateTaskConfig(const TaskConfig& config);
-
-// The most tokens a prompt of `config` has: an ADD prompt (BOS ADD a PLUS
-// b SEP) or a REV / SORT one (BOS marker d SEP) at max_digits.
-int MaxPromptTokens(const TaskConfig& config);
+static_assert(kPlus + 1 == kVocabSize, "task_config.h's kVocabSize");
 
 struct Sample {
   TaskKind kind = TaskKind::kReverse;

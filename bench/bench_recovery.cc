@@ -52,12 +52,12 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/common/process_memory.h"
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/recovery.h"
 #include "hy/reshard/transport.h"
-#include "hy/trainer/checkpoint.h"
 
 namespace hy::bench {
 namespace {

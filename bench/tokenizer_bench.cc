@@ -1,7 +1,8 @@
 // hy_bench_tokenizer: encode throughput of hy::trainer::Tokenizer on one
 // core, and of Hugging Face's Rust implementation (PyPI `tokenizers`,
-// encode_batch_fast on one thread, run by tests/trainer/tokenize_reference.py
-// on the same strings) side by side.
+// encode_batch_fast on one thread, run by
+// tests/trainer/tokenizer/tokenize_reference.py on the same strings) side by
+// side.
 //
 //   hy_bench_tokenizer [--json] [--reps N] [--strings N] [--mib X]
 //                      [--tokenizer PATH]... [--no-rust]
@@ -32,7 +33,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "hy/trainer/tokenizer.h"
+#include "hy/trainer/tokenizer/tokenizer.h"
 #include "tokenizer_corpus.h"
 
 namespace hy::bench {
@@ -132,8 +133,9 @@ bool Run(const Flags& flags, const std::string& path, const Corpus& c) {
   if (flags.rust) {
     const std::string cmd =
         std::string("'") + HY_PYTHON_PATH + "' '" +
-        (kRoot / "tests/trainer/tokenize_reference.py").string() + "' bench '" +
-        file.string() + "' '" + c.jsonl + "' " + std::to_string(flags.reps);
+        (kRoot / "tests/trainer/tokenizer/tokenize_reference.py").string() +
+        "' bench '" + file.string() + "' '" + c.jsonl + "' " +
+        std::to_string(flags.reps);
     const auto j = nlohmann::json::parse(Capture(cmd), nullptr, false);
     if (j.is_discarded() || !j.contains("mb_per_s")) {
       std::fprintf(stderr,

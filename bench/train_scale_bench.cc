@@ -46,10 +46,10 @@
 
 #include "hy/common/process_memory.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/model_config.h"
-#include "model.h"
+#include "hy/trainer/config/model_config.h"
+#include "hy/trainer/model/model.h"
+#include "hy/trainer/model/vocab_matrix.h"
 #include "train_scale_fsdp.h"
-#include "vocab_matrix.h"
 
 namespace hy::bench {
 namespace {

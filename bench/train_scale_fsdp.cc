@@ -6,13 +6,13 @@
 #include <cstdlib>
 #include <string>
 
-#include "comm.h"
-#include "fsdp.h"
-#include "fsdp_pass.h"
-#include "fsdp_unit.h"
 #include "hy/common/process_memory.h"
 #include "hy/reshard/c10d_transport.h"
-#include "model.h"
+#include "hy/trainer/model/comm.h"
+#include "hy/trainer/model/fsdp.h"
+#include "hy/trainer/model/fsdp_pass.h"
+#include "hy/trainer/model/fsdp_unit.h"
+#include "hy/trainer/model/model.h"
 #include "ppo.h"
 
 namespace hy::bench {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "hy/common/result.h"
-#include "hy/trainer/model_config.h"
+#include "hy/trainer/config/model_config.h"
 
 namespace hy::bench {
 

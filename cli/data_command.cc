@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli_util.h"
-#include "hy/trainer/arith_data.h"
+#include "hy/trainer/data/arith_data.h"
 
 namespace hy::cli {
 namespace {

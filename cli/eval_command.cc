@@ -12,7 +12,7 @@
 #include <string>
 
 #include "cli_util.h"
-#include "hy/trainer/evaluate.h"
+#include "hy/trainer/ppo/evaluate.h"
 
 namespace hy::cli {
 namespace {

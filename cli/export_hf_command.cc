@@ -19,13 +19,13 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "hy/trainer/checkpoint.h"
-#include "hy/trainer/config.h"
-#include "hy/trainer/hf_export.h"
-#include "hy/trainer/hf_model.h"
-#include "hy/trainer/model_config.h"
-#include "hy/trainer/run_tokens.h"
-#include "hy/trainer/special_tokens.h"
+#include "hy/checkpoint/checkpoint.h"
+#include "hy/trainer/config/config.h"
+#include "hy/trainer/config/model_config.h"
+#include "hy/trainer/data/special_tokens.h"
+#include "hy/trainer/hf/hf_export.h"
+#include "hy/trainer/hf/hf_model.h"
+#include "hy/trainer/hf/run_tokens.h"
 #include "run_path.h"
 
 namespace hy::cli {

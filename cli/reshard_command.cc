@@ -12,12 +12,12 @@
 #include <optional>
 
 #include "cli_util.h"
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/reshard/layout.h"
 #include "hy/reshard/plan.h"
 #include "hy/reshard/shard_map.h"
 #include "hy/reshard/stored_version.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/checkpoint.h"
 #include "reshard_input.h"
 #include "reshard_run.h"
 #include "run_models.h"

@@ -7,13 +7,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/run_identity.h"
 #include "hy/reshard/shard_map.h"
 #include "hy/statestore/group_commit.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/checkpoint.h"
-#include "hy/trainer/config.h"
-#include "hy/trainer/model_config.h"
+#include "hy/trainer/config/config.h"
+#include "hy/trainer/config/model_config.h"
 #include "run_models.h"
 
 namespace hy::cli {

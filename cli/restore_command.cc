@@ -42,12 +42,12 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/reshard/layout.h"
 #include "hy/reshard/shard_map.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/checkpoint.h"
 #include "run_models.h"
 #include "run_path.h"
 

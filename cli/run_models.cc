@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/reshard/stored_version.h"
-#include "hy/trainer/checkpoint.h"
-#include "hy/trainer/config.h"
-#include "hy/trainer/model_config.h"
+#include "hy/trainer/config/config.h"
+#include "hy/trainer/config/model_config.h"
 #include "reshard_input.h"
 
 namespace hy::cli {

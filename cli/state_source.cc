@@ -3,8 +3,8 @@
 #include <charconv>
 #include <iostream>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/checkpoint.h"
 #include "restore_command.h"
 #include "run_path.h"
 

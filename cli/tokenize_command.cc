@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "hy/trainer/tokenizer.h"
+#include "hy/trainer/tokenizer/tokenizer.h"
 
 namespace hy::cli {
 namespace {

@@ -13,11 +13,11 @@
 #include <set>
 #include <sstream>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
-#include "hy/trainer/checkpoint.h"
-#include "hy/trainer/hf_model.h"
+#include "hy/trainer/hf/hf_model.h"
 #include "maintenance_commands.h"
 #include "restore_command.h"
 #include "run_path.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "hy/common/result.h"
-#include "hy/trainer/config.h"
+#include "hy/trainer/config/config.h"
 
 namespace hy::cli {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hy/trainer/worker.h"
+#include "hy/trainer/ppo/worker.h"
 
 namespace hy::cli {
 

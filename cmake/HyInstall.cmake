@@ -1,12 +1,12 @@
 # cmake --install: headers, the plain-C++ libraries (no LibTorch: common,
-# metrics, statestore, reshard, recovery), a CMake package
+# metrics, statestore, reshard, recovery, checkpoint), a CMake package
 # (find_package(hy) gives hy::common, hy::metrics, hy::statestore,
-# hy::reshard, hy::recovery) and a pkg-config file (hy.pc), plus hyctl and
+# hy::reshard, hy::recovery, hy::checkpoint) and a pkg-config file (hy.pc), plus hyctl and
 # the Python package (python/CMakeLists.txt).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(HY_EXPORTED common metrics statestore reshard recovery)
+set(HY_EXPORTED common metrics statestore reshard recovery checkpoint)
 foreach(m ${HY_EXPORTED})
   set_target_properties(hy_${m} PROPERTIES EXPORT_NAME ${m})
   target_include_directories(hy_${m} PUBLIC

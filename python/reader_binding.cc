@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "errors.h"
-#include "hy/trainer/checkpoint.h"
+#include "hy/checkpoint/checkpoint.h"
 
 namespace hy::python {
 

@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/node_layout.h"
-#include "hy/trainer/checkpoint.h"
 
 namespace {
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/common/bf16.h"
 #include "hy/recovery/node_identity.h"
 #include "hy/statestore/safetensors.h"
-#include "hy/trainer/checkpoint.h"
 #include "statestore/store_test_util.h"
 
 namespace hy::cli {

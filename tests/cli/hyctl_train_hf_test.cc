@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/statestore/safetensors.h"
+#include "hy/trainer/hf/hf_export.h"
+#include "hy/trainer/hf/hf_model.h"
 #include "hyctl_run.h"
-#include "hy/trainer/checkpoint.h"
-#include "hy/trainer/hf_export.h"
-#include "hy/trainer/hf_model.h"
 
 namespace {
 

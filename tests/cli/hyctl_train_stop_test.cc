@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hy/trainer/checkpoint.h"
+#include "hy/checkpoint/checkpoint.h"
 #include "hyctl_run.h"
 
 namespace hy::cli {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "hy/statestore/store.h"
-#include "hy/trainer/config.h"
+#include "hy/trainer/config/config.h"
 
 namespace hy::cli {
 namespace {

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/common/shard.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/checkpoint.h"
 #include "recovery/save_run.h"
 #include "statestore/raw_db.h"
 #include "statestore/store_test_util.h"

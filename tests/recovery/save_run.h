@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/common/shard.h"
 #include "hy/reshard/transport.h"
 #include "hy/statestore/store.h"
-#include "hy/trainer/checkpoint.h"
 
 namespace hy::recovery::testing {
 

@@ -1,0 +1,143 @@
+// The table of TrainConfig's keys (see config_fields.h).
+
+#include "config_fields.h"
+
+#include "hy/trainer/config/task_config.h"
+
+namespace hy::trainer::internal {
+
+namespace {
+
+constexpr Range OneOf(const char* want, const char* one_of) {
+  Range r;
+  r.want = want;
+  r.one_of = one_of;
+  return r;
+}
+constexpr Range kAny;
+constexpr Range kPositive{"must be positive", 0, true};
+constexpr Range kNonNegative{"must be >= 0", 0};
+constexpr Range kAtLeast1{"must be >= 1", 1};
+constexpr Range kUnit{"must be in [0, 1]", 0, false, 1};
+constexpr Range kBeta{"must be in [0, 1)", 0, false, 1, true};
+constexpr Range kPort{"must be in [-1, 65535] (-1: off, 0: any free port)", -1,
+                      false, 65535};
+static_assert(kMaxTaskDigits == 32, "kDigits' message");
+constexpr Range kDigits{"must be in [1, 32]", 1, false, kMaxTaskDigits};
+constexpr Range kKlPenalty =
+    OneOf("must be kl, k1, abs, mse, k2, low_var_kl or k3",
+          "|kl|k1|abs|mse|k2|low_var_kl|k3|");
+constexpr Range kKlCtrl =
+    OneOf("must be fixed or adaptive", "|fixed|adaptive|");
+constexpr Range kDevice = OneOf("must be cpu or cuda", "|cpu|cuda|");
+
+}  // namespace
+
+std::vector<Field> Fields(TrainConfig* c) {
+  std::vector<Field> f;
+  auto add = [&f](std::string path, FieldPtr ptr, Range range = kAny) {
+    f.push_back({std::move(path), ptr, range});
+  };
+  ModelConfig& m = c->model;
+  add("model.path", &m.path);
+  add("model.architecture", &m.architecture);
+  add("model.vocab_size", &m.vocab_size);
+  add("model.hidden_size", &m.hidden_size);
+  add("model.intermediate_size", &m.intermediate_size);
+  add("model.num_layers", &m.num_layers);
+  add("model.num_heads", &m.num_heads);
+  add("model.num_kv_heads", &m.num_kv_heads);
+  add("model.rope_theta", &m.rope_theta);
+  add("model.rms_norm_eps", &m.rms_norm_eps);
+  add("model.max_position_embeddings", &m.max_position_embeddings);
+  add("model.head_dim", &m.head_dim_override);
+  add("model.attention_bias", &m.attention_bias);
+  add("model.mlp_bias", &m.mlp_bias);
+  add("model.tie_word_embeddings", &m.tie_word_embeddings);
+  add("model.rope_scaling.rope_type", &m.rope_scaling_type);
+  add("model.rope_scaling.factor", &m.rope_scaling_factor);
+  add("model.rope_scaling.low_freq_factor", &m.rope_low_freq_factor);
+  add("model.rope_scaling.high_freq_factor", &m.rope_high_freq_factor);
+  add("model.rope_scaling.original_max_position_embeddings",
+      &m.rope_original_max_position_embeddings);
+  add("model.torch_dtype", &m.torch_dtype);
+  add("task.kinds", &c->task.kinds);
+  add("task.min_digits", &c->task.min_digits, kDigits);
+  add("task.max_digits", &c->task.max_digits, kDigits);
+  DataConfig& d = c->data;
+  add("data.train_files", &d.train_files);
+  add("data.val_files", &d.val_files);
+  add("data.tokenizer", &d.tokenizer);
+  add("data.reward", &d.reward,
+      OneOf("must be exact_match, format or exact_match+format",
+            "|exact_match|format|exact_match+format|"));
+  add("data.require_eos", &d.require_eos);
+  add("data.shuffle", &d.shuffle);
+  add("data.enable_thinking", &d.enable_thinking);
+  add("data.max_prompt_length", &d.max_prompt_length, kAtLeast1);
+  add("data.allow_changed_dataset", &d.allow_changed_dataset);
+  auto optim = [&add](const std::string& s, OptimConfig* o) {
+    add(s + ".optim.lr", &o->lr, kPositive);
+    add(s + ".optim.beta1", &o->beta1, kBeta);
+    add(s + ".optim.beta2", &o->beta2, kBeta);
+    add(s + ".optim.eps", &o->eps, kPositive);
+    add(s + ".optim.weight_decay", &o->weight_decay, kNonNegative);
+    add(s + ".optim.grad_clip", &o->grad_clip);  // <= 0: off.
+  };
+  optim("actor", &c->actor.optim);
+  add("actor.ppo_epochs", &c->actor.ppo_epochs, kAtLeast1);
+  add("actor.ppo_mini_batch_size", &c->actor.ppo_mini_batch_size, kAtLeast1);
+  add("actor.clip_ratio", &c->actor.clip_ratio, kPositive);
+  add("actor.entropy_coeff", &c->actor.entropy_coeff, kNonNegative);
+  optim("critic", &c->critic.optim);
+  add("critic.cliprange_value", &c->critic.cliprange_value, kPositive);
+  add("critic.value_loss_coeff", &c->critic.value_loss_coeff, kNonNegative);
+  RolloutConfig& r = c->rollout;
+  add("rollout.tensor_model_parallel_size", &r.tensor_model_parallel_size,
+      kAtLeast1);
+  add("rollout.batch_size", &r.batch_size, kAtLeast1);
+  add("rollout.n", &r.n, kAtLeast1);
+  add("rollout.response_length", &r.response_length, kAtLeast1);
+  add("rollout.temperature", &r.temperature, kPositive);
+  add("rollout.top_k", &r.top_k, kNonNegative);  // 0: off.
+  AlgorithmConfig& a = c->algorithm;
+  add("algorithm.adv_estimator", &a.adv_estimator);
+  add("algorithm.gamma", &a.gamma, kUnit);
+  add("algorithm.lam", &a.lam, kUnit);
+  add("algorithm.norm_adv", &a.norm_adv);
+  add("algorithm.kl_penalty", &a.kl_penalty, kKlPenalty);
+  add("algorithm.kl_ctrl.type", &a.kl_ctrl_type, kKlCtrl);
+  add("algorithm.kl_ctrl.kl_coef", &a.kl_coef, kNonNegative);
+  add("algorithm.kl_ctrl.target_kl", &a.kl_target, kPositive);
+  add("algorithm.kl_ctrl.horizon", &a.kl_horizon, kPositive);
+  TrainerSection& t = c->trainer;
+  add("trainer.total_iterations", &t.total_iterations, kAtLeast1);
+  add("trainer.seed", &t.seed);
+  add("trainer.device", &t.device, kDevice);
+  add("trainer.nproc", &t.nproc, kAtLeast1);
+  add("trainer.sft_steps", &t.sft_steps, kNonNegative);
+  add("trainer.sft_batch_size", &t.sft_batch_size, kAtLeast1);
+  add("trainer.sft_lr", &t.sft_lr, kPositive);
+  add("trainer.test_freq", &t.test_freq, kNonNegative);
+  add("trainer.gradient_checkpointing", &t.gradient_checkpointing);
+  add("trainer.fsdp_per_layer", &t.fsdp_per_layer);
+  add("trainer.offload_reference", &t.offload_reference);
+  add("trainer.offload_rollout", &t.offload_rollout);
+  add("trainer.offload_optimizer", &t.offload_optimizer);
+  add("trainer.stop_grace_seconds", &t.stop_grace_seconds, kPositive);
+  CheckpointConfig& k = c->checkpoint;
+  add("checkpoint.store_root", &k.store_root);
+  add("checkpoint.save_every", &k.save_every, kNonNegative);  // 0: never.
+  add("checkpoint.keep_last", &k.keep_last, kAtLeast1);
+  add("checkpoint.commit_timeout_ms", &k.commit_timeout_ms, kAtLeast1);
+  add("checkpoint.replicas", &k.replicas, kNonNegative);
+  add("checkpoint.heartbeat_timeout_ms", &k.heartbeat_timeout_ms, kAtLeast1);
+  add("checkpoint.staging_mb", &k.staging_mb, kNonNegative);
+  add("checkpoint.read_in_place", &k.read_in_place);
+  add("checkpoint.keep_superseded", &k.keep_superseded);
+  add("metrics.port", &c->metrics.port, kPort);
+  add("metrics.bind", &c->metrics.bind);
+  add("metrics.pushgateway", &c->metrics.pushgateway);
+  return f;
+}
+}  // namespace hy::trainer::internal

@@ -1,0 +1,199 @@
+// PromptSource over a JSONL dataset, a Hugging Face tokenizer and a rule
+// reward (see prompt_source.h: MakeDatasetSource).
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "hy/trainer/data/data_cursor.h"
+#include "hy/trainer/data/prompt_data.h"
+#include "hy/trainer/data/prompt_source.h"
+#include "hy/trainer/data/reward.h"
+#include "hy/trainer/data/special_tokens.h"
+#include "hy/trainer/tokenizer/chat_template.h"
+#include "hy/trainer/tokenizer/tokenizer.h"
+
+namespace hy::trainer {
+namespace {
+
+// The SFT stream's order: a different permutation of the same records.
+constexpr uint64_t kSftSeedSalt = 0x5346'5453'5452'4d31ull;  // "SFTSTRM1"
+
+class DatasetSource : public PromptSource {
+ public:
+  Status Init(const DataConfig& data, const std::string& model_dir,
+              const std::vector<int>& model_eos, uint64_t seed) {
+    data_ = data;
+    seed_ = seed;
+    HY_ASSIGN_OR_RETURN(dataset_, PromptDataset::Load(data.train_files));
+    const std::string tok_path =
+        data.tokenizer.empty() ? model_dir : data.tokenizer;
+    if (tok_path.empty()) {
+      return Status::InvalidArgument(
+          "data.tokenizer: empty, and no model.path to take tokenizer.json "
+          "from");
+    }
+    HY_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::Load(tok_path));
+    HY_RETURN_IF_ERROR(LoadChatTemplate(tok_path));
+    HY_RETURN_IF_ERROR(ChooseSpecialTokens(tok_path, model_eos));
+    tokenizer_path_ = tok_path;
+    RewardOptions ro;
+    ro.require_eos = data.require_eos;
+    HY_ASSIGN_OR_RETURN(reward_, MakeReward(data.reward, ro));
+    return EncodePrompts();
+  }
+
+  const TokenSpec& token_spec() const override { return spec_; }
+
+  uint64_t num_prompts() const override { return dataset_->size(); }
+
+  Result<Prompt> Get(uint64_t position) const override {
+    Prompt p;
+    p.position = position;
+    p.tokens = encoded_[Record(position, seed_)];
+    return p;
+  }
+
+  double Score(const Prompt& prompt,
+               const std::vector<int>& response) const override {
+    const PromptRecord& r = dataset_->record(Record(prompt.position, seed_));
+    auto end = std::find_if(response.begin(), response.end(),
+                            [this](int id) { return spec_.IsEos(id); });
+    std::vector<int32_t> ids(response.begin(), end);
+    auto text = tokenizer_->Decode(ids, /*skip_special_tokens=*/true);
+    if (!text.ok()) return 0.0;  // Ids outside the tokenizer: not parseable.
+    RewardInput in;
+    in.response = *text;
+    in.ended_with_eos = end != response.end();
+    in.answer = r.answer;
+    in.fields = &r.fields;
+    return reward_->Score(in);
+  }
+
+  Result<Demonstration> Demonstrate(uint64_t index) const override {
+    const size_t i = Record(index, seed_ ^ kSftSeedSalt);
+    const PromptRecord& r = dataset_->record(i);
+    if (r.answer.empty()) {
+      return Status::InvalidArgument(r.source +
+                                     ": no \"answer\" to warm up on (set "
+                                     "trainer.sft_steps: 0)");
+    }
+    Demonstration d;
+    d.prompt = encoded_[i];
+    HY_ASSIGN_OR_RETURN(auto ids, tokenizer_->Encode(r.answer));
+    d.response.assign(ids.begin(), ids.end());
+    d.response.push_back(spec_.eos.front());
+    return d;
+  }
+
+  std::string Render(const std::vector<int>& ids) const override {
+    auto text =
+        tokenizer_->Decode(std::vector<int32_t>(ids.begin(), ids.end()));
+    return text.ok() ? *text : "<undecodable>";
+  }
+
+  int max_prompt_tokens() const override { return max_prompt_tokens_; }
+
+  int vocab_size() const { return tokenizer_->vocab_size(); }
+
+  std::string tokenizer_path() const override { return tokenizer_path_; }
+
+ private:
+  size_t Record(uint64_t position, uint64_t seed) const {
+    const uint64_t size = dataset_->size();
+    const uint64_t epoch = position / size;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& cache = seed == seed_ ? train_order_ : sft_order_;
+    if (cache.first != epoch || cache.second.empty()) {
+      cache = {epoch, EpochOrder(size, seed, epoch, data_.shuffle)};
+    }
+    return static_cast<size_t>(cache.second[position % size]);
+  }
+
+  Status LoadChatTemplate(const std::string& tok_path) {
+    const std::filesystem::path cfg =
+        std::filesystem::path(TokenizerDir(tok_path)) / "tokenizer_config.json";
+    bool chat = false;
+    for (size_t i = 0; i < dataset_->size(); ++i) {
+      chat = chat || dataset_->record(i).prompt.is_chat;
+    }
+    if (!chat) return Status::OK();  // Only chat prompts need a template.
+    HY_ASSIGN_OR_RETURN(ChatTemplate t,
+                        ChatTemplate::FromTokenizerConfigFile(cfg.string()));
+    template_ = std::make_unique<ChatTemplate>(std::move(t));
+    return Status::OK();
+  }
+
+  // The ids of special_tokens.h; the chat family counts even for plain
+  // prompts (a model that learned chat turns ends them with it).
+  Status ChooseSpecialTokens(const std::string& tok_path,
+                             const std::vector<int>& model_eos) {
+    const std::optional<ChatFamily> chat =
+        template_ != nullptr ? std::optional<ChatFamily>(template_->family())
+                             : ChatFamilyOf(tok_path);
+    HY_ASSIGN_OR_RETURN(spec_, SpecialTokensFor(*tokenizer_, chat, model_eos));
+    return Status::OK();
+  }
+
+  Status EncodePrompts() {
+    encoded_.resize(dataset_->size());
+    for (size_t i = 0; i < dataset_->size(); ++i) {
+      const PromptRecord& r = dataset_->record(i);
+      auto text = PromptText(r.prompt, template_.get(), data_.enable_thinking);
+      if (!text.ok()) {
+        return Status::InvalidArgument(r.source + ": " +
+                                       std::string(text.status().message()));
+      }
+      // A string prompt gets the tokenizer's template (Llama 3's BOS); a
+      // rendered chat already holds its special tokens.
+      auto ids = tokenizer_->Encode(*text, !r.prompt.is_chat);
+      if (!ids.ok()) {
+        return Status::InvalidArgument(r.source + ": " +
+                                       std::string(ids.status().message()));
+      }
+      if (ids->empty() ||
+          static_cast<int>(ids->size()) > data_.max_prompt_length) {
+        return Status::InvalidArgument(r.source + ": the prompt is " +
+                                       std::to_string(ids->size()) +
+                                       " tokens; data.max_prompt_length is " +
+                                       std::to_string(data_.max_prompt_length));
+      }
+      encoded_[i].assign(ids->begin(), ids->end());
+      max_prompt_tokens_ =
+          std::max(max_prompt_tokens_, static_cast<int>(ids->size()));
+    }
+    return Status::OK();
+  }
+
+  DataConfig data_;
+  uint64_t seed_ = 0;
+  std::optional<PromptDataset> dataset_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<RewardFunction> reward_;
+  TokenSpec spec_;
+  std::string tokenizer_path_;
+  std::vector<std::vector<int>> encoded_;  // Per record.
+  int max_prompt_tokens_ = 0;
+  mutable std::mutex mu_;
+  mutable std::pair<uint64_t, std::vector<uint64_t>> train_order_, sft_order_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PromptSource>> MakeDatasetSource(
+    const DataConfig& data, const std::string& model_dir,
+    const std::vector<int>& model_eos, uint64_t seed, int model_vocab_size) {
+  auto source = std::make_unique<DatasetSource>();
+  HY_RETURN_IF_ERROR(source->Init(data, model_dir, model_eos, seed));
+  if (source->vocab_size() > model_vocab_size) {
+    return Status::InvalidArgument(
+        "model.vocab_size " + std::to_string(model_vocab_size) +
+        " is smaller than the tokenizer's " +
+        std::to_string(source->vocab_size()) + " ids");
+  }
+  return std::unique_ptr<PromptSource>(std::move(source));
+}
+
+}  // namespace hy::trainer

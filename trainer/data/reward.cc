@@ -1,0 +1,39 @@
+#include "hy/trainer/data/reward.h"
+
+#include <cmath>
+
+#include "reward_impl.h"
+
+namespace hy::trainer {
+namespace {
+
+bool ValidWeight(double w) { return std::isfinite(w) && w >= 0.0; }
+
+}  // namespace
+
+std::vector<std::string> KnownRewardNames() {
+  return {"exact_match", "exact_match+format", "format"};
+}
+
+Result<std::unique_ptr<RewardFunction>> MakeReward(
+    std::string_view name, const RewardOptions& options) {
+  if (name == "exact_match") return NewExactMatchReward(options.require_eos);
+  if (name == "format") return NewFormatReward();
+  if (name == "exact_match+format") {
+    if (!ValidWeight(options.exact_match_weight) ||
+        !ValidWeight(options.format_weight)) {
+      return Status::InvalidArgument(
+          "reward exact_match+format: weights must be finite and >= 0");
+    }
+    return NewExactMatchFormatReward(
+        options.require_eos, options.exact_match_weight, options.format_weight);
+  }
+  std::string known;
+  for (const std::string& n : KnownRewardNames()) {
+    known += (known.empty() ? "" : ", ") + n;
+  }
+  return Status::InvalidArgument("unknown reward \"" + std::string(name) +
+                                 "\"; known rewards: " + known);
+}
+
+}  // namespace hy::trainer

@@ -1,0 +1,224 @@
+// Evaluate (see hy/trainer/evaluate.h): one process, the whole model, the
+// rollout's decoding.
+
+#include "hy/trainer/ppo/evaluate.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+
+#include "hy/checkpoint/checkpoint.h"
+#include "hy/trainer/config/config.h"
+#include "hy/trainer/data/prompt_source.h"
+#include "hy/trainer/data/special_tokens.h"
+#include "hy/trainer/hf/hf_model.h"
+#include "hy/trainer/hf/run_tokens.h"
+#include "hy/trainer/model/model.h"
+#include "rollout.h"
+
+namespace hy::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The model to decode and how the data around it was set up.
+struct Loaded {
+  std::string label;
+  ModelConfig model;
+  std::function<Status(const TensorMeta&, float*)> read;
+  std::unique_ptr<checkpoint::CheckpointReader> reader;  // Store sources.
+  std::unique_ptr<HfWeights> weights;                    // HF sources.
+  DataConfig data;  // Tokenizer, reward, template options.
+  std::vector<int> model_eos;
+  std::optional<TokenSpec> recorded;  // The run's ids (store sources).
+  int max_new_tokens = 64;
+  bool bf16 = false;
+};
+
+Status LoadRun(const EvalOptions& o, Loaded* out) {
+  HY_ASSIGN_OR_RETURN(out->reader,
+                      checkpoint::CheckpointReader::Open(o.source, o.step));
+  if (o.model != "actor" && o.model != "reference") {
+    return Status::InvalidArgument("--model must be actor or reference, got " +
+                                   o.model);
+  }
+  HY_ASSIGN_OR_RETURN(std::string yaml,
+                      out->reader->ReadBlob("trainer.config"));
+  HY_ASSIGN_OR_RETURN(TrainConfig config, ParseConfigYaml(yaml));
+  HY_ASSIGN_OR_RETURN(RunTokens tokens, RunTokensOf(out->reader.get(), config));
+  if (tokens.tokenizer_dir.empty()) {
+    return Status::InvalidArgument(
+        o.source +
+        ": this run trained on the built-in task's own symbols, "
+        "not a tokenizer: there is no text to evaluate it on");
+  }
+  const std::string dir =
+      o.tokenizer.empty() ? tokens.tokenizer_dir : o.tokenizer;
+  HY_RETURN_IF_ERROR(CheckTokenizerFiles(tokens, dir));
+  out->label =
+      o.source + " step " + std::to_string(out->reader->step()) + " " + o.model;
+  out->model = config.model;
+  out->data = config.data;
+  out->data.tokenizer = dir;
+  out->model_eos = tokens.spec.eos;
+  out->recorded = tokens.spec;
+  out->max_new_tokens = config.rollout.response_length;
+  out->bf16 = true;  // The rollout's weights, as validation decodes.
+  checkpoint::CheckpointReader* reader = out->reader.get();
+  const std::string prefix = o.model + "/";
+  out->read = [reader, prefix](const TensorMeta& m, float* dst) {
+    const int64_t n = *m.NumElements();
+    return reader->ReadRegion(prefix + m.name, {0, n},
+                              MutableBytes(reinterpret_cast<uint8_t*>(dst),
+                                           static_cast<size_t>(n) * 4));
+  };
+  return Status::OK();
+}
+
+Status LoadHf(const EvalOptions& o, Loaded* out) {
+  std::string config_json;
+  out->model.path = o.source;
+  HY_RETURN_IF_ERROR(ResolveModelPath(&out->model, &config_json));
+  HY_ASSIGN_OR_RETURN(out->weights, HfWeights::Open(o.source, out->model));
+  out->label = o.source;
+  out->data.tokenizer = o.tokenizer.empty() ? o.source : o.tokenizer;
+  out->data.max_prompt_length = 1024;
+  out->model_eos = HfModelEosIds(o.source, config_json);
+  out->bf16 = out->model.torch_dtype == "bfloat16";
+  HfWeights* weights = out->weights.get();
+  out->read = [weights](const TensorMeta& m, float* dst) {
+    return weights->ReadF32(m.name, 0, *m.NumElements(), dst);
+  };
+  return Status::OK();
+}
+
+Result<Weights> LoadWeights(const Loaded& l,
+                            std::map<std::string, at::Tensor>* tensors) {
+  for (const TensorMeta& m : ModelTensors(l.model, ModelRole::kActor)) {
+    at::Tensor t = at::empty(m.shape, at::kFloat);
+    HY_RETURN_IF_ERROR(l.read(m, t.data_ptr<float>()));
+    (*tensors)[m.name] = l.bf16 ? t.to(at::kBFloat16) : t;
+  }
+  return BindWeights(l.model, ModelRole::kActor, [&](const std::string& n) {
+    auto it = tensors->find(n);
+    return it == tensors->end() ? at::Tensor() : it->second;
+  });
+}
+
+bool SameIds(const TokenSpec& a, const TokenSpec& b) {
+  std::vector<int> x = a.eos, y = b.eos;
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  return x == y && a.pad == b.pad;
+}
+
+}  // namespace
+
+Result<EvalReport> Evaluate(
+    const EvalOptions& o,
+    const std::function<void(const EvalSample&)>& on_sample) {
+  const auto start = std::chrono::steady_clock::now();
+  Loaded l;
+  if (fs::exists(fs::path(o.source) / "config.json")) {
+    HY_RETURN_IF_ERROR(LoadHf(o, &l));
+  } else {
+    HY_RETURN_IF_ERROR(LoadRun(o, &l));
+  }
+  if (!o.dtype.empty()) {
+    if (o.dtype != "float32" && o.dtype != "bfloat16") {
+      return Status::InvalidArgument(
+          "--dtype must be float32 or bfloat16, got " + o.dtype);
+    }
+    l.bf16 = o.dtype == "bfloat16";
+  }
+  if (o.max_new_tokens > 0) l.max_new_tokens = o.max_new_tokens;
+  if (o.max_prompt_length > 0) l.data.max_prompt_length = o.max_prompt_length;
+  if (!o.reward.empty()) l.data.reward = o.reward;
+  l.data.enable_thinking = l.data.enable_thinking || o.enable_thinking;
+  l.data.train_files = {o.data_file};
+  l.data.val_files.clear();
+  l.data.shuffle = false;
+  HY_ASSIGN_OR_RETURN(
+      std::unique_ptr<PromptSource> source,
+      MakeDatasetSource(l.data, "", l.model_eos, o.seed, l.model.vocab_size));
+  const TokenSpec& spec = source->token_spec();
+  if (l.recorded && !SameIds(*l.recorded, spec)) {
+    return Status::FailedPrecondition(
+        "the tokenizer now gives other special ids than the run trained "
+        "with");
+  }
+  if (source->max_prompt_tokens() + l.max_new_tokens >
+      l.model.max_position_embeddings) {
+    return Status::InvalidArgument(
+        "the longest prompt (" + std::to_string(source->max_prompt_tokens()) +
+        " tokens) plus " + std::to_string(l.max_new_tokens) +
+        " new tokens exceeds the model's max_position_embeddings " +
+        std::to_string(l.model.max_position_embeddings));
+  }
+  std::map<std::string, at::Tensor> tensors;
+  HY_ASSIGN_OR_RETURN(Weights w, LoadWeights(l, &tensors));
+
+  at::NoGradGuard no_grad;
+  RolloutConfig rc;
+  rc.response_length = l.max_new_tokens;
+  rc.temperature = o.temperature;
+  rc.top_k = o.top_k;
+  EvalReport report;
+  report.model = l.label;
+  const int64_t count = static_cast<int64_t>(source->num_prompts());
+  const int64_t batch = std::max(1, o.batch_size);
+  double reward = 0, exact = 0;
+  for (int64_t begin = 0; begin < count; begin += batch) {
+    const int64_t end = std::min(count, begin + batch);
+    std::vector<Prompt> prompts;
+    std::vector<int64_t> ids;
+    int64_t prompt_len = 0;
+    for (int64_t p = begin; p < end; ++p) {
+      HY_ASSIGN_OR_RETURN(Prompt prompt, source->Get(static_cast<uint64_t>(p)));
+      prompt_len = std::max<int64_t>(prompt_len, prompt.tokens.size());
+      prompts.push_back(std::move(prompt));
+      ids.push_back(p);
+    }
+    HY_ASSIGN_OR_RETURN(
+        at::Tensor responses,
+        GenerateResponses(l.model, w, TpContext{},
+                          BuildPrompts(prompts, prompt_len, spec), ids, o.seed,
+                          0, rc, spec));
+    auto r = responses.accessor<int64_t, 2>();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::vector<int> full(static_cast<size_t>(rc.response_length));
+      for (int t = 0; t < rc.response_length; ++t) {
+        full[t] = static_cast<int>(r[static_cast<int64_t>(i)][t]);
+      }
+      EvalSample s;
+      s.index = ids[i];
+      s.reward = source->Score(prompts[i], full);
+      s.exact = source->IsExact(s.reward);
+      auto eos = std::find_if(full.begin(), full.end(),
+                              [&](int id) { return spec.IsEos(id); });
+      s.ended_with_eos = eos != full.end();
+      s.response_ids.assign(full.begin(),
+                            s.ended_with_eos ? eos + 1 : full.end());
+      s.response = source->Render(std::vector<int>(full.begin(), eos));
+      s.prompt = source->Render(prompts[i].tokens);
+      report.new_tokens += static_cast<int64_t>(s.response_ids.size());
+      reward += s.reward;
+      exact += s.exact ? 1 : 0;
+      if (on_sample) on_sample(s);
+    }
+  }
+  if (l.reader != nullptr) report.notes = l.reader->fallbacks();
+  report.prompts = count;
+  report.reward_mean = count > 0 ? reward / static_cast<double>(count) : 0;
+  report.exact_match = count > 0 ? exact / static_cast<double>(count) : 0;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return report;
+}
+
+}  // namespace hy::trainer

@@ -1,0 +1,426 @@
+// PpoWorker: setup, fresh start or resume, the iteration loop; and
+// RunWorker, the public entry point. Memory (phase peaks, the offloaded
+// reference) is in ppo_memory.cc; checkpoints and what a resume restores
+// in ppo_recovery.cc.
+
+#include "ppo_worker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+
+#include "cpu_threads.h"
+#include "hy/metrics/hy_metrics.h"
+#include "hy/reshard/model_spec.h"
+#include "hy/trainer/data/special_tokens.h"
+#include "hy/trainer/hf/run_tokens.h"
+
+namespace hy::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+std::string StateRulesYaml() {
+  std::vector<reshard::SplitRule> rules;
+  for (reshard::SplitRule r : reshard::ModelRules::Default().rules()) {
+    r.pattern =
+        "(?:actor|critic|reference)/(?:exp_avg/|exp_avg_sq/)?" + r.pattern;
+    rules.push_back(std::move(r));
+  }
+  auto parsed = reshard::ModelRules::FromRules(std::move(rules));
+  return parsed.ok() ? parsed.value().ToYaml() : std::string();
+}
+
+PpoWorker::PpoWorker(const TrainConfig& config, const WorkerOptions& options)
+    : config_(config), options_(options) {}
+
+PpoWorker::~PpoWorker() = default;
+
+void PpoWorker::Log(const std::string& line) const {
+  if (options_.log && (comm_ == nullptr || comm_->rank() == 0)) {
+    options_.log(line);
+  }
+}
+
+Status PpoWorker::Setup() {
+  HY_RETURN_IF_ERROR(ResolveModelPath(&config_.model, &hf_config_text_));
+  HY_RETURN_IF_ERROR(ValidateConfig(config_));
+  if (config_.trainer.device != "cpu") {
+    return Status::InvalidArgument(
+        "trainer.device '" + config_.trainer.device +
+        "': this build trains on the CPU only (device: cpu)");
+  }
+  if (config_.checkpoint.store_root.empty()) {
+    return Status::InvalidArgument("checkpoint.store_root is empty");
+  }
+  UseOneCpuThread();  // Deterministic kernels, one core per rank.
+  const char* world_env = std::getenv("WORLD_SIZE");
+  const int env_world = world_env != nullptr ? std::atoi(world_env) : 0;
+  int& tp = config_.rollout.tensor_model_parallel_size;
+  // Under torchrun the world may change at any start (--nnodes=MIN:MAX).
+  const bool elastic = std::getenv("TORCHELASTIC_RUN_ID") != nullptr;
+  if ((options_.resume || IsRestart() || elastic) && env_world > 0 &&
+      env_world % tp != 0) {
+    // A restart on fewer (or more) nodes: the largest TP group that fits.
+    const int wanted = tp;
+    while (env_world % tp != 0 ||
+           !ValidateTensorParallel(config_.model, tp).ok()) {
+      --tp;
+    }
+    if (options_.log && std::getenv("RANK") != nullptr &&
+        std::atoi(std::getenv("RANK")) == 0) {
+      options_.log("rollout tp " + std::to_string(wanted) +
+                   " does not divide " + std::to_string(env_world) +
+                   " ranks; rolling out with tp " + std::to_string(tp));
+    }
+  }
+  HY_ASSIGN_OR_RETURN(
+      comm_, Comm::FromEnv(config_.rollout.tensor_model_parallel_size,
+                           std::max<int64_t>(
+                               120000, config_.checkpoint.commit_timeout_ms)));
+  const int rank = comm_->rank();
+  const int world = comm_->world_size();
+  HY_ASSIGN_OR_RETURN(
+      actor_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
+  // GRPO's advantages need no value model: no critic (its parameters, Adam
+  // moments, checkpoint part and replica are a whole model's worth).
+  if (config_.algorithm.adv_estimator == AdvEstimator::kGae) {
+    HY_ASSIGN_OR_RETURN(
+        critic_,
+        FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
+  }
+  // The frozen reference: parameters only, no Adam moments.
+  HY_ASSIGN_OR_RETURN(
+      ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world,
+                              /*optimizer=*/false));
+  if (config_.trainer.fsdp_per_layer) {
+    actor_units_ = std::make_unique<FsdpUnits>(actor_.get());
+    if (critic_ != nullptr) {
+      critic_units_ = std::make_unique<FsdpUnits>(critic_.get());
+    }
+    ref_units_ = std::make_unique<FsdpUnits>(ref_.get());
+  }
+  const AlgorithmConfig& ac = config_.algorithm;
+  if (ac.kl_ctrl_type == "adaptive") {
+    HY_ASSIGN_OR_RETURN(
+        KlController k,
+        KlController::Adaptive(ac.kl_coef, ac.kl_target, ac.kl_horizon));
+    kl_ = std::make_unique<KlController>(k);
+  } else {
+    kl_ = std::make_unique<KlController>(KlController::Fixed(ac.kl_coef));
+  }
+  rules_yaml_ = StateRulesYaml();
+  if (config_.data.train_files.empty()) {
+    source_ = MakeTaskSource(config_.task, config_.trainer.seed,
+                             config_.rollout.batch_size,
+                             config_.trainer.sft_batch_size);
+  } else {
+    HY_ASSIGN_OR_RETURN(
+        source_,
+        MakeDatasetSource(config_.data, config_.model.path,
+                          HfModelEosIds(config_.model.path, hf_config_text_),
+                          config_.trainer.seed, config_.model.vocab_size));
+    if (!config_.data.val_files.empty()) {
+      DataConfig val = config_.data;
+      val.train_files = config_.data.val_files;
+      val.shuffle = false;
+      HY_ASSIGN_OR_RETURN(
+          val_source_,
+          MakeDatasetSource(val, config_.model.path,
+                            HfModelEosIds(config_.model.path, hf_config_text_),
+                            config_.trainer.seed, config_.model.vocab_size));
+    }
+  }
+  RunTokens tokens;
+  tokens.spec = source_->token_spec();
+  if (!source_->tokenizer_path().empty()) {
+    HY_ASSIGN_OR_RETURN(
+        tokens, DescribeRun(source_->token_spec(), source_->tokenizer_path()));
+  }
+  tokens_text_ = RunTokensJson(tokens);
+  const int longest =
+      std::max(source_->max_prompt_tokens(),
+               val_source_ ? val_source_->max_prompt_tokens() : 0) +
+      config_.rollout.response_length;
+  if (longest > config_.model.max_position_embeddings) {
+    return Status::InvalidArgument(
+        "model.max_position_embeddings " +
+        std::to_string(config_.model.max_position_embeddings) +
+        " cannot hold the longest prompt (" +
+        std::to_string(source_->max_prompt_tokens()) +
+        " tokens) plus rollout.response_length");
+  }
+  Log("rank 0 of " + std::to_string(world) + ": actor " +
+      std::to_string(actor_->spec().TotalBytes() / 4) +
+      " parameters, training layout fsdp=" + std::to_string(world) +
+      ", rollout layout tp=" + std::to_string(comm_->tp_size()) +
+      ",dp=" + std::to_string(comm_->dp_size()) + " (bf16)");
+  return Status::OK();
+}
+
+Status PpoWorker::InitFresh() {
+  if (config_.model.path.empty()) {
+    actor_->InitFromSeed(config_.trainer.seed);
+  } else {
+    HY_ASSIGN_OR_RETURN(auto weights,
+                        HfWeights::Open(config_.model.path, config_.model));
+    HY_RETURN_IF_ERROR(actor_->LoadFrom(*weights));
+  }
+  HY_RETURN_IF_ERROR(SftWarmup());
+  ref_->params().copy_(actor_->params());
+  start_iteration_ = 0;
+  data_position_ = 0;
+  if (critic_ == nullptr) return Status::OK();
+  critic_->InitFromSeed(config_.trainer.seed + 1);
+  // The critic's trunk starts as the actor's, a unit at a time by layer.
+  const int units = actor_units_ != nullptr ? actor_units_->num_units() : 1;
+  for (int u = 0; u < units; ++u) {
+    at::Tensor buffer;
+    HY_RETURN_IF_ERROR(actor_units_ != nullptr
+                           ? actor_units_->Gather(comm_.get(), u, &buffer)
+                           : actor_->Gather(comm_.get(), &buffer));
+    critic_->CopyCommonFrom([&](const std::string& name) {
+      return actor_units_ != nullptr ? actor_units_->View(buffer, u, name)
+                                     : actor_->View(buffer, name);
+    });
+  }
+  return Status::OK();
+}
+
+Result<RunSummary> PpoWorker::Run() {
+  const auto run_start = Clock::now();
+  HY_RETURN_IF_ERROR(Setup());
+  HY_RETURN_IF_ERROR(JoinNodes());
+  HY_RETURN_IF_ERROR(ClaimRun());
+  if (config_.trainer.offload_reference) {
+    HY_RETURN_IF_ERROR(OffloadReference());
+  }
+  if (config_.trainer.offload_optimizer) {
+    HY_RETURN_IF_ERROR(OffloadOptimizer());
+  }
+  StartHeartbeat();
+  const std::string& root = config_.checkpoint.store_root;
+  recovery::RecoveryOptions ro;
+  ro.root = root;
+  ro.nodes = nodes_;
+  // Fetch exchanges other ranks' shards within the checkpoint's bound.
+  if (config_.checkpoint.staging_mb > 0) {
+    ro.fetch_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
+  }
+  ro.log = [this](const std::string& line) { Log("recovery: " + line); };
+  ro.metrics = options_.metrics;
+  HY_ASSIGN_OR_RETURN(std::unique_ptr<recovery::Recovery> rec,
+                      recovery::Recovery::Open(comm_->transport(), ro));
+  if (rec->has_state()) {
+    // A host that joins a running job starts fresh (restart count 0) while
+    // the others restart: one rank restarting makes it a restart for all.
+    HY_ASSIGN_OR_RETURN(const bool restart, AnyRankRestarted());
+    if (!options_.resume && !restart) {
+      return Status::FailedPrecondition(
+          "store root " + root + " already holds committed step " +
+          std::to_string(rec->choice().commit.step) +
+          "; continue it with --resume or choose another store");
+    }
+    HY_RETURN_IF_ERROR(ResumeFrom(rec.get()));
+  } else if (options_.resume) {
+    return Status::FailedPrecondition("nothing committed under " + root +
+                                      " to resume");
+  } else {
+    HY_RETURN_IF_ERROR(InitFresh());
+  }
+  checkpoint::CheckpointOptions co;
+  co.root = root;
+  co.rank = comm_->rank();
+  co.world_size = comm_->world_size();
+  co.nodes = nodes_;
+  co.generation = rec->next_generation();
+  co.replicas = config_.checkpoint.replicas;
+  co.transport = comm_->aux();
+  co.keep_last = config_.checkpoint.keep_last;
+  co.keep_superseded = config_.checkpoint.keep_superseded;
+  co.commit_timeout_ms = config_.checkpoint.commit_timeout_ms;
+  co.staging_bytes = static_cast<uint64_t>(config_.checkpoint.staging_mb) << 20;
+  co.read_in_place = config_.checkpoint.read_in_place;
+  co.metrics = options_.metrics;
+  co.run_id = run_id_;
+  co.log_damage = [rank = comm_->rank()](const std::string& line) {
+    std::cerr << "rank " << rank << ": " << line << std::endl;
+  };
+  rec.reset();  // Closes the copies it read.
+  HY_ASSIGN_OR_RETURN(checkpointer_, checkpoint::Checkpointer::Open(co));
+  if (recovered_step_ >= 0 && config_.checkpoint.save_every > 0) {
+    // The rebuilt state under the new layout and placement, saved and
+    // replicated in the background like any checkpoint: R copies again
+    // while training goes on (kReplicate is observed when it commits).
+    IterationReport ignored;
+    HY_RETURN_IF_ERROR(SaveCheckpoint(start_iteration_, &ignored));
+    replicate_start_ = Clock::now();
+    awaiting_replicas_ = true;
+  }
+  if (recovered_step_ >= 0 && options_.metrics != nullptr) {
+    options_.metrics->recovery_duration(metrics::RecoveryPhase::kResume)
+        ->Observe(Seconds(run_start));
+  }
+  RunSummary summary;
+  summary.start_iteration = start_iteration_;
+  summary.recovery_seconds = recovered_step_ >= 0 ? Seconds(run_start) : 0;
+  summary.store_root = config_.checkpoint.store_root;
+  int64_t end = config_.trainer.total_iterations;
+  if (options_.max_iterations >= 0) {
+    end = std::min(end, start_iteration_ + options_.max_iterations);
+  }
+  if (val_source_ != nullptr && start_iteration_ < end) {
+    HY_ASSIGN_OR_RETURN(summary.val_start, Validate(start_iteration_));
+  }
+  const int save_every = config_.checkpoint.save_every;
+  const int test_freq = config_.trainer.test_freq;
+  std::vector<double> rewards;  // Per iteration run here.
+  int64_t reported_commit = -1;
+  int64_t last_saved = start_iteration_;
+  // Setup (and a resume) wrote the reference; nothing reads it before the
+  // first experience, so the first sync and rollout run without it; the
+  // same for the moments and the first update.
+  ReleaseReference();
+  ReleaseOptimizer();
+  ReturnFreedHeap();
+  for (int64_t it = start_iteration_; it < end; ++it) {
+    const auto start = Clock::now();
+    PhasePeaks peaks;  // Each phase's peak resident memory.
+    IterationReport report;
+    report.iteration = it;
+    report.world_size = comm_->world_size();
+    Experience exp;
+    HY_RETURN_IF_ERROR(ReshardToRollout(&report));
+    peaks.End(PhasePeaks::kSync);
+    HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
+    peaks.End(PhasePeaks::kRollout);
+    ReleaseRollout();  // Idle until the next sync writes over it.
+    reference_in_use_->store(true);
+    const Status experience = ComputeExperience(it, &exp, &report);
+    reference_in_use_->store(false);
+    HY_RETURN_IF_ERROR(experience);
+    peaks.End(PhasePeaks::kExperience);
+    // The first write of the parameters and optimizer state since the
+    // last checkpoint: it may still be reading them in place.
+    WaitForCheckpointRead(&report);
+    ReleaseReference();  // Nothing reads it again before the experience.
+    ReturnFreedHeap();
+    HY_RETURN_IF_ERROR(Update(it, exp, &report));
+    peaks.End(PhasePeaks::kUpdate);
+    data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
+    HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
+    const bool last = it + 1 == end || stop != 0;
+    if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
+      // What the step waits for: the previous checkpoint, and copying
+      // this one's data, or with read_in_place its blobs only (the shards
+      // are read in the background; the next update waits for that).
+      const auto save_start = Clock::now();
+      HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, &report));
+      checkpoint_blocking_s_ = Seconds(save_start);
+      if (!config_.checkpoint.read_in_place || last) {
+        ObserveCheckpointBlocking();
+      }
+      last_saved = it + 1;
+    }
+    checkpoint::CheckpointStatus cs = checkpointer_->status();
+    report.checkpoint_step = cs.committed_step;
+    report.checkpoint_durable_ms = cs.last_durable_seconds * 1000.0;
+    if (awaiting_replicas_ && cs.in_flight_step != start_iteration_) {
+      awaiting_replicas_ = false;  // The resume point's save has finished.
+      const double secs = Seconds(replicate_start_);
+      if (options_.metrics != nullptr) {
+        options_.metrics->recovery_duration(metrics::RecoveryPhase::kReplicate)
+            ->Observe(secs);
+      }
+      Log("recovery: step " + std::to_string(start_iteration_) +
+          (cs.last_error.ok()
+               ? " saved and replicated"
+               : " not saved (" + cs.last_error.ToString() + ")") +
+          " under the new layout, within " + std::to_string(secs) + " s");
+    }
+    if (!cs.last_error.ok()) {
+      report.checkpoint_state = "failed: " + cs.last_error.ToString();
+    } else if (report.checkpoint_state.empty() &&
+               cs.committed_step != reported_commit) {
+      report.checkpoint_state =
+          "committed " + std::to_string(cs.committed_step);
+    }
+    reported_commit = cs.committed_step;
+    peaks.End(PhasePeaks::kCheckpoint);
+    HY_RETURN_IF_ERROR(ReportPeaks(peaks, &report));
+    report.iteration_ms = Seconds(start) * 1000.0;
+    if (options_.metrics != nullptr) {
+      options_.metrics->iteration_duration->Observe(report.iteration_ms /
+                                                    1000.0);
+    }
+    const double generated = exp.mask.sum().item<double>();
+    report.tokens_per_second = generated * (1 + config_.actor.ppo_epochs) /
+                               std::max(report.iteration_ms / 1000.0, 1e-9);
+    if (summary.iterations == 0) summary.first_reward = report.reward_mean;
+    summary.last_reward = report.reward_mean;
+    rewards.push_back(report.reward_mean);
+    ++summary.iterations;
+    if (options_.on_iteration) options_.on_iteration(report);
+    if (stop != 0) {
+      summary.stopped_by = stop;
+      Log("stopping after iteration " + std::to_string(it) + " (signal " +
+          std::to_string(stop) + ")" +
+          (save_every > 0 ? ": step " + std::to_string(it + 1) + " saved"
+                          : ": checkpoint.save_every is 0, nothing saved"));
+      break;
+    }
+    if (val_source_ != nullptr && it + 1 < end && test_freq > 0 &&
+        (it + 1) % test_freq == 0) {
+      HY_RETURN_IF_ERROR(Validate(it + 1).status());
+    }
+  }
+  if (!rewards.empty()) {
+    const size_t k = static_cast<size_t>(
+        SummaryWindow(static_cast<int64_t>(rewards.size())));
+    double first = 0, last = 0;
+    for (size_t i = 0; i < k; ++i) {
+      first += rewards[i];
+      last += rewards[rewards.size() - 1 - i];
+    }
+    summary.first10_reward = first / static_cast<double>(k);
+    summary.last10_reward = last / static_cast<double>(k);
+    if (val_source_ != nullptr && summary.stopped_by == 0) {
+      HY_ASSIGN_OR_RETURN(summary.val_end, Validate(end));
+    }
+  }
+  (void)last_saved;
+  HY_RETURN_IF_ERROR(checkpointer_->Wait());
+  summary.checkpoint_step = checkpointer_->status().committed_step;
+  summary.seconds = Seconds(run_start);
+  summary.recovered_step = recovered_step_;
+  // Stop watching before anyone leaves: rank 0 hosts the store.
+  heartbeat_->Stop();
+  HY_RETURN_IF_ERROR(comm_->transport()->Barrier());
+  return summary;
+}
+
+Result<int> PpoWorker::AgreeToStop() {
+  if (!options_.stop_signal) return 0;
+  const int mine = options_.stop_signal();
+  HY_ASSIGN_OR_RETURN(
+      auto all, comm_->AllGatherBytes({static_cast<uint8_t>(
+                    mine > 0 && mine < 256 ? mine : (mine != 0 ? 255 : 0))}));
+  for (const auto& a : all) {
+    if (!a.empty() && a[0] != 0) return a[0];
+  }
+  return 0;
+}
+
+Result<RunSummary> RunWorker(const TrainConfig& config,
+                             const WorkerOptions& options) {
+  PpoWorker worker(config, options);
+  return worker.Run();
+}
+
+}  // namespace hy::trainer

@@ -1,0 +1,252 @@
+// PpoWorker: the state and steps of one rank of the PPO run that RunWorker
+// (hy/trainer/worker.h) drives: the FSDP models (actor, reference, and a
+// critic under GAE), the rollout shards of the actor and the reshard
+// executor that fills them, the checkpointer.
+// Split over ppo_worker.cc (setup, resume, checkpoint, the loop),
+// ppo_experience.cc (rollout and experience), ppo_validate.cc (greedy
+// validation) and ppo_update.cc (the minibatch updates and SFT).
+//
+// Internal to hy_trainer. Thread-safety: one thread.
+
+#ifndef HY_TRAINER_PPO_PPO_WORKER_H_
+#define HY_TRAINER_PPO_PPO_WORKER_H_
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hy/checkpoint/checkpoint.h"
+#include "hy/recovery/heartbeat.h"
+#include "hy/recovery/recovery.h"
+#include "hy/reshard/executor.h"
+#include "hy/trainer/data/prompt_source.h"
+#include "hy/trainer/model/comm.h"
+#include "hy/trainer/model/fsdp.h"
+#include "hy/trainer/model/fsdp_pass.h"
+#include "hy/trainer/model/fsdp_unit.h"
+#include "hy/trainer/model/offload.h"
+#include "hy/trainer/ppo/advantage.h"
+#include "hy/trainer/ppo/worker.h"
+#include "rollout.h"
+
+namespace hy::trainer {
+
+// One iteration's batch after rollout, identical on every rank.
+struct Experience {
+  std::vector<Prompt> items;  // Per response (prompt repeated n times).
+  PromptBatch prompts;        // [B, P]
+  at::Tensor responses;       // [B, R] int64
+  at::Tensor mask;            // [B, R] f32
+  at::Tensor old_logp, ref_logp, values;  // [B, R] f32
+  at::Tensor advantages, returns;         // [B, R] f32
+  std::vector<float> scores;              // [B]
+};
+
+// True when this process is a restart (HY_RESTART_COUNT or
+// TORCHELASTIC_RESTART_COUNT > 0).
+bool IsRestart();
+
+// The peak resident memory of each phase of one iteration: VmHWM read and
+// reset at each phase's end (construction resets it first). Thread-safety:
+// one thread.
+class PhasePeaks {
+ public:
+  enum Phase { kSync, kRollout, kExperience, kUpdate, kCheckpoint, kNumPhases };
+  PhasePeaks();
+  // Records the phase's peak (MB) and starts the next one.
+  void End(Phase phase);
+  double mb(Phase phase) const { return mb_[phase]; }
+  // Whether every reset worked (the kernel may not allow it).
+  bool ok() const { return ok_; }
+
+ private:
+  double mb_[kNumPhases] = {};
+  bool ok_;
+};
+
+class PpoWorker {
+ public:
+  PpoWorker(const TrainConfig& config, const WorkerOptions& options);
+  ~PpoWorker();
+
+  Result<RunSummary> Run();
+
+ private:
+  // ppo_worker.cc
+  Status Setup();
+  Status InitFresh();
+  // Adopts trainer.state / trainer.config of the version being resumed.
+  Status ApplyStoredState(const std::string& state_text,
+                          const std::string& config_text);
+
+  // ppo_recovery.cc
+  // Agrees on every rank's node id by host identity (nodes_, hosts_;
+  // hy/recovery/node_identity.h), records the host and writes the pid file.
+  Status JoinNodes();
+  // Claims this rank's node stores for the run id of the environment
+  // (hy/recovery/run_identity.h); every rank fails if any node holds
+  // another run's stores (FailedPrecondition).
+  Status ClaimRun();
+  // Collective: whether any rank is a restart (IsRestart()).
+  // The stop signal some rank saw (WorkerOptions::stop_signal), agreed
+  // on by all ranks; 0 for none. Collective.
+  Result<int> AgreeToStop();
+  Result<bool> AnyRankRestarted();
+  void StartHeartbeat();
+  // Rebuilds this rank's shards of the chosen version.
+  Status ResumeFrom(recovery::Recovery* rec);
+  Status SaveCheckpoint(int64_t next_iteration, IterationReport* report);
+  // Before an update: waits until the checkpoint in flight no longer reads
+  // the parameters and optimizer state (checkpoint.read_in_place), adds
+  // the wait to the report and completes that checkpoint's blocking time.
+  void WaitForCheckpointRead(IterationReport* report);
+
+  // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
+  void ObserveCheckpointBlocking();
+  void Log(const std::string& line) const;
+
+  // ppo_memory.cc
+  // Collective: every rank's peak of the iteration (the largest of its
+  // phases) into report->peak_rss_mb, and each phase's largest peak over
+  // the ranks into report->phase_peak_rss_mb (left empty if a rank could
+  // not reset its peak). Returns comm errors.
+  Status ReportPeaks(const PhasePeaks& peaks, IterationReport* report);
+  // Hands the heap memory freed so far back to the system (glibc keeps it
+  // for reuse: blocks under the mmap threshold, in each thread's arena),
+  // so that the update's peak does not sit on the rollout's and the
+  // experience's leftovers.
+  void ReturnFreedHeap();
+  // This rank's node directory (beside its store): where the offloaded
+  // state's files go.
+  std::string NodeDirectory() const;
+  // trainer.offload_reference: moves the reference piece into a file
+  // mapping in this rank's node directory (ref_offload_). Returns its
+  // IOError (disk full, no such directory).
+  Status OffloadReference();
+  // Hands the offloaded reference's pages back to the kernel; an error is
+  // logged (the values are never lost).
+  void ReleaseReference();
+  // The offloaded reference, if the reference's piece is still it (null
+  // otherwise).
+  const OffloadedTensor* OffloadedReference() const;
+  // For a checkpoint of the offloaded reference's shards (views of its
+  // mapping): sets their after_chunk_read to hand each chunk's pages back
+  // once the save has read it, and returns the Checkpointer's after_read
+  // that hands back the rest. Null, and nothing set, when the reference is
+  // not offloaded.
+  std::function<void()> ReleaseReferenceAsRead(
+      std::vector<statestore::ShardData>* ref_shards) const;
+  // trainer.offload_optimizer: moves the actor's and the critic's Adam
+  // moments into a file mapping in this rank's node directory
+  // (FsdpModel::OffloadMoments). Returns its IOError.
+  Status OffloadOptimizer();
+  // Hands the offloaded moments' pages back to the kernel (after setup or
+  // a resume wrote them, after a save copied them); an error is logged
+  // (the values are never lost). Nothing without offload.
+  void ReleaseOptimizer();
+  // This rank's rollout shards (bf16): views of one file
+  // mapping in the node directory under trainer.offload_rollout
+  // (rollout_offload_), else of heap memory. Returns the mapping's IOError.
+  Status AllocateRolloutShards();
+  // trainer.offload_rollout: hands the rollout shards' pages back to the
+  // kernel once generation is done; an error is logged (the values stay).
+  void ReleaseRollout();
+  // trainer.offload_rollout: parks the reshard executor (its last-sent
+  // copies to a file in the node directory) until the next sync; an error
+  // is logged (the next sync then sends everything).
+  void ParkReshard();
+
+  // ppo_experience.cc
+  Status ReshardToRollout(IterationReport* report);
+  Status Rollout(int64_t iteration, Experience* exp, IterationReport* report);
+  // Responses [items, R] to `items` (prompts of at most prompt_len tokens)
+  // from the rollout weights, each dp group generating its share; the
+  // same on every rank.
+  Result<at::Tensor> GenerateAll(const std::vector<Prompt>& items,
+                                 int64_t prompt_len, uint64_t iteration,
+                                 const RolloutConfig& rc);
+  Status ComputeExperience(int64_t iteration, Experience* exp,
+                           IterationReport* report);
+  // Forward of `model` (through `pass`) on rows [lo, hi) of exp:
+  // per-response-token log-probs (actor) or values (critic) [hi - lo, R].
+  Result<at::Tensor> ScoreRows(const FsdpModel& model, const FsdpPass& pass,
+                               const Experience& exp, int64_t lo, int64_t hi,
+                               at::Tensor* entropy);
+  // A forward (and with `train` backward) pass over `model`: by layer
+  // under trainer.fsdp_per_layer, else over the whole flat buffer.
+  Result<std::unique_ptr<FsdpPass>> BeginPass(FsdpModel* model, bool train);
+
+  // ppo_validate.cc
+  // Reshards the actor to the rollout layout and decodes every
+  // val_source_ prompt greedily; reports through options_.on_validation.
+  Result<ValidationReport> Validate(int64_t iteration);
+
+  // ppo_update.cc
+  Status Update(int64_t iteration, const Experience& exp,
+                IterationReport* report);
+  Status SftWarmup();
+  // Takes the pass's gradient piece (summed over ranks), clips by the
+  // global norm and steps Adam. Returns the norm before clipping.
+  Result<double> ApplyGradient(FsdpModel* model, FsdpPass* pass,
+                               const OptimConfig& optim);
+
+  // This rank's part [lo, hi) of `count` items split evenly over ranks.
+  void Split(int64_t count, int64_t* lo, int64_t* hi) const;
+
+  TrainConfig config_;
+  WorkerOptions options_;
+  std::unique_ptr<Comm> comm_;
+  std::unique_ptr<FsdpModel> actor_, critic_, ref_;  // critic_: gae only.
+  // trainer.fsdp_per_layer: each model's units; null otherwise.
+  std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
+  std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
+  // Set while the experience phase reads the reference: a checkpoint's
+  // hooks then leave its pages be (shared with those callbacks).
+  std::shared_ptr<std::atomic<bool>> reference_in_use_ =
+      std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<OffloadedTensor> rollout_offload_;  // Likewise.
+  std::unique_ptr<KlController> kl_;
+  std::unique_ptr<PromptSource> source_;
+  std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.
+  int64_t start_iteration_ = 0;
+  uint64_t data_position_ = 0;  // Stream position of the next unseen prompt.
+  std::vector<int> nodes_;      // Node id of each rank.
+  std::vector<std::string> hosts_;  // Hostname of each rank.
+  std::string run_id_;              // "" when the environment names none.
+  std::unique_ptr<recovery::Heartbeat> heartbeat_;
+  int64_t recovered_step_ = -1;
+  bool awaiting_replicas_ = false;  // The resume point's save in flight.
+  std::chrono::steady_clock::time_point replicate_start_;
+
+  // Rollout side.
+  std::shared_ptr<const reshard::TransferPlan> plan_;
+  std::unique_ptr<reshard::Executor> executor_;
+  std::vector<at::Tensor> rollout_shards_;  // Per actor tensor, bf16.
+  Weights rollout_weights_;
+
+  std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
+  // What training has waited for the checkpoint in flight so far (its
+  // Save call, then the wait before the next update); < 0: none pending.
+  double checkpoint_blocking_s_ = -1;
+  std::string rules_yaml_;
+  std::string hf_config_text_;  // config.json of model.path, if any.
+  std::string tokens_text_;     // RunTokensJson of source_ (run_tokens.h).
+};
+
+// Store tensor-name prefixes.
+inline constexpr const char* kActorPrefix = "actor";
+inline constexpr const char* kCriticPrefix = "critic";
+inline constexpr const char* kRefPrefix = "reference";
+
+// The default split rules with every pattern prefixed by the state's
+// "<model>/[exp_avg/|exp_avg_sq/]" names: what commit records carry.
+std::string StateRulesYaml();
+
+}  // namespace hy::trainer
+
+#endif  // HY_TRAINER_PPO_PPO_WORKER_H_

@@ -1,4 +1,5 @@
-// Checkpointer over per-node statestore stores (see hy/trainer/checkpoint.h).
+// Checkpointer over per-node statestore stores (see
+// hy/checkpoint/checkpoint.h).
 
 #include "hy/checkpoint/checkpoint.h"
 

@@ -1,5 +1,5 @@
 // CheckpointReader: a committed version of a run read across its stores
-// (see hy/trainer/checkpoint.h).
+// (see hy/checkpoint/checkpoint.h).
 
 #include <algorithm>
 #include <functional>

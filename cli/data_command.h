@@ -1,6 +1,6 @@
 // `hyctl data`: prompt datasets for the trainer. Today one verb:
 // `hyctl data gen-arith` writes verifiable arithmetic prompts as JSONL
-// (hy/trainer/arith_data.h).
+// (hy/trainer/data/arith_data.h).
 
 #ifndef HY_CLI_DATA_COMMAND_H_
 #define HY_CLI_DATA_COMMAND_H_

@@ -1,6 +1,6 @@
 // hyctl eval: decodes a JSONL prompt file with a trainer run's checkpoint or
 // a Hugging Face directory and scores the responses
-// (hy/trainer/evaluate.h).
+// (hy/trainer/ppo/evaluate.h).
 #ifndef HY_CLI_EVAL_COMMAND_H_
 #define HY_CLI_EVAL_COMMAND_H_
 

@@ -1,12 +1,12 @@
 // hyctl export-hf RUN OUT: writes a Hugging Face directory (see
-// hy/trainer/hf_export.h) from a committed step of a trainer run (the store
+// hy/trainer/hf/hf_export.h) from a committed step of a trainer run (the store
 // root hyctl train wrote, with one store per rank). The weights are
 // assembled tensor by tensor from every rank's FSDP shards through
 // CheckpointReader, named as Hugging Face names them (the "actor/" prefix
 // dropped), so transformers' AutoModelForCausalLM loads the directory (the
 // critic exports as *ForSequenceClassification with one label). The
 // special token ids and tokenizer files are the run's (the checkpoint's
-// record, hy/trainer/run_tokens.h): transformers' generate() stops
+// record, hy/trainer/hf/run_tokens.h): transformers' generate() stops
 // where the trainer's rollouts stopped.
 
 #include "export_hf_command.h"

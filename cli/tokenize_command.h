@@ -1,5 +1,5 @@
 // hyctl tokenize: JSON Lines text <-> token ids with a Hugging Face
-// tokenizer.json (hy/trainer/tokenizer.h).
+// tokenizer.json (hy/trainer/tokenizer/tokenizer.h).
 #ifndef HY_CLI_TOKENIZE_COMMAND_H_
 #define HY_CLI_TOKENIZE_COMMAND_H_
 

@@ -1,5 +1,5 @@
 // `hyctl train`: distributed PPO on the built-in verifiable-reward task
-// (hy/trainer/worker.h), checkpointing into hy stores.
+// (hy/trainer/ppo/worker.h), checkpointing into hy stores.
 //
 //   hyctl train [--config FILE] [--set section.key=value]... [--nproc N]
 //               [--iterations N] [--seed S] [--metrics-port P]

@@ -1,5 +1,5 @@
 // hy._hy.Reader: a committed version of a run root (every rank's store and
-// replica under it, hy/trainer/checkpoint.h's CheckpointReader), read
+// replica under it, hy/checkpoint/checkpoint.h's CheckpointReader), read
 // region by region straight into the caller's buffers.
 
 #include <pybind11/pybind11.h>

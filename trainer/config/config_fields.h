@@ -1,4 +1,4 @@
-// The table of TrainConfig's keys (internal to hy_trainer_core): one Field
+// The table of TrainConfig's keys (internal to hy_trainer_config): one Field
 // per key, with a pointer to its member and the range it accepts. Parsing,
 // printing, overrides and validation in config.cc all walk it, so a new key
 // is one line in config_fields.cc.

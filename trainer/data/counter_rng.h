@@ -1,4 +1,4 @@
-// Counter-based random draws (splitmix64), internal to hy_trainer_core: a
+// Counter-based random draws (splitmix64), internal to hy_trainer_data: a
 // draw is a pure function of (key, counter), so any process computing the
 // same draws gets the same values without sharing state. task.cc keeps its
 // own copy of the same construction.

@@ -1,5 +1,5 @@
 // The rewards MakeReward (reward.h) builds, each defined in its own
-// <name>_reward.cc. Internal to hy_trainer_core.
+// <name>_reward.cc. Internal to hy_trainer_data.
 
 #ifndef HY_TRAINER_DATA_REWARD_IMPL_H_
 #define HY_TRAINER_DATA_REWARD_IMPL_H_

@@ -17,7 +17,7 @@
 // collective); a rank with no rows looks up no tokens and projects zero
 // rows.
 //
-// Internal to hy_trainer. Holds pointers to the model, units and comm,
+// Internal to hy_trainer_model. Holds pointers to the model, units and comm,
 // which outlive it. Thread-safety: one thread.
 
 #ifndef HY_TRAINER_MODEL_FSDP_VOCAB_H_

@@ -4,7 +4,7 @@
 // those of the plain layer (the same operations in the same order); the
 // memory a layer's activations take is held for one layer at a time.
 //
-// Internal to hy_trainer. Thread-safety: pure function of its inputs.
+// Internal to hy_trainer_model. Thread-safety: pure function of its inputs.
 
 #ifndef HY_TRAINER_MODEL_LAYER_CHECKPOINT_H_
 #define HY_TRAINER_MODEL_LAYER_CHECKPOINT_H_

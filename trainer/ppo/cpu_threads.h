@@ -10,7 +10,7 @@
 // pool in this build, so this also calls openblas_set_num_threads when
 // that library is loaded.
 //
-// Internal to hy_trainer. Thread-safety: call before computing, from the
+// Internal to hy_trainer_ppo. Thread-safety: call before computing, from the
 // main thread.
 
 #ifndef HY_TRAINER_PPO_CPU_THREADS_H_

@@ -1,4 +1,4 @@
-// Evaluate (see hy/trainer/evaluate.h): one process, the whole model, the
+// Evaluate (see hy/trainer/ppo/evaluate.h): one process, the whole model, the
 // rollout's decoding.
 
 #include "hy/trainer/ppo/evaluate.h"

@@ -4,7 +4,7 @@
 // parts of a minibatch can divide by the minibatch's global token count
 // and their gradients add up to the token-mean gradient of the whole.
 //
-// Internal to hy_trainer. Thread-safety: pure functions.
+// Internal to hy_trainer_ppo. Thread-safety: pure functions.
 
 #ifndef HY_TRAINER_PPO_PPO_H_
 #define HY_TRAINER_PPO_PPO_H_

@@ -1,5 +1,5 @@
 // PpoWorker's fault tolerance: node ids, heartbeats, resuming through
-// hy::recovery (see hy/trainer/worker.h), what a checkpoint holds and how
+// hy::recovery (see hy/trainer/ppo/worker.h), what a checkpoint holds and how
 // long training waits for it, and what a resume restores.
 
 #include <unistd.h>

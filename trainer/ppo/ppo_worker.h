@@ -1,12 +1,12 @@
 // PpoWorker: the state and steps of one rank of the PPO run that RunWorker
-// (hy/trainer/worker.h) drives: the FSDP models (actor, reference, and a
+// (hy/trainer/ppo/worker.h) drives: the FSDP models (actor, reference, and a
 // critic under GAE), the rollout shards of the actor and the reshard
 // executor that fills them, the checkpointer.
 // Split over ppo_worker.cc (setup, resume, checkpoint, the loop),
 // ppo_experience.cc (rollout and experience), ppo_validate.cc (greedy
 // validation) and ppo_update.cc (the minibatch updates and SFT).
 //
-// Internal to hy_trainer. Thread-safety: one thread.
+// Internal to hy_trainer_ppo. Thread-safety: one thread.
 
 #ifndef HY_TRAINER_PPO_PPO_WORKER_H_
 #define HY_TRAINER_PPO_PPO_WORKER_H_

@@ -14,7 +14,7 @@
 // computed in double, so every rank of a TP group picks the same token and
 // a resumed run on another world size draws the same numbers.
 //
-// Internal to hy_trainer. Thread-safety: pure functions.
+// Internal to hy_trainer_ppo. Thread-safety: pure functions.
 
 #ifndef HY_TRAINER_PPO_ROLLOUT_H_
 #define HY_TRAINER_PPO_ROLLOUT_H_

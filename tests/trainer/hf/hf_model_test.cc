@@ -1,4 +1,4 @@
-// hy/trainer/hf_model.h and hf_export.h: config.json of each family (the
+// hy/trainer/hf/hf_model.h and hf_export.h: config.json of each family (the
 // real files of Qwen3-0.6B, Qwen2-0.5B and Llama-3.2-1B), what is refused,
 // HF directories written and read back, and bad directories.
 

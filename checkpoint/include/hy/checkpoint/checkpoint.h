@@ -1,4 +1,8 @@
-// Checkpointer: the trainer's way into hy::statestore. Each rank owns one
+// hy::checkpoint: the state-consistency manager of a training job, above
+// hy::recovery and below the trainer (hy's trainer uses it; so do hyctl's
+// run commands and the Python package, without any trainer code).
+//
+// Checkpointer: a job's way into hy::statestore. Each rank owns one
 // store, its slot's primary store on the node it runs on,
 // <root>/node-<k>/store[-<slot>] (hy/recovery/node_layout.h; RocksDB allows
 // one writer per store), and a version is committed across the ranks'

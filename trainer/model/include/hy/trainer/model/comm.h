@@ -10,7 +10,8 @@
 // Sums across ranks are taken in rank order, so a result is a function of
 // the contributions and the world size only: deterministic run to run.
 //
-// Internal to hy_trainer (includes ATen). Thread-safety: one thread.
+// Part of hy_trainer_model (includes ATen; ppo/ uses it). Thread-safety: one
+// thread.
 
 #ifndef HY_TRAINER_MODEL_COMM_H_
 #define HY_TRAINER_MODEL_COMM_H_

@@ -11,7 +11,7 @@
 // gradient of that buffer is reduce-scattered back to the pieces, and Adam
 // updates the local piece only.
 //
-// Internal to hy_trainer. Thread-safety: one thread.
+// Part of hy_trainer_model (LibTorch; ppo/ uses it). Thread-safety: one thread.
 
 #ifndef HY_TRAINER_MODEL_FSDP_H_
 #define HY_TRAINER_MODEL_FSDP_H_

@@ -27,8 +27,8 @@
 //   Trunk(..., pass->runner()); LmHead(w, ...); loss; pass->Backward(loss);
 //   Result<at::Tensor> piece = pass->GradientPiece();
 //
-// Internal to hy_trainer. Holds pointers to the model, units and comm,
-// which outlive it. Thread-safety: one thread.
+// Part of hy_trainer_model (LibTorch; ppo/ uses it). Holds pointers to the
+// model, units and comm, which outlive it. Thread-safety: one thread.
 
 #ifndef HY_TRAINER_MODEL_FSDP_PASS_H_
 #define HY_TRAINER_MODEL_FSDP_PASS_H_

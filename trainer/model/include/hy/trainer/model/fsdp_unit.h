@@ -14,8 +14,8 @@
 // Comm::ReduceScatterSum adds them: a step by units is bit-identical to a
 // step over the whole flat buffer.
 //
-// Internal to hy_trainer. Holds a pointer to the model, which must outlive
-// it. Thread-safety: one thread.
+// Part of hy_trainer_model (LibTorch; ppo/ uses it). Holds a pointer to the
+// model, which must outlive it. Thread-safety: one thread.
 
 #ifndef HY_TRAINER_MODEL_FSDP_UNIT_H_
 #define HY_TRAINER_MODEL_FSDP_UNIT_H_

@@ -13,7 +13,8 @@
 // rows; the partial sums are all-reduced and the logits all-gathered
 // through Comm. A TP forward equals the whole forward up to rounding.
 //
-// Internal to hy_trainer. Thread-safety: pure functions of their inputs.
+// Part of hy_trainer_model (LibTorch; ppo/ uses it). Thread-safety: pure
+// functions of their inputs.
 
 #ifndef HY_TRAINER_MODEL_MODEL_H_
 #define HY_TRAINER_MODEL_MODEL_H_

@@ -15,8 +15,9 @@
 // reference to the mapping; the tensor (and its copies) own others, and the
 // mapping is unmapped when the last goes.
 //
-// Internal to hy_trainer. Thread-safety: Release may run while others read
-// the tensor (a read faults the page back in); values are never lost.
+// Part of hy_trainer_model (LibTorch; ppo/ uses it). Thread-safety: Release may
+// run while others read the tensor (a read faults the page back in); values are
+// never lost.
 
 #ifndef HY_TRAINER_MODEL_OFFLOAD_H_
 #define HY_TRAINER_MODEL_OFFLOAD_H_

@@ -16,7 +16,7 @@
 // lookup's backward index-adds into LookupGrad(). Neither keeps any rows
 // between its forward and backward.
 //
-// Internal to hy_trainer. Thread-safety: one thread.
+// Part of hy_trainer_model (LibTorch; ppo/ uses it). Thread-safety: one thread.
 
 #ifndef HY_TRAINER_MODEL_VOCAB_MATRIX_H_
 #define HY_TRAINER_MODEL_VOCAB_MATRIX_H_

@@ -4,10 +4,10 @@
 //
 // The model is a trainer run's committed step (a store root: its actor or
 // reference, the run's tokenizer and special ids as its checkpoint records
-// them, hy/trainer/special_tokens.h) or a Hugging Face directory (its
+// them, hy/trainer/data/special_tokens.h) or a Hugging Face directory (its
 // config.json, weights, tokenizer files and eos ids, including those of its
 // generation_config.json). Prompts are rendered and tokenized as the
-// trainer does (hy/trainer/prompt_source.h: MakeDatasetSource), decoded
+// trainer does (hy/trainer/data/prompt_source.h: MakeDatasetSource), decoded
 // with the rollout's code (greedy at temperature 0, else sampled with the
 // rollout's reproducible draws), and each response ends at the first eos
 // id or after max_new_tokens.

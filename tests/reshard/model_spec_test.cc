@@ -235,9 +235,8 @@ TEST(ModelRulesTest, ToYamlRoundTrips) {
 }
 
 TEST(ModelRulesTest, ShippedYamlIsTheDefault) {
-  // This file is tests/reshard/model_spec_test.cc.
-  std::string path = __FILE__;
-  path = path.substr(0, path.rfind("/tests/")) + "/reshard/rules/llama.yaml";
+  const std::string path =
+      std::string(HY_SOURCE_DIR) + "/reshard/rules/llama.yaml";
   std::ifstream in(path);
   ASSERT_TRUE(in) << path;
   std::stringstream text;

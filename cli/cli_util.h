@@ -26,6 +26,9 @@ enum ExitCode : int {
   kExitNotFound = 2,  // A named thing (version, store, metric) is missing.
   kExitDataLoss = 3,  // Stored data is corrupt or truncated.
   kExitUsage = 64,    // Bad command line (EX_USAGE).
+  // train: a well-formed config that cannot run here (a device this
+  // machine lacks, data or a tokenizer that does not load) (EX_CONFIG).
+  kExitConfig = 78,
 };
 
 // The epilogue of `hyctl --help` that documents the exit codes.

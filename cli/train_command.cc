@@ -52,6 +52,13 @@ int Fail(const Status& s) {
   return s.IsInvalidArgument() ? kExitUsage : ExitCodeFor(s);
 }
 
+// A config that parses but cannot run here: named as such, exit 78, and
+// no worker starts (or restarts).
+int FailConfig(const Status& s) {
+  std::cerr << "hyctl train: configuration error: " << s.ToString() << "\n";
+  return kExitConfig;
+}
+
 bool Exited(int status, int code) {
   return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == code;
 }
@@ -77,6 +84,7 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
         " must divide the number of workers, trainer.nproc (--nproc) " +
         std::to_string(nproc)));
   }
+  if (Status s = CheckRunnable(c); !s.ok()) return FailConfig(s);
   // Nothing is created for a resume that cannot go on.
   if (!f.resume.empty() && f.from_step >= 0) {
     Status s = RollBackTo(c.checkpoint.store_root,
@@ -141,6 +149,13 @@ int Launch(const TrainConfig& c, const TrainFlags& f) {
     std::cerr << "hyctl train: " << s.message() << std::endl;
     if (s.code() != StatusCode::kAborted) return kExitError;
     if (res.first_failed < 0) return code;  // Stopped by a signal.
+    for (int r = 0; r < o.nproc; ++r) {
+      if (Exited(res.wait_status[r], kExitConfig)) {
+        std::cerr << "hyctl train: configuration error (rank " << r
+                  << " says why above); not restarting" << std::endl;
+        return kExitConfig;
+      }
+    }
     std::vector<int> survivors;
     std::string lost;
     bool unrecoverable = false;
@@ -335,6 +350,9 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     if (e.IsDataLoss() || e.code() == StatusCode::kFailedPrecondition) {
       return recovery::kExitUnrecoverable;
     }
+    // The config (its device, data, tokenizer, model) cannot run: the
+    // launcher reports it as such and does not restart.
+    if (e.IsInvalidArgument()) return kExitConfig;
     return ExitCodeFor(e);
   }
   if (rank == 0) {
@@ -381,7 +399,8 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
   auto f = std::make_shared<TrainFlags>();
   cmd->add_option("--config", f->config_file,
                   "YAML config (sections model, task, actor, critic, rollout, "
-                  "algorithm, trainer, checkpoint, metrics)");
+                  "algorithm, trainer, checkpoint, metrics); its relative "
+                  "paths are read against its directory");
   cmd->add_option("--set", f->sets,
                   "Override one key, section.key=value (a YAML value), e.g. "
                   "actor.optim.lr=3e-4 or algorithm=grpo; repeatable")

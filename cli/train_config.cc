@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -17,7 +18,9 @@
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
+#include "hy/trainer/config/device.h"
 #include "hy/trainer/hf/hf_model.h"
+#include "hy/trainer/tokenizer/tokenizer.h"
 #include "maintenance_commands.h"
 #include "restore_command.h"
 #include "run_path.h"
@@ -66,6 +69,27 @@ Result<std::string> DefaultStoreRoot(const std::string& base, bool torchrun) {
   return root;
 }
 
+// The path keys a config file sets (those it changed from `before`) are
+// read against the file's directory `dir`; absolute ones stay.
+void ResolveAgainst(const std::filesystem::path& dir, const TrainConfig& before,
+                    TrainConfig* c) {
+  auto fix = [&dir](std::string* p) {
+    if (p->empty() || p->front() == '/') return;
+    *p = (dir / *p).lexically_normal().string();
+  };
+  if (c->model.path != before.model.path) fix(&c->model.path);
+  if (c->data.tokenizer != before.data.tokenizer) fix(&c->data.tokenizer);
+  if (c->checkpoint.store_root != before.checkpoint.store_root) {
+    fix(&c->checkpoint.store_root);
+  }
+  for (auto files :
+       {std::make_pair(&c->data.train_files, &before.data.train_files),
+        std::make_pair(&c->data.val_files, &before.data.val_files)}) {
+    if (*files.first == *files.second) continue;
+    for (std::string& f : *files.first) fix(&f);
+  }
+}
+
 Status Prefixed(const std::string& prefix, const Status& s) {
   if (s.ok()) return s;
   return Status(s.code(), prefix + std::string(s.message()));
@@ -101,8 +125,11 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
     }
     std::stringstream text;
     text << in.rdbuf();
+    const TrainConfig before = c;
     HY_RETURN_IF_ERROR(Prefixed(f.config_file + ": ",
                                 trainer::MergeConfigYaml(text.str(), &c)));
+    ResolveAgainst(std::filesystem::path(f.config_file).parent_path(), before,
+                   &c);
   }
   for (const std::string& set : f.sets) {
     HY_RETURN_IF_ERROR(
@@ -128,6 +155,38 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
   HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
   return c;
+}
+
+Status CheckRunnable(const TrainConfig& c) {
+  HY_RETURN_IF_ERROR(trainer::ChooseDevice(c.trainer.device).status());
+  for (const auto& [key, files] :
+       {std::make_pair("data.train_files", &c.data.train_files),
+        std::make_pair("data.val_files", &c.data.val_files)}) {
+    for (const std::string& file : *files) {
+      std::ifstream in(file);
+      if (!in) {
+        return Status::InvalidArgument(std::string(key) + ": cannot read " +
+                                       file + ": " + std::strerror(errno));
+      }
+    }
+  }
+  if (!c.data.train_files.empty()) {
+    const std::string& path =
+        c.data.tokenizer.empty() ? c.model.path : c.data.tokenizer;
+    if (path.empty()) {
+      return Status::InvalidArgument(
+          "data.train_files needs a tokenizer to read the prompts with: set "
+          "data.tokenizer or model.path");
+    }
+    auto tokenizer = trainer::Tokenizer::Load(path);
+    if (!tokenizer.ok()) {
+      return Status::InvalidArgument((c.data.tokenizer.empty()
+                                          ? "model.path (the tokenizer): "
+                                          : "data.tokenizer: ") +
+                                     std::string(tokenizer.status().message()));
+    }
+  }
+  return Status::OK();
 }
 
 Status CheckResume(const TrainConfig& c) {

@@ -51,11 +51,21 @@ const char* Env(const char* name);
 
 // The effective config: under a launcher (worker with kConfigEnv set) the
 // launcher's; else the stored config of --resume, the config file, --set
-// overrides and flags, in that order, with the store root resolved
+// overrides and flags, in that order (the config file's relative paths,
+// model.path, data.tokenizer, data.*_files and checkpoint.store_root, are
+// read against its directory; those of flags and --set against the current
+// one), with the store root resolved
 // (`worker`: running under torchrun, whose default root is named by the
 // run id). Returns InvalidArgument for a bad file, override, flag or
 // value, NotFound for a missing file.
 Result<trainer::TrainConfig> ResolveConfig(const TrainFlags& f, bool worker);
+
+// Before a worker starts: what the config names can be used on this
+// machine: its device (ChooseDevice), every data file readable, the
+// tokenizer of a dataset run loadable. Returns InvalidArgument (a
+// configuration error) naming the key and the file. The prompts themselves
+// are parsed by the workers, which report a bad record the same way.
+Status CheckRunnable(const trainer::TrainConfig& c);
 
 // For --resume, before anything is created: `c`'s store root must be a run
 // root (CheckRunRoot) with a committed step, below trainer.total_iterations.

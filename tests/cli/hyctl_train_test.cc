@@ -118,7 +118,8 @@ TEST(HyctlTrainTest, FileThenSetsThenFlags) {
   EXPECT_EQ(c.trainer.seed, 5u);             // Flag over --set over file.
   EXPECT_EQ(c.trainer.total_iterations, 6);  // --set over file.
   EXPECT_EQ(c.actor.clip_ratio, 0.3);        // File over default.
-  EXPECT_EQ(c.checkpoint.store_root, "from-file");  // Kept: no store flag.
+  // Kept (no store flag), read against the config file's directory.
+  EXPECT_EQ(c.checkpoint.store_root, dir.Sub("from-file"));
 
   r = Hyctl("train --print-config --config " + file + " --store-root " +
             dir.Sub("runs"));
@@ -220,6 +221,82 @@ TEST(HyctlTrainTest, UsageErrorsNameTheKey) {
   EXPECT_NE(r.err.find("missing.yaml"), std::string::npos) << r.err;
 }
 
+// A config file's relative paths are read against its directory, wherever
+// hyctl runs; those of --set and flags against the current directory, and
+// absolute ones stay.
+TEST(HyctlTrainTest, ConfigFilePathsAreRelativeToTheFile) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Sub("cfg"));
+  std::ofstream(dir.Sub("cfg/train.yaml"))
+      << "model: {path: ../models/m}\n"
+         "data: {tokenizer: tok, train_files: [a.jsonl, /abs/b.jsonl],"
+         " val_files: [v/val.jsonl]}\n"
+         "checkpoint: {store_root: runs/x}\n";
+  // model.path must hold a config.json; none is needed for the others.
+  std::filesystem::create_directories(dir.Sub("models/m"));
+  std::ofstream(dir.Sub("models/m/config.json"))
+      << R"({"architectures": ["Qwen2ForCausalLM"], "vocab_size": 64,)"
+      << R"( "hidden_size": 32, "intermediate_size": 48,)"
+      << R"( "num_hidden_layers": 1, "num_attention_heads": 2,)"
+      << R"( "num_key_value_heads": 2, "max_position_embeddings": 64,)"
+      << R"( "rms_norm_eps": 1e-6, "rope_theta": 10000.0,)"
+      << R"( "tie_word_embeddings": true, "eos_token_id": 1})";
+  CmdResult r =
+      Hyctl("train --print-config --config " + dir.Sub("cfg/train.yaml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  TrainConfig c = Parse(r);
+  EXPECT_EQ(c.model.path, dir.Sub("models/m"));
+  EXPECT_EQ(c.data.tokenizer, dir.Sub("cfg/tok"));
+  EXPECT_EQ(c.data.train_files,
+            (std::vector<std::string>{dir.Sub("cfg/a.jsonl"), "/abs/b.jsonl"}));
+  EXPECT_EQ(c.data.val_files,
+            std::vector<std::string>{dir.Sub("cfg/v/val.jsonl")});
+  EXPECT_EQ(c.checkpoint.store_root, dir.Sub("cfg/runs/x"));
+
+  r = Hyctl("train --print-config --config " + dir.Sub("cfg/train.yaml") +
+            " --set data.tokenizer=here --data rel.jsonl --store s");
+  ASSERT_EQ(r.code, 0) << r.err;
+  c = Parse(r);
+  EXPECT_EQ(c.data.tokenizer, "here");
+  EXPECT_EQ(c.data.train_files, std::vector<std::string>{"rel.jsonl"});
+  EXPECT_EQ(c.checkpoint.store_root, "s");
+}
+
+// A config that parses but cannot run here is a configuration error
+// (exit 78), found before any worker starts and before anything is created.
+TEST(HyctlTrainTest, ConfigErrorsStopBeforeAnyWorkerStarts) {
+  TempDir dir;
+  std::ofstream(dir.Sub("p.jsonl"))
+      << R"({"prompt": "1+1=", "answer": "2"})" << "\n";
+  const std::string flags =
+      " --nproc 2 --metrics-port -1 --max-restarts 0"
+      " --store " +
+      dir.Sub("run");
+  const std::pair<std::string, std::string> cases[] = {
+      // No GPU on this machine (or, where one is, no CUDA path yet).
+      {"--set trainer.device=cuda", "trainer.device cuda: "},
+      {"--data " + dir.Sub("missing.jsonl"),
+       "data.train_files: cannot read " + dir.Sub("missing.jsonl")},
+      {"--data " + dir.Sub("p.jsonl") +
+           " --set data.tokenizer=" + dir.Sub("no-tokenizer"),
+       "data.tokenizer: "},
+      {"--data " + dir.Sub("p.jsonl"),
+       "data.train_files needs a tokenizer to read the prompts with"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    CmdResult r = Hyctl("train " + args + flags);
+    EXPECT_EQ(r.code, 78) << r.err;
+    EXPECT_NE(r.err.find("hyctl train: configuration error: "),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("starting"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("lost"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.Sub("run")));
+  }
+}
+
 // The names of the entries of directory `path`, sorted ("" if none).
 std::string Listing(const std::string& path) {
   std::vector<std::string> names;
@@ -269,11 +346,19 @@ TEST(HyctlTrainTest, LauncherStopsWhenAWorkerFailsAndNamesTheRank) {
   TempDir dir;
   std::ofstream(dir.Sub("bad.jsonl")) << "not json\n";
   // Every rank fails loading the prompts.
-  CmdResult r = Hyctl("train --nproc 2 --metrics-port -1 --max-restarts 0"
-                      " --set trainer.sft_steps=0 --data " +
-                      dir.Sub("bad.jsonl") + " --store " + dir.Sub("run"));
-  EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.code, 64) << r.err;  // Not a usage error: the workers failed.
+  CmdResult r = Hyctl(
+      "train --nproc 2 --metrics-port -1 --max-restarts 0"
+      " --set trainer.sft_steps=0 --set data.tokenizer=" +
+      std::string(HY_SOURCE_DIR) + "/configs/demo-tokenizer" + " --data " +
+      dir.Sub("bad.jsonl") + " --store " + dir.Sub("run"));
+  // Not a usage error: the workers found a bad prompt file, a configuration
+  // error, which no restart mends.
+  EXPECT_EQ(r.code, 78) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("\nhyctl train: configuration error \\(rank [01] "
+                        "says why above\\); not restarting\n")))
+      << r.err;
+  EXPECT_EQ(r.err.find("lost"), std::string::npos) << r.err;
   EXPECT_NE(
       r.err.find("hyctl train: starting 2 workers on nodes 0,1, store " +
                  dir.Sub("run")),

@@ -12,6 +12,7 @@
 #include "cpu_threads.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/reshard/model_spec.h"
+#include "hy/trainer/config/device.h"
 #include "hy/trainer/data/special_tokens.h"
 #include "hy/trainer/hf/run_tokens.h"
 
@@ -51,10 +52,10 @@ void PpoWorker::Log(const std::string& line) const {
 Status PpoWorker::Setup() {
   HY_RETURN_IF_ERROR(ResolveModelPath(&config_.model, &hf_config_text_));
   HY_RETURN_IF_ERROR(ValidateConfig(config_));
-  if (config_.trainer.device != "cpu") {
-    return Status::InvalidArgument(
-        "trainer.device '" + config_.trainer.device +
-        "': this build trains on the CPU only (device: cpu)");
+  HY_ASSIGN_OR_RETURN(const Device device,
+                      ChooseDevice(config_.trainer.device));
+  if (device != Device::kCpu) {  // ChooseDevice refuses cuda for now.
+    return Status::Internal("trainer.device: no CUDA path in the trainer");
   }
   if (config_.checkpoint.store_root.empty()) {
     return Status::InvalidArgument("checkpoint.store_root is empty");

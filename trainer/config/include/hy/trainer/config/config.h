@@ -92,7 +92,7 @@ struct AlgorithmConfig {
 struct TrainerSection {
   int64_t total_iterations = 80;
   uint64_t seed = 1;
-  std::string device = "cpu";  // cpu | cuda (cuda: not yet supported).
+  std::string device = "cpu";  // cpu | cuda (device.h: ChooseDevice).
   int nproc = 4;               // Workers hyctl train spawns.
   // SFT warm-up on generated demonstrations before PPO (fresh runs only).
   int sft_steps = 15;

@@ -77,4 +77,52 @@ Status GpuCastF32ToBf16(const uint32_t* in, uint16_t* out, size_t n) {
   return Status::OK();
 }
 
+Result<void*> GpuAlloc(size_t n) {
+  if (GpuDeviceCount() == 0) return Status::Unavailable("no CUDA device");
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, n == 0 ? 1 : n);
+  if (e != cudaSuccess) return CudaError("cudaMalloc", e);
+  return p;
+}
+
+void GpuFree(void* p) {
+  if (p != nullptr) cudaFree(p);
+}
+
+Result<void*> GpuHostAlloc(size_t n) {
+  if (GpuDeviceCount() == 0) return Status::Unavailable("no CUDA device");
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, n == 0 ? 1 : n, cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::ResourceExhausted("cudaHostAlloc of " + std::to_string(n) +
+                                     " bytes: " + cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void GpuHostFree(void* p) {
+  if (p != nullptr) cudaFreeHost(p);
+}
+
+Status GpuCopy(void* dst, const void* src, size_t n) {
+  if (n == 0) return Status::OK();
+  if (GpuDeviceCount() == 0) return Status::Unavailable("no CUDA device");
+  // One stream per thread, for the life of the process (a stream is cheap
+  // and the driver reclaims it at exit).
+  thread_local cudaStream_t stream = nullptr;
+  cudaError_t e = cudaSuccess;
+  if (stream == nullptr) {
+    e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+      stream = nullptr;
+      return CudaError("cudaStreamCreateWithFlags", e);
+    }
+  }
+  e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) return CudaError("GpuCopy", e);
+  return Status::OK();
+}
+
 }  // namespace hy

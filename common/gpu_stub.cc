@@ -12,4 +12,19 @@ Status GpuCastF32ToBf16(const uint32_t*, uint16_t*, size_t) {
   return Status::Unavailable("hy was built without CUDA");
 }
 
+Result<void*> GpuAlloc(size_t) {
+  return Status::Unavailable("hy was built without CUDA");
+}
+void GpuFree(void*) {}
+
+Result<void*> GpuHostAlloc(size_t) {
+  return Status::Unavailable("hy was built without CUDA");
+}
+void GpuHostFree(void*) {}
+
+Status GpuCopy(void*, const void*, size_t n) {
+  if (n == 0) return Status::OK();
+  return Status::Unavailable("hy was built without CUDA");
+}
+
 }  // namespace hy

@@ -17,7 +17,14 @@ StagingPool::Buffer StagingPool::Acquire(size_t n) {
     }
   }
   // Not zeroed: every byte is overwritten by the snapshot copy.
-  return Buffer{std::unique_ptr<uint8_t[]>(new uint8_t[n == 0 ? 1 : n]), n};
+  uint8_t* p = allocator_.allocate(n == 0 ? 1 : n);
+  if (p == nullptr) return Buffer{Memory(nullptr, allocator_.free), 0};
+  return Buffer{Memory(p, allocator_.free), n};
+}
+
+StagingPool::Allocator StagingPool::HeapAllocator() {
+  return {[](size_t n) { return new uint8_t[n]; },
+          [](uint8_t* p) { delete[] p; }};
 }
 
 void StagingPool::Release(Buffer b) {

@@ -8,15 +8,20 @@
 // so from the second save of the same shapes on, a snapshot is a plain
 // memcpy.
 //
+// The memory comes from an Allocator: new[] by default; the store keeps a
+// second pool of page-locked memory (GpuHostAlloc) for shards in CUDA
+// memory, so that their device-to-host copies run at the link's speed.
+//
 // Ownership: a Buffer owns its memory until released back to the pool (or
-// destroyed, which frees it). Thread-safety: Acquire and Release may be
-// called from any thread.
+// destroyed, which frees it through the allocator). Thread-safety: Acquire
+// and Release may be called from any thread.
 
 #ifndef HY_STATESTORE_STAGING_POOL_H_
 #define HY_STATESTORE_STAGING_POOL_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,20 +30,31 @@ namespace hy::statestore {
 
 class StagingPool {
  public:
+  // Makes and frees buffers. allocate returns null when it cannot.
+  struct Allocator {
+    std::function<uint8_t*(size_t)> allocate;
+    std::function<void(uint8_t*)> free;
+  };
+  // new[] / delete[] (allocate throws std::bad_alloc, as any allocation).
+  static Allocator HeapAllocator();
+
+  using Memory = std::unique_ptr<uint8_t[], std::function<void(uint8_t*)>>;
   struct Buffer {
-    std::unique_ptr<uint8_t[]> data;
+    Memory data;  // Null when the allocator failed.
     size_t capacity = 0;
   };
 
   // Keeps at most keep_bytes of released buffers (0: keeps none).
-  explicit StagingPool(uint64_t keep_bytes) : keep_bytes_(keep_bytes) {}
+  explicit StagingPool(uint64_t keep_bytes,
+                       Allocator allocator = HeapAllocator())
+      : keep_bytes_(keep_bytes), allocator_(std::move(allocator)) {}
 
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
   // A buffer of at least n bytes, contents unspecified: the smallest kept
-  // one that fits and is less than twice n, else a new one. Never fails
-  // short of memory exhaustion (std::bad_alloc, as any allocation).
+  // one that fits and is less than twice n, else a new one from the
+  // allocator (its data null when the allocator returned null).
   Buffer Acquire(size_t n);
 
   // Gives `b` back; the largest kept buffers are freed first while more
@@ -49,8 +65,9 @@ class StagingPool {
 
  private:
   const uint64_t keep_bytes_;
+  const Allocator allocator_;
   mutable std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<uint8_t[]>> free_;  // By capacity.
+  std::multimap<size_t, Memory> free_;                      // By capacity.
   uint64_t kept_ = 0;                                       // Guarded by mu_.
 };
 

@@ -11,15 +11,30 @@
 #include <memory>
 #include <mutex>
 
+#include "hy/common/gpu.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
 
 struct RocksStore::Staged {
-  SavePart part;                             // Views into `buffers`.
-  std::vector<StagingPool::Buffer> buffers;  // The snapshot copies.
+  struct Copy {
+    StagingPool* pool;  // Where `buffer` goes back.
+    StagingPool::Buffer buffer;
+  };
+  SavePart part;              // Views into `buffers`.
+  std::vector<Copy> buffers;  // The snapshot copies.
   uint64_t bytes = 0;
 };
+
+void RocksStore::ReleaseStaged(Staged* staged) {
+  {
+    std::lock_guard<std::mutex> lock(staging_mu_);
+    staging_used_ -= staged->bytes;
+  }
+  staging_cv_.notify_all();
+  for (Staged::Copy& c : staged->buffers) c.pool->Release(std::move(c.buffer));
+  staged->buffers.clear();
+}
 
 namespace {
 
@@ -79,8 +94,10 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveAsync(SavePart part) {
   uint64_t total = 0;
   for (const ShardData& s : part.shards) total += s.data.size();
   for (const BlobData& b : part.blobs) total += b.data.size();
+  // GPU shards are never read in place: the borrowed prefix stops at one.
   size_t borrowed = 0;
-  while (total > options_.staging_bytes && borrowed < part.shards.size()) {
+  while (total > options_.staging_bytes && borrowed < part.shards.size() &&
+         !part.shards[borrowed].on_gpu) {
     total -= part.shards[borrowed++].data.size();
   }
   return StartSave(std::move(part), borrowed, /*wait_read=*/true);
@@ -91,11 +108,34 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveBorrowed(SavePart part) {
   return StartSave(std::move(part), borrowed, /*wait_read=*/false);
 }
 
+StagingPool* RocksStore::PinnedPool() {
+  std::call_once(pinned_once_, [this] {
+    StagingPool::Allocator pinned{[](size_t n) -> uint8_t* {
+                                    Result<void*> p = GpuHostAlloc(n);
+                                    return p.ok() ? static_cast<uint8_t*>(*p)
+                                                  : nullptr;
+                                  },
+                                  [](uint8_t* p) { GpuHostFree(p); }};
+    pinned_pool_ = std::make_unique<StagingPool>(
+        options_.keep_staging ? options_.staging_bytes : 0, std::move(pinned));
+  });
+  return pinned_pool_.get();
+}
+
 Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
                                                           size_t borrowed,
                                                           bool wait_read) {
   if (read_only()) return Status::FailedPrecondition("store is read-only");
   HY_RETURN_IF_ERROR(CheckSavePart(part));
+  HY_RETURN_IF_ERROR(CheckHostShards(part, borrowed));
+  for (size_t i = borrowed; i < part.shards.size(); ++i) {
+    if (!part.shards[i].on_gpu) continue;
+    if (GpuDeviceCount() == 0) {
+      return Status::Unavailable("tensor '" + part.shards[i].meta.name +
+                                 "' is in CUDA memory and no CUDA device is "
+                                 "usable here");
+    }
+  }
   auto staged = std::make_shared<Staged>();
   for (size_t i = borrowed; i < part.shards.size(); ++i) {
     staged->bytes += part.shards[i].data.size();
@@ -110,19 +150,45 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
     staging_used_ += staged->bytes;
   }
   // Snapshot every buffer not borrowed now; the caller may reuse its memory
-  // on return.
+  // on return. GPU shards go to page-locked memory (pageable if the driver
+  // cannot lock more), copied on this thread's own stream.
   staged->buffers.reserve(part.shards.size() - borrowed + part.blobs.size());
-  auto snapshot = [&](ConstBytes* data) {
-    StagingPool::Buffer b = staging_pool_->Acquire(data->size());
-    if (!data->empty()) std::memcpy(b.data.get(), data->data(), data->size());
+  auto snapshot = [&](ConstBytes* data, bool on_gpu) -> Status {
+    StagingPool* pool = staging_pool_.get();
+    StagingPool::Buffer b;
+    if (on_gpu) {
+      pool = PinnedPool();
+      b = pool->Acquire(data->size());
+      if (b.data == nullptr) pool = staging_pool_.get();
+    }
+    if (b.data == nullptr) b = pool->Acquire(data->size());
+    if (on_gpu) {
+      HY_RETURN_IF_ERROR(GpuCopy(b.data.get(), data->data(), data->size()));
+    } else if (!data->empty()) {
+      std::memcpy(b.data.get(), data->data(), data->size());
+    }
     *data = ConstBytes(b.data.get(), data->size());
-    staged->buffers.push_back(std::move(b));
+    staged->buffers.push_back({pool, std::move(b)});
+    return Status::OK();
   };
-  for (size_t i = borrowed; i < part.shards.size(); ++i) {
-    snapshot(&part.shards[i].data);
-    part.shards[i].after_chunk_read = nullptr;  // Reads the copy, not theirs.
+  Status copied;
+  for (size_t i = borrowed; i < part.shards.size() && copied.ok(); ++i) {
+    ShardData& shard = part.shards[i];
+    copied = snapshot(&shard.data, shard.on_gpu);
+    if (!copied.ok()) {
+      copied = copied.WithContext("copying tensor '" + shard.meta.name +
+                                  "' from the GPU");
+    }
+    shard.on_gpu = false;              // The copy is host memory.
+    shard.after_chunk_read = nullptr;  // Reads the copy, not theirs.
   }
-  for (BlobData& b : part.blobs) snapshot(&b.data);
+  for (size_t i = 0; i < part.blobs.size() && copied.ok(); ++i) {
+    copied = snapshot(&part.blobs[i].data, false);
+  }
+  if (!copied.ok()) {  // Nothing is saved; the staging goes back.
+    ReleaseStaged(staged.get());
+    return copied;
+  }
   staged->part = std::move(part);
   // Ready once nothing reads the caller's buffers: at once when every one
   // was copied, else when the save lets the borrowed ones go (exactly
@@ -139,15 +205,7 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
   async_pool_->Schedule([this, staged, handle, borrowed, release] {
     SaveStats stats;
     Status s = SaveBorrowing(staged->part, &stats, borrowed, release);
-    {
-      std::lock_guard<std::mutex> lock(staging_mu_);
-      staging_used_ -= staged->bytes;
-    }
-    staging_cv_.notify_all();
-    for (StagingPool::Buffer& b : staged->buffers) {
-      staging_pool_->Release(std::move(b));
-    }
-    staged->buffers.clear();
+    ReleaseStaged(staged.get());
     handle->Finish(std::move(s), stats);
   });
   // SaveAsync: the borrowed shards are the caller's memory; wait until

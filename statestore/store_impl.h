@@ -38,6 +38,10 @@ Status CheckShard(const TensorMeta& meta, const ShardGeometry& geometry,
 // size does not fit their tensor, names given twice, bad ranks or version).
 Status CheckSavePart(const SavePart& part);
 
+// InvalidArgument naming the first of part.shards[0, n) in CUDA memory: those
+// shards would be read in place, on the host.
+Status CheckHostShards(const SavePart& part, size_t n);
+
 // Converts a RocksDB status; `what` says what was being done.
 Status FromRocks(const rocksdb::Status& s, const std::string& what);
 
@@ -90,6 +94,10 @@ class RocksStore : public Store {
   // are read in place in the background, the rest and the blobs are copied
   // first; with `wait_read` this returns only once nothing reads the
   // borrowed shards.
+  // Gives a save's staging back (budget and buffers).
+  void ReleaseStaged(Staged* staged);
+  // The page-locked staging pool for GPU shards, made at the first call.
+  StagingPool* PinnedPool();
   Result<std::unique_ptr<SaveHandle>> StartSave(SavePart part, size_t borrowed,
                                                 bool wait_read);
 
@@ -183,8 +191,11 @@ class RocksStore : public Store {
   std::mutex staging_mu_;
   std::condition_variable staging_cv_;
   uint64_t staging_used_ = 0;  // Guarded by staging_mu_.
-  // SaveAsync's snapshot memory, reused across saves.
+  // SaveAsync's snapshot memory, reused across saves: pageable for host
+  // shards, page-locked for GPU shards (made at the first one).
   std::unique_ptr<StagingPool> staging_pool_;
+  std::once_flag pinned_once_;
+  std::unique_ptr<StagingPool> pinned_pool_;
 
   // Runs SaveAsync work; declared last so it drains before the rest dies.
   std::unique_ptr<ThreadPool> async_pool_;

@@ -58,6 +58,18 @@ Status CheckSavePart(const SavePart& part) {
   return Status::OK();
 }
 
+Status CheckHostShards(const SavePart& part, size_t n) {
+  for (size_t i = 0; i < n && i < part.shards.size(); ++i) {
+    if (part.shards[i].on_gpu) {
+      return Status::InvalidArgument(
+          "tensor '" + part.shards[i].meta.name +
+          "' is in CUDA memory: SaveAsync copies it to the host; Save and "
+          "SaveBorrowed read on the host, in place");
+    }
+  }
+  return Status::OK();
+}
+
 Status RocksStore::Save(const SavePart& part, SaveStats* stats) {
   return SaveBorrowing(part, stats, 0, nullptr);
 }
@@ -77,6 +89,7 @@ Status RocksStore::SaveBorrowing(const SavePart& part, SaveStats* stats,
   } releaser{release};
   if (read_only()) return Status::FailedPrecondition("store is read-only");
   HY_RETURN_IF_ERROR(CheckSavePart(part));
+  HY_RETURN_IF_ERROR(CheckHostShards(part, part.shards.size()));
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
   const metrics::HyMetrics* m = options_.metrics;
   metrics::ScopedTimer timer(m ? m->checkpoint_save_duration : nullptr);

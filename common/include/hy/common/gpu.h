@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "hy/common/result.h"
 #include "hy/common/status.h"
 
 namespace hy {
@@ -31,6 +32,27 @@ std::string GpuDeviceName(int ordinal);
 // bit-identical to hy::CastF32ToBf16: copies in, runs the kernel, copies out.
 // Returns Unavailable without a GPU, Internal if a CUDA call fails.
 Status GpuCastF32ToBf16(const uint32_t* in, uint16_t* out, size_t n);
+
+// Device memory (cudaMalloc on the current device), for tests and benches
+// that need a device buffer. Returns Unavailable without a GPU; GpuFree of
+// null does nothing.
+Result<void*> GpuAlloc(size_t n);
+void GpuFree(void* p);
+
+// Page-locked host memory (cudaHostAlloc): device-to-host copies into it
+// run at the link's speed without a bounce through pageable memory.
+// Returns Unavailable without a GPU, ResourceExhausted when the driver
+// cannot lock that much; GpuHostFree of null does nothing.
+Result<void*> GpuHostAlloc(size_t n);
+void GpuHostFree(void* p);
+
+// Copies n bytes between host and device memory, either way (the
+// direction comes from unified addressing), on a non-blocking stream of the
+// calling thread's own (created on the device current at its first copy),
+// and waits for that stream only: other streams' work, such as a training
+// step's kernels, goes on. Returns Unavailable without a GPU, Internal
+// naming the CUDA error otherwise.
+Status GpuCopy(void* dst, const void* src, size_t n);
 
 }  // namespace hy
 

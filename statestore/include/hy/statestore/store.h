@@ -124,6 +124,11 @@ struct ShardData {
   ShardGeometry geometry;     // Which part of it `data` is.
   ConstBytes data;            // geometry.NumElements() * DTypeSize elements.
   bool cast_to_bf16 = false;  // Store f32 data as bf16 (lossy).
+  // `data` is CUDA device memory (any device this process addresses).
+  // Only SaveAsync takes such a shard: it copies it to page-locked staging
+  // memory on a stream of its own and returns once the copy is done (Save
+  // and SaveBorrowed, which read in place on the host, refuse it).
+  bool on_gpu = false;
   // Optional, for data read in place that lives in a file mapping (an
   // offloaded tensor): called with each chunk's bytes (a subspan of `data`)
   // each time the save has finished a pass over them (after hashing, and
@@ -250,8 +255,12 @@ class Store {
   // read in place, hashed and encoded while this call waits (a bounded
   // blocking copy: memory stays within the budget, the caller waits about
   // as long as saving the shards that did not fit takes).
-  // Returns InvalidArgument for a malformed part; the save's own errors
-  // come from the handle.
+  // Shards in CUDA memory (ShardData::on_gpu) are always copied, into
+  // page-locked staging memory the store keeps between saves, each on the
+  // calling thread's own stream; the call blocks for those copies only.
+  // Returns InvalidArgument for a malformed part, Unavailable for a GPU
+  // shard where no CUDA device is usable (nothing is saved); the save's
+  // own errors come from the handle.
   virtual Result<std::unique_ptr<SaveHandle>> SaveAsync(SavePart part) = 0;
 
   // Like SaveAsync, but copies no shard and returns at once: the shards are

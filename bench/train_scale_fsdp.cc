@@ -31,7 +31,9 @@ Result<FsdpStepResult> MeasureFsdpStep(const trainer::ModelConfig& config,
   setenv("LOCAL_RANK", "0", 1);
   setenv("WORLD_SIZE", "1", 1);
   setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
-  HY_ASSIGN_OR_RETURN(auto comm, trainer::Comm::FromEnv(1, 600000));
+  trainer::CommOptions co;
+  co.timeout_ms = 600000;
+  HY_ASSIGN_OR_RETURN(auto comm, trainer::Comm::FromEnv(co));
   HY_ASSIGN_OR_RETURN(auto model,
                       FsdpModel::Create(config, ModelRole::kActor, 0, 1));
   model->InitFromSeed(1);

@@ -136,6 +136,7 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
         Prefixed("--set " + set + ": ", trainer::ApplyOverride(&c, set)));
   }
   if (!f.model.empty()) c.model.path = f.model;
+  if (!f.device.empty()) c.trainer.device = f.device;
   if (!f.data.empty()) c.data.train_files = f.data;
   if (!f.val_data.empty()) c.data.val_files = f.val_data;
   if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;

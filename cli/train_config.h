@@ -29,6 +29,7 @@ struct TrainFlags {
   int metrics_port = 0;
   std::string store, store_root, resume;
   std::string model;  // A Hugging Face model directory (model.path).
+  std::string device;  // --device: trainer.device ("" keeps the config's).
   std::vector<std::string> data, val_data;  // JSONL prompt files.
   bool allow_other_run = false;
   std::string format;

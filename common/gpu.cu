@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "hy/common/bf16.h"
 #include "hy/common/gpu.h"
@@ -108,17 +109,54 @@ void GpuHostFree(void* p) {
 Status GpuCopy(void* dst, const void* src, size_t n) {
   if (n == 0) return Status::OK();
   if (GpuDeviceCount() == 0) return Status::Unavailable("no CUDA device");
-  // One stream per thread, for the life of the process (a stream is cheap
-  // and the driver reclaims it at exit).
-  thread_local cudaStream_t stream = nullptr;
+  // The device side's device runs the copy (a store thread's current
+  // device is 0 whatever GPU the rank uses).
+  int device = -1;
+  for (const void* p : {src, const_cast<const void*>(dst)}) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess &&
+        a.type == cudaMemoryTypeDevice) {
+      device = a.device;
+    }
+  }
+  (void)cudaGetLastError();  // A host pointer may leave an error behind.
   cudaError_t e = cudaSuccess;
-  if (stream == nullptr) {
-    e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (device >= 0) {
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) return CudaError("cudaSetDevice", e);
+  } else {
+    e = cudaGetDevice(&device);
+    if (e != cudaSuccess) return CudaError("cudaGetDevice", e);
+  }
+  // One stream and one event per thread and device, for the life of the
+  // process (cheap; the driver reclaims them at exit).
+  struct PerDevice {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t queued = nullptr;
+  };
+  thread_local std::vector<PerDevice> per_device;
+  if (per_device.size() <= static_cast<size_t>(device)) {
+    per_device.resize(device + 1);
+  }
+  PerDevice& d = per_device[device];
+  if (d.stream == nullptr) {
+    e = cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+      e = cudaEventCreateWithFlags(&d.queued, cudaEventDisableTiming);
+    }
     if (e != cudaSuccess) {
-      stream = nullptr;
+      d.stream = nullptr;
       return CudaError("cudaStreamCreateWithFlags", e);
     }
   }
+  // After the work already queued on the device's legacy default stream
+  // (LibTorch's default stream: the step that wrote these bytes), which a
+  // non-blocking stream does not otherwise wait for; not after work queued
+  // later.
+  e = cudaEventRecord(d.queued, cudaStreamLegacy);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(d.stream, d.queued, 0);
+  if (e != cudaSuccess) return CudaError("GpuCopy: ordering", e);
+  cudaStream_t stream = d.stream;
   e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) return CudaError("GpuCopy", e);

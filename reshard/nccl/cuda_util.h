@@ -12,6 +12,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hy/common/status.h"
@@ -63,6 +64,14 @@ struct NcclCommunicator::Impl {
   Status Check(const std::string& what, ncclResult_t r);
   // ncclCommAbort, once.
   void Abort();
+  // Makes `device` current, calls `issue` (one NCCL call queued on
+  // `stream`), waits for the call to be enqueued and then for the stream to
+  // reach it, with timeout_ms, watching NCCL's asynchronous error; aborts
+  // on failure (NcclCommunicator's collectives).
+  Status RunAndWait(const std::string& what, int device, cudaStream_t stream,
+                    const std::function<ncclResult_t(cudaStream_t)>& issue);
+  // Waits for `done` as RunAndWait does.
+  Status WaitEvent(cudaEvent_t done, const std::string& what);
 };
 
 }  // namespace hy::reshard

@@ -34,6 +34,18 @@ NcclCommunicator::~NcclCommunicator() = default;
 
 bool NcclCommunicator::aborted() const { return true; }
 
+Status NcclCommunicator::AllGather(const float*, float*, size_t, void*) {
+  return NotBuilt("NcclCommunicator::AllGather");
+}
+
+Status NcclCommunicator::ReduceScatterSum(const float*, float*, size_t, void*) {
+  return NotBuilt("NcclCommunicator::ReduceScatterSum");
+}
+
+Status NcclCommunicator::AllReduceSum(float*, size_t, void*) {
+  return NotBuilt("NcclCommunicator::AllReduceSum");
+}
+
 Result<std::shared_ptr<NcclCommunicator>> NcclCommunicator::Create(
     int rank, int world_size, KeyValueStore* store,
     const NcclCommOptions& options) {

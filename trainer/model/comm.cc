@@ -7,6 +7,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "hy/common/gpu.h"
+#include "hy/reshard/nccl_executor.h"
+
 namespace hy::trainer {
 
 struct Comm::TpGroup {
@@ -30,7 +33,32 @@ Status Guard(const char* op, F&& f) {
 
 }  // namespace
 
-Result<std::unique_ptr<Comm>> Comm::FromEnv(int tp_size, int64_t timeout_ms) {
+namespace {
+
+// The GPU this rank trains on: LOCAL_RANK mod the visible GPUs (the
+// launcher and torchrun start one process per GPU of a host).
+Result<at::Device> CudaDeviceOfThisRank() {
+  if (!at::hasCUDA()) {
+    return Status::InvalidArgument(
+        "trainer.device cuda: the LibTorch this hyctl runs on has no CUDA "
+        "(a CPU build of torch); install a CUDA build of torch and rebuild");
+  }
+  const int gpus = GpuDeviceCount();
+  if (gpus == 0) {
+    return Status::InvalidArgument(
+        "trainer.device cuda: no CUDA device is visible");
+  }
+  const char* local = std::getenv("LOCAL_RANK");
+  const int local_rank = local != nullptr ? std::atoi(local) : 0;
+  return at::Device(at::kCUDA,
+                    static_cast<c10::DeviceIndex>(local_rank % gpus));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Comm>> Comm::FromEnv(const CommOptions& o) {
+  const int tp_size = o.tp_size;
+  const int64_t timeout_ms = o.timeout_ms;
   reshard::C10dTransportOptions options;
   options.timeout_ms = timeout_ms;
   options.prefix = "hy/trainer/world";
@@ -53,6 +81,34 @@ Result<std::unique_ptr<Comm>> Comm::FromEnv(int tp_size, int64_t timeout_ms) {
   options.rank0_hosts_store = false;  // The world transport's store.
   HY_ASSIGN_OR_RETURN(comm->aux_, reshard::C10dTransport::FromEnv(options));
   comm->tp_size_ = tp_size;
+  comm->equal_size_ = o.equal_size_collectives;
+  if (o.device == Device::kCuda) {
+    HY_ASSIGN_OR_RETURN(comm->device_, CudaDeviceOfThisRank());
+    comm->equal_size_ = true;
+    reshard::NcclCommOptions nccl;
+    nccl.device = comm->device_.index();
+    nccl.timeout_ms = timeout_ms;
+    nccl.store_key = comm->transport_->key_prefix() + "/nccl/world";
+    Result<std::shared_ptr<reshard::NcclCommunicator>> world_comm =
+        reshard::NcclCommunicator::Create(comm->rank(), world,
+                                          comm->transport_->kv(), nccl);
+    if (!world_comm.ok()) {
+      return world_comm.status().WithContext("trainer NCCL communicator");
+    }
+    comm->nccl_ = std::move(world_comm).value();
+    if (tp_size > 1) {
+      nccl.store_key = comm->transport_->key_prefix() + "/nccl/tp/" +
+                       std::to_string(comm->rank() / tp_size);
+      Result<std::shared_ptr<reshard::NcclCommunicator>> tp_comm =
+          reshard::NcclCommunicator::Create(comm->rank() % tp_size, tp_size,
+                                            comm->transport_->kv(), nccl);
+      if (!tp_comm.ok()) {
+        return tp_comm.status().WithContext("trainer NCCL TP communicator");
+      }
+      comm->nccl_tp_ = std::move(tp_comm).value();
+    }
+    return comm;
+  }
   if (tp_size > 1) {
     auto group = std::make_unique<TpGroup>();
     const auto timeout = std::chrono::milliseconds(timeout_ms);
@@ -87,8 +143,16 @@ Result<std::unique_ptr<Comm>> Comm::FromEnv(int tp_size, int64_t timeout_ms) {
 
 Comm::~Comm() = default;
 
+at::TensorOptions Comm::f32() const {
+  return at::TensorOptions().dtype(at::kFloat).device(device_);
+}
+
 Status Comm::TpAllReduce(at::Tensor* t) {
   if (tp_size_ == 1) return Status::OK();
+  if (nccl_tp_ != nullptr) {
+    return nccl_tp_->AllReduceSum(t->data_ptr<float>(),
+                                  static_cast<size_t>(t->numel()));
+  }
   if (tp_->broken) return Status::Unavailable("tp group failed earlier");
   Status s = Guard("tp all-reduce", [&] {
     std::vector<at::Tensor> tensors = {*t};
@@ -100,8 +164,17 @@ Status Comm::TpAllReduce(at::Tensor* t) {
 
 Result<at::Tensor> Comm::TpAllGather(const at::Tensor& t, int64_t dim) {
   if (tp_size_ == 1) return t;
-  if (tp_->broken) return Status::Unavailable("tp group failed earlier");
   at::Tensor in = t.contiguous();
+  if (nccl_tp_ != nullptr) {
+    std::vector<int64_t> shape = {tp_size_};
+    for (int64_t s : in.sizes()) shape.push_back(s);
+    at::Tensor all = at::empty(shape, in.options());
+    HY_RETURN_IF_ERROR(nccl_tp_->AllGather(in.data_ptr<float>(),
+                                           all.data_ptr<float>(),
+                                           static_cast<size_t>(in.numel())));
+    return at::cat(all.unbind(0), dim);
+  }
+  if (tp_->broken) return Status::Unavailable("tp group failed earlier");
   std::vector<std::vector<at::Tensor>> out(1);
   for (int i = 0; i < tp_size_; ++i) out[0].push_back(at::empty_like(in));
   std::vector<at::Tensor> inputs = {in};
@@ -115,12 +188,21 @@ Result<at::Tensor> Comm::TpAllGather(const at::Tensor& t, int64_t dim) {
 }
 
 Status Comm::AllGatherShards(const at::Tensor& shard, at::Tensor* full) {
-  const int64_t bytes = shard.numel() * 4;
-  *full = at::empty({shard.numel() * world_size()}, shard.options());
+  return AllGatherEqual(shard, full);
+}
+
+Status Comm::AllGatherEqual(const at::Tensor& send, at::Tensor* out) {
+  const at::Tensor in = send.contiguous();
+  *out = at::empty({in.numel() * world_size()}, in.options());
+  if (nccl_ != nullptr) {
+    return nccl_->AllGather(in.data_ptr<float>(), out->data_ptr<float>(),
+                            static_cast<size_t>(in.numel()));
+  }
+  const int64_t bytes = in.numel() * 4;
   return transport_->AllGatherEqual(
-      ConstBytes(static_cast<const uint8_t*>(shard.data_ptr()),
+      ConstBytes(static_cast<const uint8_t*>(in.data_ptr()),
                  static_cast<size_t>(bytes)),
-      MutableBytes(static_cast<uint8_t*>(full->data_ptr()),
+      MutableBytes(static_cast<uint8_t*>(out->data_ptr()),
                    static_cast<size_t>(bytes * world_size())));
 }
 
@@ -128,6 +210,13 @@ Result<at::Tensor> Comm::ReduceScatterSum(const at::Tensor& full) {
   const int world = world_size();
   const int64_t piece = full.numel() / world;
   at::Tensor f = full.contiguous();
+  if (nccl_ != nullptr) {
+    at::Tensor sum = at::empty({piece}, f.options());
+    HY_RETURN_IF_ERROR(nccl_->ReduceScatterSum(f.data_ptr<float>(),
+                                               sum.data_ptr<float>(),
+                                               static_cast<size_t>(piece)));
+    return sum;
+  }
   const auto* base = static_cast<const uint8_t*>(f.data_ptr());
   std::vector<ConstBytes> send(world);
   for (int p = 0; p < world; ++p) {

@@ -18,7 +18,8 @@ constexpr int64_t kChunk = int64_t{1} << 20;
 Result<std::unique_ptr<FsdpModel>> FsdpModel::Create(const ModelConfig& config,
                                                      ModelRole role, int rank,
                                                      int world_size,
-                                                     bool optimizer) {
+                                                     bool optimizer,
+                                                     const at::Device& device) {
   HY_RETURN_IF_ERROR(ValidateModelConfig(config));
   std::unique_ptr<FsdpModel> m(new FsdpModel());
   m->config_ = config;
@@ -54,10 +55,11 @@ Result<std::unique_ptr<FsdpModel>> FsdpModel::Create(const ModelConfig& config,
                               " disagrees with reshard's ShardMap");
     }
   }
-  m->params_ = at::zeros({m->piece_}, at::kFloat);
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(device);
+  m->params_ = at::zeros({m->piece_}, options);
   const int64_t moments = optimizer ? m->piece_ : 0;
-  m->exp_avg_ = at::zeros({moments}, at::kFloat);
-  m->exp_avg_sq_ = at::zeros({moments}, at::kFloat);
+  m->exp_avg_ = at::zeros({moments}, options);
+  m->exp_avg_sq_ = at::zeros({moments}, options);
   return m;
 }
 
@@ -90,8 +92,11 @@ Status FsdpModel::LoadFrom(const HfWeights& weights) {
       continue;
     }
     const int64_t begin = std::max(offset_[t], rank_ * piece_) - offset_[t];
+    // Read on the host (into the piece itself on the CPU).
+    at::Tensor host = local.is_cpu() ? local : at::empty({local.numel()});
     HY_RETURN_IF_ERROR(
-        weights.ReadF32(name, begin, local.numel(), local.data_ptr<float>()));
+        weights.ReadF32(name, begin, host.numel(), host.data_ptr<float>()));
+    if (!local.is_cpu()) local.copy_(host);
   }
   return Status::OK();
 }
@@ -155,8 +160,13 @@ void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
   for (int64_t at = 0; at < piece_; at += kChunk) {
     const int64_t n = std::min(kChunk, piece_ - at);
     at::Tensor p = params_.narrow(0, at, n);
-    at::Tensor m = exp_avg_.narrow(0, at, n);
-    at::Tensor v = exp_avg_sq_.narrow(0, at, n);
+    at::Tensor m_home = exp_avg_.narrow(0, at, n);
+    at::Tensor v_home = exp_avg_sq_.narrow(0, at, n);
+    // Moments offloaded to the host while the parameters are on a GPU:
+    // this chunk's come over, step there, and go back.
+    const bool staged = m_home.device() != p.device();
+    at::Tensor m = staged ? m_home.to(p.device()) : m_home;
+    at::Tensor v = staged ? v_home.to(p.device()) : v_home;
     at::Tensor g = grad.narrow(0, at, n);
     if (grad_scale != 1.0) g = g * grad_scale;
     if (o.weight_decay != 0) p.mul_(1.0 - o.lr * o.weight_decay);
@@ -164,8 +174,12 @@ void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
     v.mul_(o.beta2).addcmul_(g, g, 1.0 - o.beta2);
     at::Tensor denom = (v.sqrt() / std::sqrt(bc2)).add_(o.eps);
     p.addcdiv_(m, denom, -o.lr / bc1);
+    if (staged) {
+      m_home.copy_(m);
+      v_home.copy_(v);
+    }
     if (moments_file_ != nullptr) {  // Stepped: back to the file.
-      for (const at::Tensor* t : {&m, &v}) {
+      for (const at::Tensor* t : {&m_home, &v_home}) {
         moments_file_
             ->ReleaseRange(
                 ConstBytes(static_cast<const uint8_t*>(t->data_ptr()),
@@ -228,6 +242,7 @@ std::vector<statestore::ShardData> FsdpModel::ShardsForSave(
       d.geometry = s.geometry;
       d.data = ConstBytes(static_cast<const uint8_t*>(local.data_ptr()),
                           static_cast<size_t>(local.numel() * 4));
+      d.on_gpu = local.is_cuda();
       if (offloaded) {  // Each chunk's pages go back once the save has read it.
         d.after_chunk_read = [file = *moments_file_](ConstBytes chunk) {
           file.ReleaseRange(chunk).IgnoreError();

@@ -121,7 +121,7 @@ Result<std::unique_ptr<FsdpPass>> FsdpPass::Begin(FsdpModel* model,
       pass->rest_at_.push_back({t, total});
       total += model->numel(t);
     }
-    pass->full_ = at::empty({total}, at::kFloat);
+    pass->full_ = at::empty({total}, model->params().options());
     std::vector<FsdpUnits::FlatRun> runs;
     for (const auto& [t, at] : pass->rest_at_) {
       runs.push_back({model->offset(t), model->offset(t) + model->numel(t),
@@ -186,7 +186,9 @@ Result<at::Tensor> FsdpPass::TakeUnit(int unit) {
 }
 
 at::Tensor* FsdpPass::Piece() {
-  if (!piece_.defined()) piece_ = at::zeros({model_->piece()}, at::kFloat);
+  if (!piece_.defined()) {
+    piece_ = at::zeros({model_->piece()}, model_->params().options());
+  }
   return &piece_;
 }
 
@@ -194,7 +196,7 @@ at::Tensor FsdpPass::Lookup(const std::string& name) const {
   if (units_ == nullptr) return model_->View(full_, name);
   // By layer: the vocabulary matrices are this pass's VocabMatrix objects
   // (an empty stand-in here); the layers are the runner's.
-  if (IsVocab(name)) return at::empty({0}, at::kFloat);
+  if (IsVocab(name)) return at::empty({0}, model_->params().options());
   for (const auto& [t, at] : rest_at_) {
     const auto& meta = model_->spec().tensors[t].meta;
     if (meta.name == name) {
@@ -295,7 +297,8 @@ Status FsdpPass::Idle() {
           units_->Gather(comm_, FsdpUnits::LayerUnit(i - 1), &buffer));
     }
     HY_RETURN_IF_ERROR(units_->ReduceGradient(
-        comm_, unit, at::zeros({units_->numel(unit)}, at::kFloat), Piece()));
+        comm_, unit,
+        at::zeros({units_->numel(unit)}, model_->params().options()), Piece()));
   }
   return Status::OK();
 }

@@ -12,6 +12,11 @@
 namespace hy::trainer {
 namespace {
 
+// n floats at `data` (host or device memory, as `like`) as a tensor.
+at::Tensor Wrap(float* data, int64_t n, const at::Tensor& like) {
+  return at::from_blob(data, {n}, like.options());
+}
+
 // "model.layers.<i>." -> i; -1 for the root's tensors.
 int LayerOf(const std::string& name) {
   static const std::string kPrefix = "model.layers.";
@@ -60,12 +65,45 @@ std::vector<FsdpUnits::FlatRun> FsdpUnits::UnitRuns(
 }
 
 Status FsdpUnits::Gather(Comm* comm, int unit, at::Tensor* buffer) const {
-  *buffer = at::empty({units_[unit].numel}, at::kFloat);
+  *buffer = at::empty({units_[unit].numel}, model_->params_const().options());
   return GatherRuns(comm, UnitRuns(unit, *buffer));
+}
+
+Status FsdpUnits::GatherRunsEqual(Comm* comm,
+                                  const std::vector<FlatRun>& runs) const {
+  const int me = model_->rank();
+  const int world = model_->world_size();
+  const int64_t base = me * model_->piece();
+  const at::Tensor& params = model_->params_const();
+  int64_t longest = 0;
+  for (int q = 0; q < world; ++q) {
+    longest = std::max(longest, StreamLength(runs, q));
+  }
+  if (longest == 0) return Status::OK();
+  // My stream, padded to the longest (the padding is never read).
+  at::Tensor send = at::empty({longest}, params.options());
+  VisitStream(runs, me, 0, INT64_MAX,
+              [&](int64_t flat, float* out, int64_t n, int64_t pos) {
+                const at::Tensor src = params.narrow(0, flat - base, n);
+                send.narrow(0, pos, n).copy_(src);
+                Wrap(out, n, params).copy_(src);
+              });
+  at::Tensor all;
+  HY_RETURN_IF_ERROR(comm->AllGatherEqual(send, &all));
+  for (int p = 0; p < world; ++p) {
+    if (p == me) continue;
+    VisitStream(
+        runs, p, 0, INT64_MAX,
+        [&](int64_t, float* out, int64_t n, int64_t pos) {
+          Wrap(out, n, params).copy_(all.narrow(0, p * longest + pos, n));
+        });
+  }
+  return Status::OK();
 }
 
 Status FsdpUnits::GatherRuns(Comm* comm,
                              const std::vector<FlatRun>& runs) const {
+  if (comm->equal_size_collectives()) return GatherRunsEqual(comm, runs);
   const int me = model_->rank();
   const int64_t base = me * model_->piece();
   const int64_t all = INT64_MAX;  // Past any stream's end.
@@ -158,8 +196,42 @@ Status FsdpUnits::ReduceGradient(Comm* comm, int unit, const at::Tensor& grad,
   return ReduceRuns(comm, UnitRuns(unit, g), piece);
 }
 
+Status FsdpUnits::ReduceRunsEqual(Comm* comm, const std::vector<FlatRun>& runs,
+                                  at::Tensor* piece) const {
+  const int me = model_->rank();
+  const int world = model_->world_size();
+  const int64_t base = me * model_->piece();
+  int64_t longest = 0;
+  for (int q = 0; q < world; ++q) {
+    longest = std::max(longest, StreamLength(runs, q));
+  }
+  // Per round, owner p's window of my gradient at [p * width, +width) of
+  // one buffer, zero-padded; the reduce-scatter hands me the sum of mine.
+  for (int64_t lo = 0; lo < longest; lo += reduce_window_) {
+    const int64_t hi = lo + reduce_window_;
+    const int64_t width = std::min(reduce_window_, longest - lo);
+    at::Tensor send = at::zeros({world * width}, piece->options());
+    for (int p = 0; p < world; ++p) {
+      VisitStream(runs, p, lo, hi,
+                  [&](int64_t, float* data, int64_t n, int64_t pos) {
+                    send.narrow(0, p * width + (pos - lo), n)
+                        .copy_(Wrap(data, n, *piece));
+                  });
+    }
+    HY_ASSIGN_OR_RETURN(const at::Tensor sum, comm->ReduceScatterSum(send));
+    VisitStream(
+        runs, me, lo, hi, [&](int64_t flat, float*, int64_t n, int64_t pos) {
+          piece->narrow(0, flat - base, n).add_(sum.narrow(0, pos - lo, n));
+        });
+  }
+  return Status::OK();
+}
+
 Status FsdpUnits::ReduceRuns(Comm* comm, const std::vector<FlatRun>& runs,
                              at::Tensor* piece) const {
+  if (comm->equal_size_collectives()) {
+    return ReduceRunsEqual(comm, runs, piece);
+  }
   const int me = model_->rank();
   const int world = model_->world_size();
   float* out = piece->data_ptr<float>();

@@ -22,7 +22,7 @@ ShardedVocab::ShardedVocab(const FsdpModel* model, const FsdpUnits* units,
       piece_(std::move(piece)) {}
 
 Result<at::Tensor> ShardedVocab::Rows(int64_t begin, int64_t n) {
-  at::Tensor out = at::empty({n, cols()}, at::kFloat);
+  at::Tensor out = at::empty({n, cols()}, model_->params_const().options());
   const int64_t flat = offset_ + begin * cols();
   HY_RETURN_IF_ERROR(units_->GatherRuns(
       comm_, {{flat, flat + n * cols(), out.data_ptr<float>()}}));
@@ -46,7 +46,9 @@ std::vector<FsdpUnits::FlatRun> ShardedVocab::RunsOf(
 
 Result<at::Tensor> ShardedVocab::LookupRows(const at::Tensor& tokens,
                                             at::Tensor* local) {
-  const at::Tensor mine = tokens.to(at::kLong).contiguous().reshape({-1});
+  // The ids travel on the host (few); the rows on the model's device.
+  const at::Device device = model_->params_const().device();
+  const at::Tensor mine = tokens.to(at::kLong).cpu().contiguous().reshape({-1});
   std::vector<uint8_t> bytes(mine.numel() * sizeof(int64_t));
   if (!bytes.empty()) std::memcpy(bytes.data(), mine.data_ptr(), bytes.size());
   HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(bytes));
@@ -70,19 +72,20 @@ Result<at::Tensor> ShardedVocab::LookupRows(const at::Tensor& tokens,
                                    std::to_string(rows()) + " rows");
   }
   const int64_t u = static_cast<int64_t>(looked_up_.size());
-  at::Tensor values = at::empty({u, cols()}, at::kFloat);
+  const auto options = model_->params_const().options();
+  at::Tensor values = at::empty({u, cols()}, options);
   float* v = values.data_ptr<float>();
   HY_RETURN_IF_ERROR(units_->GatherRuns(
       comm_, RunsOf(looked_up_, [&](size_t i) { return v + i * cols(); })));
-  const at::Tensor sorted = at::tensor(looked_up_, at::kLong);
-  *local = at::searchsorted(sorted, tokens.to(at::kLong));
-  lookup_grad_ = train_ ? at::zeros({u, cols()}, at::kFloat) : at::Tensor();
+  const at::Tensor sorted = at::tensor(looked_up_, at::kLong).to(device);
+  *local = at::searchsorted(sorted, tokens.to(device, at::kLong));
+  lookup_grad_ = train_ ? at::zeros({u, cols()}, options) : at::Tensor();
   return values;
 }
 
 Result<at::Tensor> ShardedVocab::GradRows(int64_t begin, int64_t n) {
   (void)begin;
-  chunk_grad_ = at::zeros({n, cols()}, at::kFloat);
+  chunk_grad_ = at::zeros({n, cols()}, model_->params_const().options());
   return chunk_grad_;
 }
 

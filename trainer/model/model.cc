@@ -189,10 +189,20 @@ Result<at::Tensor> DecoderLayer(const ModelConfig& config,
 }
 
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
-                         const at::Tensor& tokens, const at::Tensor& positions,
-                         const at::Tensor& key_valid, const TpContext& tp,
+                         const at::Tensor& tokens_in,
+                         const at::Tensor& positions_in,
+                         const at::Tensor& key_valid_in, const TpContext& tp,
                          KvCache* cache, bool recompute,
                          const LayerRunner* runner) {
+  // The weights' device decides (the final norm is always bound); inputs
+  // built on the host come over (on the CPU .to() is the tensor itself).
+  const at::Device dev = w.norm.device();
+  const at::Tensor tokens = tokens_in.to(dev);
+  const at::Tensor positions = positions_in.to(dev);
+  const at::Tensor key_valid = key_valid_in.to(dev);
+  const auto on = [&dev](at::ScalarType t) {
+    return at::TensorOptions().dtype(t).device(dev);
+  };
   const int64_t batch = tokens.size(0);
   const int64_t len = tokens.size(1);
   const int64_t d = config.head_dim();
@@ -221,20 +231,20 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
   }
 
   // Rotary tables [B, 1, T, d].
-  at::Tensor inv_freq = RopeInvFreq(config);
+  at::Tensor inv_freq = RopeInvFreq(config).to(dev);
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
   at::Tensor emb = at::cat({freqs, freqs}, -1);
   at::Tensor cos = emb.cos().unsqueeze(1);
   at::Tensor sin = emb.sin().unsqueeze(1);
 
   // Additive mask [B, 1, T, keys]: causal, valid keys, and always self.
-  at::Tensor q_index = at::arange(past, keys, at::kLong).unsqueeze(1);
-  at::Tensor k_index = at::arange(0, keys, at::kLong).unsqueeze(0);
+  at::Tensor q_index = at::arange(past, keys, on(at::kLong)).unsqueeze(1);
+  at::Tensor k_index = at::arange(0, keys, on(at::kLong)).unsqueeze(0);
   at::Tensor allowed = (k_index <= q_index)
                            .unsqueeze(0)
                            .logical_and(key_valid.to(at::kBool).unsqueeze(1));
   allowed = allowed.logical_or((k_index == q_index).unsqueeze(0));
-  at::Tensor bias = at::zeros({batch, 1, len, keys}, at::kFloat)
+  at::Tensor bias = at::zeros({batch, 1, len, keys}, on(at::kFloat))
                         .masked_fill(allowed.logical_not().unsqueeze(1), -1e9);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 
@@ -284,12 +294,12 @@ at::Tensor ValueHead(const Weights& w, const at::Tensor& hidden) {
 }
 
 KvCache MakeKvCache(const ModelConfig& config, int tp, int64_t batch,
-                    int64_t capacity) {
+                    int64_t capacity, const at::Device& device) {
   KvCache cache;
   for (int i = 0; i < config.num_layers; ++i) {
     cache.k.push_back(at::zeros(
         {batch, config.num_kv_heads / tp, capacity, config.head_dim()},
-        at::kFloat));
+        at::TensorOptions().dtype(at::kFloat).device(device)));
     cache.v.push_back(at::zeros_like(cache.k.back()));
   }
   return cache;

@@ -50,7 +50,8 @@ at::Tensor Unwrap(VocabMatrix* m, Result<at::Tensor> r) {
 
 // logits [M, rows] of x2d [M, cols], a chunk of rows at a time.
 Result<at::Tensor> ChunkedLogits(VocabMatrix* m, const at::Tensor& x2d) {
-  at::Tensor out = at::empty({x2d.size(0), m->rows()}, at::kFloat);
+  at::Tensor out =
+      at::empty({x2d.size(0), m->rows()}, x2d.options().dtype(at::kFloat));
   for (int64_t b = 0; b < m->rows(); b += m->chunk_rows()) {
     const int64_t n = std::min(m->chunk_rows(), m->rows() - b);
     HY_ASSIGN_OR_RETURN(at::Tensor w, m->Rows(b, n));

@@ -9,7 +9,8 @@ at::Tensor TokenLogProbs(const at::Tensor& logits, const at::Tensor& targets,
   if (entropy != nullptr) {
     *entropy = -(logp_all.exp() * logp_all).sum(-1);
   }
-  return logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+  return logp_all.gather(-1, targets.to(logits.device()).unsqueeze(-1))
+      .squeeze(-1);
 }
 
 PolicyLoss ClippedPolicyLoss(const at::Tensor& logp, const at::Tensor& old_logp,

@@ -23,7 +23,7 @@ double MsSince(Clock::time_point start) {
 }
 
 std::vector<uint8_t> TensorBytes(const at::Tensor& t) {
-  at::Tensor c = t.contiguous();
+  at::Tensor c = t.cpu().contiguous();
   std::vector<uint8_t> out(static_cast<size_t>(c.numel() * c.element_size()));
   if (!out.empty()) std::memcpy(out.data(), c.data_ptr(), out.size());
   return out;
@@ -58,7 +58,7 @@ void PpoWorker::Split(int64_t count, int64_t* lo, int64_t* hi) const {
 
 Status PpoWorker::ReshardToRollout(IterationReport* report) {
   const int world = comm_->world_size();
-  if (executor_ == nullptr) {
+  if (plan_ == nullptr) {
     HY_ASSIGN_OR_RETURN(reshard::Layout train,
                         reshard::Layout::Make(1, 1, 1, world));
     HY_ASSIGN_OR_RETURN(reshard::Layout rollout,
@@ -71,13 +71,24 @@ Status PpoWorker::ReshardToRollout(IterationReport* report) {
         reshard::TransferPlan plan,
         reshard::Plan(train, rollout, actor_->spec(), topology));
     plan_ = std::make_shared<const reshard::TransferPlan>(std::move(plan));
-    reshard::ExecutorOptions eo;
-    eo.wire = reshard::WireFormat::kBf16;
-    eo.sparse_delta = true;
-    eo.metrics = options_.metrics;
-    eo.direction = 0;
-    executor_ =
-        std::make_unique<reshard::Executor>(plan_, comm_->transport(), eo);
+    if (comm_->on_cuda()) {
+      // Device buffers, over NCCL (on one GPU: its copy and cast kernels).
+      // Sparse delta is a host wire format: the full bf16 wire here.
+      reshard::NcclExecutorOptions no;
+      no.wire = reshard::WireFormat::kBf16;
+      no.metrics = options_.metrics;
+      no.direction = 0;
+      HY_ASSIGN_OR_RETURN(nccl_executor_, reshard::NcclExecutor::Create(
+                                              plan_, comm_->nccl(), no));
+    } else {
+      reshard::ExecutorOptions eo;
+      eo.wire = reshard::WireFormat::kBf16;
+      eo.sparse_delta = true;
+      eo.metrics = options_.metrics;
+      eo.direction = 0;
+      executor_ =
+          std::make_unique<reshard::Executor>(plan_, comm_->transport(), eo);
+    }
     HY_RETURN_IF_ERROR(AllocateRolloutShards());
     HY_ASSIGN_OR_RETURN(rollout_weights_,
                         BindWeights(config_.model, ModelRole::kActor,
@@ -97,7 +108,9 @@ Status PpoWorker::ReshardToRollout(IterationReport* report) {
                      static_cast<size_t>(rollout_shards_[t].numel() * 2));
   }
   reshard::ReshardStats stats;
-  HY_RETURN_IF_ERROR(executor_->Run(src, dst, &stats));
+  HY_RETURN_IF_ERROR(nccl_executor_ != nullptr
+                         ? nccl_executor_->Run(src, dst, &stats)
+                         : executor_->Run(src, dst, &stats));
   ParkReshard();
   const double logical = static_cast<double>(
       stats.local_bytes + stats.same_node_bytes + stats.cross_node_bytes);
@@ -224,7 +237,7 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
       HY_ASSIGN_OR_RETURN(auto pass, BeginPass(m, false));
       HY_ASSIGN_OR_RETURN(at::Tensor out,
                           ScoreRows(*m, *pass, *exp, lo, hi, nullptr));
-      local.push_back(out.contiguous());
+      local.push_back(out.cpu().contiguous());  // Experience: on the host.
     }
   }
   HY_ASSIGN_OR_RETURN(auto all,

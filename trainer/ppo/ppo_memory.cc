@@ -67,6 +67,16 @@ std::string PpoWorker::NodeDirectory() const {
 }
 
 Status PpoWorker::OffloadReference() {
+  if (comm_->on_cuda()) {
+    // Page-locked, so the copies to the device run at the link's speed.
+    ref_host_ =
+        at::empty({ref_->params().numel()},
+                  at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+    ref_host_.copy_(ref_->params());
+    ref_->params() = ref_host_;
+    Log("reference model offloaded to page-locked host memory");
+    return Status::OK();
+  }
   const std::string dir = NodeDirectory();
   HY_ASSIGN_OR_RETURN(OffloadedTensor t,
                       OffloadedTensor::Create(dir, ref_->params().numel()));
@@ -75,6 +85,12 @@ Status PpoWorker::OffloadReference() {
   ref_offload_ = std::make_unique<OffloadedTensor>(std::move(t));
   Log("reference model offloaded to a file in " + dir);
   return Status::OK();
+}
+
+std::function<void()> PpoWorker::ReferenceOnDevice() {
+  if (!ref_host_.defined()) return nullptr;
+  ref_->params() = ref_host_.to(comm_->device(), /*non_blocking=*/true);
+  return [this] { ref_->params() = ref_host_; };
 }
 
 const OffloadedTensor* PpoWorker::OffloadedReference() const {
@@ -147,7 +163,9 @@ Status PpoWorker::AllocateRolloutShards() {
     flat = rollout_offload_->tensor();
     Log("rollout weights offloaded to a file in " + NodeDirectory());
   } else {
-    flat = at::empty({total}, at::kBFloat16);
+    flat = at::empty(
+        {total},
+        at::TensorOptions().dtype(at::kBFloat16).device(comm_->device()));
   }
   rollout_shards_.clear();
   int64_t offset = 0;

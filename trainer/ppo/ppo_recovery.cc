@@ -165,6 +165,8 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
   parts.push_back({ref_.get(), kRefPrefix, false});
   const int rank = comm_->rank();
   std::vector<recovery::TensorNeed> needs;
+  // Pieces on a GPU are fetched into host tensors, then copied over.
+  std::vector<std::pair<at::Tensor, at::Tensor>> to_device;  // {host, dev}
   for (const Part& part : parts) {
     FsdpModel* m = part.model;
     for (int t = 0; t < m->num_tensors(); ++t) {
@@ -179,6 +181,10 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
       }
       for (const auto& [infix, buffer] : bufs) {
         at::Tensor local = m->LocalSlice(*buffer, t);
+        if (!local.is_cpu()) {
+          to_device.push_back({at::empty({local.numel()}), local});
+          local = to_device.back().first;
+        }
         needs.push_back({part.prefix + infix + name, s.runs[0],
                          MutableBytes(static_cast<uint8_t*>(local.data_ptr()),
                                       static_cast<size_t>(local.numel() * 4))});
@@ -186,6 +192,7 @@ Status PpoWorker::ResumeFrom(recovery::Recovery* rec) {
     }
   }
   HY_RETURN_IF_ERROR(rec->Fetch(needs));
+  for (auto& [host, device] : to_device) device.copy_(host);
   const recovery::RecoveryStats& st = rec->stats();
   char line[256];
   std::snprintf(line, sizeof(line),

@@ -39,19 +39,25 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed, int64_t iteration,
   return p;
 }
 
-Experience Rows(const Experience& exp, const std::vector<int64_t>& rows) {
+// The experience's `rows` (kept on the host) on `device`, where the
+// minibatch's losses are taken.
+Experience Rows(const Experience& exp, const std::vector<int64_t>& rows,
+                const at::Device& device) {
   at::Tensor idx = at::tensor(rows, at::kLong);
+  auto pick = [&](const at::Tensor& t) {
+    return t.index_select(0, idx).to(device);
+  };
   Experience sub;
   sub.prompts.prompt_len = exp.prompts.prompt_len;
-  sub.prompts.tokens = exp.prompts.tokens.index_select(0, idx);
-  sub.prompts.valid = exp.prompts.valid.index_select(0, idx);
-  sub.prompts.lengths = exp.prompts.lengths.index_select(0, idx);
-  sub.responses = exp.responses.index_select(0, idx);
-  sub.mask = exp.mask.index_select(0, idx);
-  sub.old_logp = exp.old_logp.index_select(0, idx);
-  sub.values = exp.values.index_select(0, idx);
-  sub.advantages = exp.advantages.index_select(0, idx);
-  sub.returns = exp.returns.index_select(0, idx);
+  sub.prompts.tokens = pick(exp.prompts.tokens);
+  sub.prompts.valid = pick(exp.prompts.valid);
+  sub.prompts.lengths = pick(exp.prompts.lengths);
+  sub.responses = pick(exp.responses);
+  sub.mask = pick(exp.mask);
+  sub.old_logp = pick(exp.old_logp);
+  sub.values = pick(exp.values);
+  sub.advantages = pick(exp.advantages);
+  sub.returns = pick(exp.returns);
   return sub;
 }
 
@@ -110,7 +116,7 @@ Status PpoWorker::Update(int64_t iteration, const Experience& exp,
       Split(static_cast<int64_t>(batch.size()), &lo, &hi);
       std::vector<int64_t> mine(batch.begin() + lo, batch.begin() + hi);
       Experience sub;
-      if (!mine.empty()) sub = Rows(exp, mine);
+      if (!mine.empty()) sub = Rows(exp, mine, comm_->device());
 
       // Actor.
       {
@@ -225,7 +231,7 @@ Status PpoWorker::SftWarmup() {
           LmHead(w, hidden.narrow(1, 0, max_len - 1), TpContext{}));
       at::Tensor logp =
           TokenLogProbs(logits, tok.narrow(1, 1, max_len - 1), 1.0, nullptr);
-      at::Tensor loss = -(logp * target_mask).sum() / tokens;
+      at::Tensor loss = -(logp * target_mask.to(logp.device())).sum() / tokens;
       HY_RETURN_IF_ERROR(pass->Backward(loss));
       loss_window += loss.item<double>();
     } else {

@@ -52,10 +52,20 @@ void PpoWorker::Log(const std::string& line) const {
 Status PpoWorker::Setup() {
   HY_RETURN_IF_ERROR(ResolveModelPath(&config_.model, &hf_config_text_));
   HY_RETURN_IF_ERROR(ValidateConfig(config_));
+  // The one place the device is decided: Comm takes it (the GPU of this
+  // rank), and the models, passes and buffers follow Comm::device().
   HY_ASSIGN_OR_RETURN(const Device device,
                       ChooseDevice(config_.trainer.device));
-  if (device != Device::kCpu) {  // ChooseDevice refuses cuda for now.
-    return Status::Internal("trainer.device: no CUDA path in the trainer");
+  if (device == Device::kCuda) {
+    if (config_.trainer.offload_rollout) {
+      return Status::InvalidArgument(
+          "trainer.offload_rollout maps the rollout weights to a file in "
+          "host memory; on trainer.device cuda they live on the GPU: set it "
+          "false");
+    }
+    // The store reads host memory in place; device shards are copied into
+    // its page-locked staging instead (ShardData::on_gpu).
+    config_.checkpoint.read_in_place = false;
   }
   if (config_.checkpoint.store_root.empty()) {
     return Status::InvalidArgument("checkpoint.store_root is empty");
@@ -81,25 +91,29 @@ Status PpoWorker::Setup() {
                    " ranks; rolling out with tp " + std::to_string(tp));
     }
   }
-  HY_ASSIGN_OR_RETURN(
-      comm_, Comm::FromEnv(config_.rollout.tensor_model_parallel_size,
-                           std::max<int64_t>(
-                               120000, config_.checkpoint.commit_timeout_ms)));
+  CommOptions co;
+  co.tp_size = config_.rollout.tensor_model_parallel_size;
+  co.timeout_ms =
+      std::max<int64_t>(120000, config_.checkpoint.commit_timeout_ms);
+  co.device = device;
+  HY_ASSIGN_OR_RETURN(comm_, Comm::FromEnv(co));
   const int rank = comm_->rank();
   const int world = comm_->world_size();
+  const at::Device on = comm_->device();
   HY_ASSIGN_OR_RETURN(
-      actor_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world));
+      actor_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world,
+                                /*optimizer=*/true, on));
   // GRPO's advantages need no value model: no critic (its parameters, Adam
   // moments, checkpoint part and replica are a whole model's worth).
   if (config_.algorithm.adv_estimator == AdvEstimator::kGae) {
     HY_ASSIGN_OR_RETURN(
-        critic_,
-        FsdpModel::Create(config_.model, ModelRole::kCritic, rank, world));
+        critic_, FsdpModel::Create(config_.model, ModelRole::kCritic, rank,
+                                   world, /*optimizer=*/true, on));
   }
   // The frozen reference: parameters only, no Adam moments.
   HY_ASSIGN_OR_RETURN(
       ref_, FsdpModel::Create(config_.model, ModelRole::kActor, rank, world,
-                              /*optimizer=*/false));
+                              /*optimizer=*/false, on));
   if (config_.trainer.fsdp_per_layer) {
     actor_units_ = std::make_unique<FsdpUnits>(actor_.get());
     if (critic_ != nullptr) {
@@ -157,7 +171,7 @@ Status PpoWorker::Setup() {
         std::to_string(source_->max_prompt_tokens()) +
         " tokens) plus rollout.response_length");
   }
-  Log("rank 0 of " + std::to_string(world) + ": actor " +
+  Log("rank 0 of " + std::to_string(world) + " on " + on.str() + ": actor " +
       std::to_string(actor_->spec().TotalBytes() / 4) +
       " parameters, training layout fsdp=" + std::to_string(world) +
       ", rollout layout tp=" + std::to_string(comm_->tp_size()) +
@@ -303,7 +317,9 @@ Result<RunSummary> PpoWorker::Run() {
     peaks.End(PhasePeaks::kRollout);
     ReleaseRollout();  // Idle until the next sync writes over it.
     reference_in_use_->store(true);
+    const std::function<void()> back_to_host = ReferenceOnDevice();
     const Status experience = ComputeExperience(it, &exp, &report);
+    if (back_to_host) back_to_host();
     reference_in_use_->store(false);
     HY_RETURN_IF_ERROR(experience);
     peaks.End(PhasePeaks::kExperience);

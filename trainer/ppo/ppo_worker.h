@@ -24,6 +24,7 @@
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/recovery.h"
 #include "hy/reshard/executor.h"
+#include "hy/reshard/nccl_executor.h"
 #include "hy/trainer/data/prompt_source.h"
 #include "hy/trainer/model/comm.h"
 #include "hy/trainer/model/fsdp.h"
@@ -125,9 +126,15 @@ class PpoWorker {
   // state's files go.
   std::string NodeDirectory() const;
   // trainer.offload_reference: moves the reference piece into a file
-  // mapping in this rank's node directory (ref_offload_). Returns its
-  // IOError (disk full, no such directory).
+  // mapping in this rank's node directory (ref_offload_); on a GPU into
+  // page-locked host memory (ref_host_), copied to the device for each
+  // experience phase (ReferenceOnDevice). Returns its IOError (disk full,
+  // no such directory).
   Status OffloadReference();
+  // On a GPU with the reference offloaded: puts a device copy of it in
+  // ref_'s params for the experience phase and returns what puts the host
+  // copy back; a no-op otherwise.
+  std::function<void()> ReferenceOnDevice();
   // Hands the offloaded reference's pages back to the kernel; an error is
   // logged (the values are never lost).
   void ReleaseReference();
@@ -205,6 +212,7 @@ class PpoWorker {
   // trainer.fsdp_per_layer: each model's units; null otherwise.
   std::unique_ptr<FsdpUnits> actor_units_, critic_units_, ref_units_;
   std::unique_ptr<OffloadedTensor> ref_offload_;  // Null unless offloaded.
+  at::Tensor ref_host_;  // On a GPU, offloaded: the pinned host copy.
   // Set while the experience phase reads the reference: a checkpoint's
   // hooks then leave its pages be (shared with those callbacks).
   std::shared_ptr<std::atomic<bool>> reference_in_use_ =
@@ -225,7 +233,8 @@ class PpoWorker {
 
   // Rollout side.
   std::shared_ptr<const reshard::TransferPlan> plan_;
-  std::unique_ptr<reshard::Executor> executor_;
+  std::unique_ptr<reshard::Executor> executor_;           // On the CPU.
+  std::unique_ptr<reshard::NcclExecutor> nccl_executor_;  // On a GPU.
   std::vector<at::Tensor> rollout_shards_;  // Per actor tensor, bf16.
   Weights rollout_weights_;
 

@@ -90,7 +90,8 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
   const int64_t r_len = rollout.response_length;
   at::Tensor responses = at::full({b, r_len}, spec.pad, at::kLong);
   if (b == 0) return responses;
-  KvCache cache = MakeKvCache(config, tp.tp, b, p_len + r_len);
+  // The weights' device runs the model; tokens and sampling stay here.
+  KvCache cache = MakeKvCache(config, tp.tp, b, p_len + r_len, w.norm.device());
   at::Tensor positions =
       (prompts.valid.to(at::kLong).cumsum(1) - 1).clamp_min(0);
   at::Tensor key_valid = at::ones({b, p_len + r_len}, at::kBool);
@@ -107,7 +108,7 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
               &cache));
     HY_ASSIGN_OR_RETURN(at::Tensor logits,
                         LmHead(w, hidden.narrow(1, hidden.size(1) - 1, 1), tp));
-    logits = logits.reshape({b, -1}).contiguous();
+    logits = logits.reshape({b, -1}).cpu().contiguous();
     const float* lp = logits.data_ptr<float>();
     const int64_t vocab = logits.size(1);
     at::Tensor next = at::full({b, 1}, spec.pad, at::kLong);

@@ -32,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hy/common/gpu.h"
 #include "hy/statestore/store.h"
 
 extern char** environ;
@@ -297,6 +298,56 @@ TEST_F(TrainerDistTest, FsdpByLayerWithAWideRootUnitIsBitIdenticalToWhole) {
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0)
         << "world " << world;
+  }
+}
+
+// The GPU's way of exchanging FSDP units (Comm::equal_size_collectives:
+// streams padded to equal size, one all-gather; gradient windows padded,
+// one reduce-scatter), run here on the CPU over Gloo, gives the bits of the
+// host's way, by layer and whole, tied or not, with a rank that has no rows
+// and with a root unit spread over several pieces.
+TEST_F(TrainerDistTest, EqualSizeCollectivesGiveTheSameStep) {
+  for (auto [world, rows, shape, mode] :
+       {std::tuple{2, 6, "plain", "layer"}, std::tuple{3, 2, "tied", "layer"},
+        std::tuple{3, 6, "wide", "layer"}, std::tuple{3, 6, "wide", "whole"}}) {
+    const std::string tag =
+        std::to_string(world) + "_" + std::to_string(rows) + shape + mode;
+    const std::string host = (dir_ / ("host" + tag)).string();
+    const std::string equal = (dir_ / ("equal" + tag)).string();
+    ASSERT_TRUE(
+        RunJob(world, {"fsdp_step", host, mode, std::to_string(rows), shape}));
+    ASSERT_TRUE(RunJob(world, {"fsdp_step", equal, mode, std::to_string(rows),
+                               shape, "equal"}));
+    const std::vector<float> a = ReadFloats(host);
+    const std::vector<float> b = ReadFloats(equal);
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << tag;
+  }
+}
+
+// The same step with the model, its gradients and Adam state on a GPU
+// (FSDP over NCCL, one rank per GPU, up to 2) equals the CPU's within
+// float rounding (cuBLAS and NCCL sum in their own orders). Skips without
+// a GPU; a LibTorch without CUDA fails the job with a configuration error.
+TEST_F(TrainerDistTest, FsdpStepOnCudaMatchesTheCpu) {
+  if (hy::GpuDeviceCount() == 0) GTEST_SKIP() << "needs a CUDA device";
+  const int world = std::min(2, hy::GpuDeviceCount());
+  for (const char* mode : {"whole", "layer"}) {
+    const std::string cpu = (dir_ / (std::string("cpu") + mode)).string();
+    const std::string gpu = (dir_ / (std::string("gpu") + mode)).string();
+    ASSERT_TRUE(RunJob(world, {"fsdp_step", cpu, mode, "6", "tied"}));
+    ASSERT_TRUE(RunJob(world, {"fsdp_step", gpu, mode, "6", "tied", "cuda"}));
+    const std::vector<float> a = ReadFloats(cpu);
+    const std::vector<float> b = ReadFloats(gpu);
+    ASSERT_FALSE(a.empty());
+    ASSERT_EQ(a.size(), b.size());
+    double max_diff = 0, max_abs = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(double{a[i]} - b[i]));
+      max_abs = std::max(max_abs, std::fabs(double{a[i]}));
+    }
+    EXPECT_LE(max_diff, 1e-5 * max_abs) << mode;
   }
 }
 

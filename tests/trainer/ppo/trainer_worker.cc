@@ -86,9 +86,13 @@ void FixedBatch(at::Tensor* tokens, at::Tensor* valid) {
 // "wide": a model whose root unit is most of it (see below); "tied": the
 // head is the embedding.
 int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
-             const std::string& shape) {
+             const std::string& shape, const std::string& how) {
   const bool wide = shape == "wide";
-  auto comm = Comm::FromEnv(1, 60000);
+  CommOptions co;
+  co.timeout_ms = 60000;
+  co.equal_size_collectives = how == "equal";
+  if (how == "cuda") co.device = Device::kCuda;
+  auto comm = Comm::FromEnv(co);
   if (!comm.ok()) return Fail(comm.status().ToString());
   Comm* c = comm.value().get();
   ModelConfig config = SmallModel();
@@ -102,8 +106,8 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
     config.tie_word_embeddings = false;
   }
   config.tie_word_embeddings = shape == "tied";
-  auto model =
-      FsdpModel::Create(config, ModelRole::kActor, c->rank(), c->world_size());
+  auto model = FsdpModel::Create(config, ModelRole::kActor, c->rank(),
+                                 c->world_size(), true, c->device());
   if (!model.ok()) return Fail(model.status().ToString());
   FsdpModel* m = model.value().get();
   m->InitFromSeed(3);
@@ -138,7 +142,8 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
     at::Tensor logp =
         TokenLogProbs(logits.value(), t.narrow(1, 1, len - 1), 1.0, nullptr);
     at::Tensor loss =
-        -(logp * v.narrow(1, 1, len - 1).to(at::kFloat)).sum() / count;
+        -(logp * v.narrow(1, 1, len - 1).to(logp.device(), at::kFloat)).sum() /
+        count;
     Status s = p->Backward(loss);
     if (!s.ok()) return Fail(s.ToString());
   } else {
@@ -158,6 +163,7 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
   at::Tensor full;
   if (!m->Gather(c, &full).ok()) return Fail("gather after step");
   if (c->rank() == 0) {
+    full = full.cpu();
     std::ofstream out(out_path, std::ios::binary);
     out.write(static_cast<const char*>(full.data_ptr()), full.numel() * 4);
   }
@@ -165,7 +171,10 @@ int FsdpStep(const std::string& out_path, bool by_layer, int64_t rows,
 }
 
 int TpForward() {
-  auto comm = Comm::FromEnv(std::atoi(std::getenv("WORLD_SIZE")), 60000);
+  CommOptions co;
+  co.tp_size = std::atoi(std::getenv("WORLD_SIZE"));
+  co.timeout_ms = 60000;
+  auto comm = Comm::FromEnv(co);
   if (!comm.ok()) return Fail(comm.status().ToString());
   Comm* c = comm.value().get();
   const ModelConfig config = SmallModel();
@@ -279,7 +288,8 @@ int main(int argc, char** argv) {
     return hy::trainer::FsdpStep(argv[2],
                                  argc >= 4 && std::string(argv[3]) == "layer",
                                  argc >= 5 ? std::atoll(argv[4]) : 6,
-                                 argc >= 6 ? std::string(argv[5]) : "");
+                                 argc >= 6 ? std::string(argv[5]) : "",
+                                 argc >= 7 ? std::string(argv[6]) : "");
   }
   if (scenario == "tp_forward") return hy::trainer::TpForward();
   if (scenario == "run") return hy::trainer::Run(argc, argv);

@@ -48,10 +48,11 @@ void GpuHostFree(void* p);
 
 // Copies n bytes between host and device memory, either way (the
 // direction comes from unified addressing), on a non-blocking stream of the
-// calling thread's own (created on the device current at its first copy),
-// and waits for that stream only: other streams' work, such as a training
-// step's kernels, goes on. Returns Unavailable without a GPU, Internal
-// naming the CUDA error otherwise.
+// calling thread's own on the device that holds the device side, ordered
+// after the work queued so far on that device's legacy default stream
+// (LibTorch's default: the kernels that wrote the bytes), and waits for
+// that stream only: work queued later on other streams goes on. Returns
+// Unavailable without a GPU, Internal naming the CUDA error otherwise.
 Status GpuCopy(void* dst, const void* src, size_t n);
 
 }  // namespace hy

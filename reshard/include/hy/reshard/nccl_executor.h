@@ -93,6 +93,28 @@ class NcclCommunicator {
   // True once an error or a timeout has aborted the communicator.
   bool aborted() const;
 
+  // Collectives on f32 device memory of device(), for callers that keep
+  // their state on the GPU (the trainer's FSDP gathers, gradient
+  // reduce-scatters and tensor-parallel sums). Each is queued on `stream`
+  // (a cudaStream_t; null: the legacy default stream, which orders it after
+  // and before LibTorch's kernels on its default stream) and waited for
+  // with the communicator's timeout: it returns once the result is written.
+  // Sums follow NCCL's reduction order (not rank order: results may differ
+  // from a host sum in the last bits). Collective: every rank calls the
+  // same sequence with the same `count`. count == 0 does nothing.
+  // Return FailedPrecondition for an aborted communicator, InvalidArgument
+  // for a null buffer, DeadlineExceeded / Unavailable / Internal as Run
+  // does (the communicator is aborted then), Unavailable without NCCL.
+  //
+  // recv[r * count, (r + 1) * count) = rank r's send[0, count).
+  Status AllGather(const float* send, float* recv, size_t count,
+                   void* stream = nullptr);
+  // recv[0, count) = sum over ranks of their send[rank() * count, +count).
+  Status ReduceScatterSum(const float* send, float* recv, size_t count,
+                          void* stream = nullptr);
+  // data[0, count) = sum over ranks of their data[0, count), in place.
+  Status AllReduceSum(float* data, size_t count, void* stream = nullptr);
+
  private:
   friend class NcclExecutor;
   struct Impl;

@@ -20,8 +20,9 @@ enum class Device { kCpu, kCuda };
 // The device named `name` (trainer.device: "cpu" or "cuda"). Returns
 // InvalidArgument naming the cause otherwise: an unknown name; cuda in a
 // build without CUDA, or with no CUDA device visible (CUDA_VISIBLE_DEVICES
-// is named when set); cuda on a machine that has one, which the trainer's
-// model does not run on yet (hy's store, reshard and NCCL executor do).
+// is named when set). The worker checks one thing more on cuda, which
+// needs LibTorch (this room does not include it): that the LibTorch it runs
+// on was built with CUDA (trainer::Comm::FromEnv).
 Result<Device> ChooseDevice(std::string_view name);
 
 }  // namespace hy::trainer

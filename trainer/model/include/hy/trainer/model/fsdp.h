@@ -39,12 +39,12 @@ class Comm;
 class FsdpModel {
  public:
   // A model with `optimizer` holds Adam moments; one without (a frozen
-  // reference) holds none: empty exp_avg() and exp_avg_sq().
+  // reference) holds none: empty exp_avg() and exp_avg_sq(). Its pieces
+  // live on `device` (the worker's choice: Comm::device()).
   // Returns InvalidArgument for a config ValidateModelConfig rejects.
-  static Result<std::unique_ptr<FsdpModel>> Create(const ModelConfig& config,
-                                                   ModelRole role, int rank,
-                                                   int world_size,
-                                                   bool optimizer = true);
+  static Result<std::unique_ptr<FsdpModel>> Create(
+      const ModelConfig& config, ModelRole role, int rank, int world_size,
+      bool optimizer = true, const at::Device& device = at::Device(at::kCPU));
 
   const ModelConfig& config() const { return config_; }
   ModelRole role() const { return role_; }
@@ -58,7 +58,8 @@ class FsdpModel {
   int64_t offset(int t) const { return offset_[t]; }
   int64_t numel(int t) const { return numel_[t]; }
 
-  at::Tensor& params() { return params_; }  // [piece] f32
+  at::Tensor& params() { return params_; }  // [piece] f32, on device()
+  at::Device device() const { return params_.device(); }
   const at::Tensor& params_const() const { return params_; }
   at::Tensor& exp_avg() { return exp_avg_; }
   at::Tensor& exp_avg_sq() { return exp_avg_sq_; }
@@ -113,6 +114,8 @@ class FsdpModel {
 
   // Moves the two Adam moments into one file mapping in `dir`
   // (OffloadedTensor; trainer.offload_optimizer), keeping their values.
+  // On a GPU the moments then live in host memory and AdamStep copies each
+  // chunk's to the device and back around its step (ZeRO-Offload's way).
   // From then on AdamStep hands each chunk's moment pages back to the
   // kernel once it has stepped them, ShardsForSave's moment shards hand
   // theirs back as the save reads them, and ReleaseMoments hands back
@@ -127,7 +130,8 @@ class FsdpModel {
 
   // The rank's shards for the store: params (and with `optimizer` the two
   // moments) under "<prefix>/<name>", "<prefix>/exp_avg/<name>",
-  // "<prefix>/exp_avg_sq/<name>". The data points into this model.
+  // "<prefix>/exp_avg_sq/<name>". The data points into this model (into
+  // device memory, ShardData::on_gpu, for a model on a GPU).
   std::vector<statestore::ShardData> ShardsForSave(const std::string& prefix,
                                                    bool optimizer) const;
 

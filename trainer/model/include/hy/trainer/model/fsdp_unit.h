@@ -14,6 +14,13 @@
 // Comm::ReduceScatterSum adds them: a step by units is bit-identical to a
 // step over the whole flat buffer.
 //
+// On a GPU (Comm::equal_size_collectives()) the same exchanges go through
+// equal-size collectives, which NCCL has: each rank's stream padded to the
+// longest, one all-gather; each owner's window of gradient padded to the
+// round's longest, one reduce-scatter. The values are the same (padding is
+// never read; the sum starts from zero), and the copies in and out are
+// tensor ops on the device. FlatRun::data then points into device memory.
+//
 // Part of hy_trainer_model (LibTorch; ppo/ uses it). Holds a pointer to the
 // model, which must outlive it. Thread-safety: one thread.
 
@@ -97,6 +104,10 @@ class FsdpUnits {
   // length, and fn(flat offset, data, length, stream position) for each
   // piece of stream positions [lo, hi).
   int64_t StreamLength(const std::vector<FlatRun>& runs, int q) const;
+  // GatherRuns and ReduceRuns through equal-size collectives.
+  Status GatherRunsEqual(Comm* comm, const std::vector<FlatRun>& runs) const;
+  Status ReduceRunsEqual(Comm* comm, const std::vector<FlatRun>& runs,
+                         at::Tensor* piece) const;
   void VisitStream(const std::vector<FlatRun>& runs, int q, int64_t lo,
                    int64_t hi,
                    const std::function<void(int64_t flat, float* data,

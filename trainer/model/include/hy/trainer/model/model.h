@@ -111,6 +111,8 @@ using LayerRunner = std::function<Result<at::Tensor>(
 // keeps only its input for backward and runs again there (activation
 // checkpointing): the same gradients, a layer's activations at a time.
 // With a `runner`, it runs every decoder layer (w.layers is not used).
+// Runs on the weights' device (w.norm's): inputs built elsewhere are
+// copied there, and the hidden states are returned there.
 Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
                          const at::Tensor& tokens, const at::Tensor& positions,
                          const at::Tensor& key_valid, const TpContext& tp,
@@ -124,9 +126,11 @@ Result<at::Tensor> LmHead(const Weights& w, const at::Tensor& hidden,
 // Values [B, T] from hidden states (critic: score head).
 at::Tensor ValueHead(const Weights& w, const at::Tensor& hidden);
 
-// An empty cache for `batch` sequences of up to `capacity` positions.
+// An empty cache for `batch` sequences of up to `capacity` positions, on
+// `device` (the weights').
 KvCache MakeKvCache(const ModelConfig& config, int tp, int64_t batch,
-                    int64_t capacity);
+                    int64_t capacity,
+                    const at::Device& device = at::Device(at::kCPU));
 
 // The rotary inverse frequencies [head_dim / 2] (f32), llama3-scaled when
 // the config says so, as transformers' rope init functions compute them.

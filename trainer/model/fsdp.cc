@@ -191,7 +191,22 @@ void FsdpModel::AdamStep(const at::Tensor& grad, const OptimConfig& o,
 }
 
 Status FsdpModel::OffloadMoments(const std::string& dir) {
-  if (moments_file_ != nullptr) return Status::OK();
+  if (moments_file_ != nullptr || moments_pinned_) return Status::OK();
+  if (params_.is_cuda()) {
+    // Page-locked host memory (ZeRO-Offload's way): AdamStep's copies of a
+    // chunk to the device and back run at the link's speed. Pinned pages
+    // cannot be handed back to the kernel, so no file here.
+    const auto pinned =
+        at::TensorOptions().dtype(at::kFloat).pinned_memory(true);
+    at::Tensor m = at::empty({exp_avg_.numel()}, pinned);
+    at::Tensor v = at::empty({exp_avg_sq_.numel()}, pinned);
+    m.copy_(exp_avg_);
+    v.copy_(exp_avg_sq_);
+    exp_avg_ = m;
+    exp_avg_sq_ = v;
+    moments_pinned_ = true;
+    return Status::OK();
+  }
   // exp_avg_sq starts on a page boundary (the mapping's start is one, and
   // a chunk is whole pages), so each chunk's release covers all its pages.
   const int64_t page = static_cast<int64_t>(::sysconf(_SC_PAGESIZE)) / 4;

@@ -131,7 +131,8 @@ Status PpoWorker::OffloadOptimizer() {
   for (FsdpModel* m : {actor_.get(), critic_.get()}) {
     if (m != nullptr) HY_RETURN_IF_ERROR(m->OffloadMoments(dir));
   }
-  Log("Adam moments offloaded to a file in " + dir);
+  Log(comm_->on_cuda() ? "Adam moments offloaded to page-locked host memory"
+                       : "Adam moments offloaded to a file in " + dir);
   return Status::OK();
 }
 

@@ -114,8 +114,9 @@ class FsdpModel {
 
   // Moves the two Adam moments into one file mapping in `dir`
   // (OffloadedTensor; trainer.offload_optimizer), keeping their values.
-  // On a GPU the moments then live in host memory and AdamStep copies each
-  // chunk's to the device and back around its step (ZeRO-Offload's way).
+  // On a GPU the moments go to page-locked host memory instead (`dir` is
+  // not used) and AdamStep copies each chunk's to the device and back
+  // around its step (ZeRO-Offload's way).
   // From then on AdamStep hands each chunk's moment pages back to the
   // kernel once it has stepped them, ShardsForSave's moment shards hand
   // theirs back as the save reads them, and ReleaseMoments hands back
@@ -123,7 +124,9 @@ class FsdpModel {
   // mapping's IOError (nothing changes then); OK if already offloaded.
   // REQUIRES: created with an optimizer.
   Status OffloadMoments(const std::string& dir);
-  bool moments_offloaded() const { return moments_file_ != nullptr; }
+  bool moments_offloaded() const {
+    return moments_file_ != nullptr || moments_pinned_;
+  }
   // Hands the offloaded moments' pages back (OK without offload). Returns
   // IOError as OffloadedTensor::Release; the values stay.
   Status ReleaseMoments() const;
@@ -149,6 +152,7 @@ class FsdpModel {
   at::Tensor params_, exp_avg_, exp_avg_sq_;
   // Under OffloadMoments: the mapping exp_avg_ and exp_avg_sq_ are views of.
   std::unique_ptr<OffloadedTensor> moments_file_;
+  bool moments_pinned_ = false;  // On a GPU: offloaded to pinned memory.
   int64_t adam_step_ = 0;
 };
 

@@ -80,6 +80,44 @@ std::string JsonOutput(const std::vector<prometheus::MetricFamily>& families) {
   return out.dump(2) + "\n";
 }
 
+// HELP text as the exposition format escapes it (backslash, newline).
+std::string EscapeHelp(const std::string& help) {
+  std::string out;
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The exposition of every family of the catalogue, in its order. A
+// labelled family has no series until something sets one (the reshard's
+// per-direction durations, the heartbeat age per peer), and prometheus-cpp
+// writes nothing for a family without series; its HELP and TYPE lines are
+// written here, so that every metric hy exports is listed.
+std::string TextOutput(const std::vector<prometheus::MetricFamily>& families) {
+  std::map<std::string, const prometheus::MetricFamily*> by_name;
+  for (const auto& f : families) by_name[f.name] = &f;
+  const prometheus::TextSerializer serializer;
+  std::string out;
+  for (const FamilyDef& d : metrics::Catalogue()) {
+    auto it = by_name.find(d.name);
+    if (it != by_name.end() && !it->second->metric.empty()) {
+      out += serializer.Serialize({*it->second});
+      continue;
+    }
+    out += "# HELP " + d.name + " " + EscapeHelp(d.help) + "\n";
+    out += "# TYPE " + d.name + " " +
+           std::string(metrics::MetricTypeName(d.type)) + "\n";
+  }
+  return out;
+}
+
 int RunMetrics(const std::string& format) {
   metrics::Registry registry;
   const Status s = metrics::HyMetrics::Register(registry).status();
@@ -89,7 +127,7 @@ int RunMetrics(const std::string& format) {
   } else if (format == "json") {
     std::cout << JsonOutput(registry.Collect());
   } else {
-    std::cout << prometheus::TextSerializer().Serialize(registry.Collect());
+    std::cout << TextOutput(registry.Collect());
   }
   std::cout.flush();
   if (!std::cout) {

@@ -5,8 +5,17 @@
 // peer baseline).
 //
 //   hy_bench_reshard [--json] [--size-mib N] [--reps N] [--bucket-mib N]
+//                    [--hosts NS0=ADDR0,NS1=ADDR1] [--learn-link]
+//                    [--link-gbps G]
 //
 // --bucket-mib is the planner's bucket (PlanOptions::bucket_bytes).
+// --hosts puts ranks 2h and 2h + 1 in network namespace NSh, reached at
+// ADDRh (scripts/bench-reshard-link.sh makes them, with links shaped by
+// tc); the job itself must run in NS0 (it hosts the store there). The plan
+// then knows 2 ranks per node, so half of each rank's peers are across the
+// link. --learn-link: sparse delta learns the link's speed from its own
+// exchanges (ExecutorOptions::learn_link_speed) and skips the scan where
+// the link is faster; --link-gbps labels the JSON rows (link_gbps).
 // The process hosts a TCPStore and re-executes itself once per rank with
 // --worker; rank 0 prints. Columns:
 //   bytes/rank   the most payload bytes (wire dtype, before delta) any one
@@ -41,6 +50,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,6 +70,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Flags {
   bool json = false;
+  std::vector<std::string> host_ns, host_addr;  // --hosts; empty: local.
+  bool learn_link = false;
+  double link_gbps = 0;
   int64_t size_mib = 256;
   int reps = 3;
   int64_t bucket_mib = 64;
@@ -67,6 +80,9 @@ struct Flags {
   int rank = 0;
   int port = 0;
 };
+
+// Ranks per node of the plan's topology: 2 with --hosts, else all 4.
+int RanksPerNode(const Flags& f) { return f.host_ns.empty() ? kWorld : 2; }
 
 struct Row {
   std::string mode;
@@ -90,15 +106,18 @@ class Worker {
     plan_options.bucket_bytes = flags_.bucket_mib << 20;
     HY_ASSIGN_OR_RETURN(
         TransferPlan plan,
-        Plan(src, dst, spec, Topology{kWorld, kWorld}, plan_options));
+        Plan(src, dst, spec, Topology{kWorld, RanksPerNode(flags_)},
+             plan_options));
     plan_ = std::make_shared<const TransferPlan>(std::move(plan));
     const int64_t raw = MovedBytes(WireFormat::kRaw);
     const int64_t bf16 = MovedBytes(WireFormat::kBf16);
     if (me() == 0 && !flags_.json) {
       std::printf(
           "model: %zu tensors, %.1f MB f32; fsdp=4 -> tp=2,dp=2, "
-          "%zu steps, 4 processes over Gloo on 127.0.0.1\n",
-          spec.tensors.size(), spec.TotalBytes() / 1e6, plan_->steps.size());
+          "%zu steps, 4 processes over Gloo %s\n",
+          spec.tensors.size(), spec.TotalBytes() / 1e6, plan_->steps.size(),
+          flags_.host_ns.empty() ? "on 127.0.0.1"
+                                 : "on 2 hosts (network namespaces) x 2");
     }
     src_ = MakeSourceShards(plan_->src, me());
     HY_ASSIGN_OR_RETURN(double memcpy_s, TimeMemcpy(raw));
@@ -212,10 +231,11 @@ class Worker {
 
   int me() const { return t_->rank(); }
 
-  static ExecutorOptions Options(WireFormat wire, bool delta) {
+  ExecutorOptions Options(WireFormat wire, bool delta) const {
     ExecutorOptions o;
     o.wire = wire;
     o.sparse_delta = delta;
+    o.learn_link_speed = delta && flags_.learn_link;
     return o;
   }
 
@@ -264,10 +284,17 @@ class Worker {
     for (const ReshardStats& s : all) {
       if (s.total_seconds > slowest.total_seconds) slowest = s;
     }
-    char note[96];
-    std::snprintf(note, sizeof(note), "pack %.3f xfer %.3f unpack %.3f",
-                  slowest.pack_seconds, slowest.transfer_seconds,
-                  slowest.unpack_seconds);
+    char note[192];
+    int at = std::snprintf(
+        note, sizeof(note), "pack %.3f xfer %.3f unpack %.3f",
+        slowest.pack_seconds, slowest.transfer_seconds, slowest.unpack_seconds);
+    if (slowest.buckets_full_by_cost > 0 || flags_.learn_link) {
+      std::snprintf(note + at, sizeof(note) - at,
+                    "; link %.2f GB/s, scan %.2f GB/s, %lld whole by cost",
+                    slowest.link_bytes_per_second / 1e9,
+                    slowest.scan_bytes_per_second / 1e9,
+                    static_cast<long long>(slowest.buckets_full_by_cost));
+    }
     last_note_ = note;
     return Status::OK();
   }
@@ -333,12 +360,12 @@ class Worker {
       const double gbps = r.bytes / r.seconds / 1e9;
       if (flags_.json) {
         std::printf(
-            "{\"bench\":\"reshard\",\"mode\":\"%s\",\"bytes_per_rank\""
-            ":%lld,\"wire_bytes_per_rank\":%lld,\"seconds\":%.4f,"
-            "\"gbps\":%.3f,\"vs_allgather\":%.3f,\"cpu_seconds\":%.4f,"
-            "\"note\":\"%s\"}\n",
-            r.mode.c_str(), static_cast<long long>(r.bytes),
-            static_cast<long long>(r.wire), r.seconds, gbps,
+            "{\"bench\":\"reshard\",\"mode\":\"%s\",\"link_gbps\":%g,"
+            "\"bytes_per_rank\":%lld,\"wire_bytes_per_rank\":%lld,"
+            "\"wire_mb\":%.3f,\"seconds\":%.4f,\"gbps\":%.3f,"
+            "\"vs_allgather\":%.3f,\"cpu_seconds\":%.4f,\"note\":\"%s\"}\n",
+            r.mode.c_str(), flags_.link_gbps, static_cast<long long>(r.bytes),
+            static_cast<long long>(r.wire), r.wire / 1e6, r.seconds, gbps,
             r.seconds / r.baseline, r.cpu, r.note.c_str());
       } else {
         std::printf(
@@ -396,9 +423,13 @@ int RunWorker(const Flags& flags) {
   options.prefix = "hy_bench_reshard";
   options.timeout_ms = 120000;
   options.rank0_hosts_store = false;
-  options.gloo_hostname = "127.0.0.1";
-  auto t = C10dTransport::Connect(flags.rank, kWorld, "127.0.0.1", flags.port,
-                                  options);
+  const bool hosts = !flags.host_addr.empty();
+  // Gloo binds to this rank's host address; the store is on host 0.
+  options.gloo_hostname =
+      hosts ? flags.host_addr[flags.rank / RanksPerNode(flags)] : "127.0.0.1";
+  auto t = C10dTransport::Connect(flags.rank, kWorld,
+                                  hosts ? flags.host_addr[0] : "127.0.0.1",
+                                  flags.port, options);
   Status s = t.ok() ? Worker(flags, t->get()).Run() : t.status();
   if (s.ok()) return 0;
   std::fprintf(stderr, "hy_bench_reshard rank %d: %s\n", flags.rank,
@@ -416,15 +447,42 @@ int RunJob(const Flags& flags) {
     return 1;
   }
   std::vector<pid_t> pids;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) {
+    std::perror("hy_bench_reshard: /proc/self/exe");
+    return 1;
+  }
+  self[n] = '\0';
   for (int r = 0; r < kWorld; ++r) {
-    std::vector<std::string> args = {
-        "/proc/self/exe", "--worker",
-        "--rank",         std::to_string(r),
-        "--port",         std::to_string((*server)->port()),
-        "--size-mib",     std::to_string(flags.size_mib),
-        "--reps",         std::to_string(flags.reps),
-        "--bucket-mib",   std::to_string(flags.bucket_mib)};
+    std::vector<std::string> args;
+    const int host = r / RanksPerNode(flags);
+    if (host > 0 && !flags.host_ns.empty()) {  // Another host's namespace.
+      args = {"/usr/sbin/ip", "netns", "exec", flags.host_ns[host]};
+    }
+    for (const std::string& a :
+         {std::string(self), std::string("--worker"), std::string("--rank"),
+          std::to_string(r), std::string("--port"),
+          std::to_string((*server)->port()), std::string("--size-mib"),
+          std::to_string(flags.size_mib), std::string("--reps"),
+          std::to_string(flags.reps), std::string("--bucket-mib"),
+          std::to_string(flags.bucket_mib)}) {
+      args.push_back(a);
+    }
     if (flags.json) args.push_back("--json");
+    if (flags.learn_link) args.push_back("--learn-link");
+    if (flags.link_gbps > 0) {
+      args.push_back("--link-gbps");
+      args.push_back(std::to_string(flags.link_gbps));
+    }
+    if (!flags.host_ns.empty()) {
+      std::string spec;
+      for (size_t h = 0; h < flags.host_ns.size(); ++h) {
+        spec += (h ? "," : "") + flags.host_ns[h] + "=" + flags.host_addr[h];
+      }
+      args.push_back("--hosts");
+      args.push_back(spec);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -483,10 +541,30 @@ int Main(int argc, char** argv) {
       f.rank = std::stoi(next());
     } else if (a == "--port") {
       f.port = std::stoi(next());
+    } else if (a == "--learn-link") {
+      f.learn_link = true;
+    } else if (a == "--link-gbps") {
+      f.link_gbps = std::stod(next());
+    } else if (a == "--hosts") {
+      std::stringstream in(next());
+      for (std::string item; std::getline(in, item, ',');) {
+        const size_t eq = item.find('=');
+        if (eq == std::string::npos) {
+          std::fprintf(stderr, "--hosts: NS=ADDR,NS=ADDR\n");
+          return 64;
+        }
+        f.host_ns.push_back(item.substr(0, eq));
+        f.host_addr.push_back(item.substr(eq + 1));
+      }
+      if (f.host_ns.size() != 2) {
+        std::fprintf(stderr, "--hosts: two hosts (2 ranks each)\n");
+        return 64;
+      }
     } else {
       std::fprintf(stderr,
                    "usage: hy_bench_reshard [--json] [--size-mib N] "
-                   "[--reps N] [--bucket-mib N]\n");
+                   "[--reps N] [--bucket-mib N] [--hosts NS0=ADDR0,NS1=ADDR1]"
+                   " [--learn-link] [--link-gbps G]\n");
       return a == "--help" ? 0 : 64;
     }
   }

@@ -25,6 +25,8 @@ Executor::Executor(std::shared_ptr<const TransferPlan> plan,
   m.options = options;
   m.rank = transport->rank();
   m.world = plan_->topology.world_size;
+  m.link_bytes_per_second = options.link_bytes_per_second;
+  m.scan_bytes_per_second = options.scan_bytes_per_second;
   auto wire_es = [&](const Transfer& t) {
     return static_cast<int64_t>(DTypeSize(
         WireDType(plan_->spec.tensors[t.tensor].meta.dtype, options.wire)));
@@ -205,6 +207,11 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   // The largest message from each peer this run: a receive buffer far
   // larger (kept from a dense run, now that deltas are small) is let go.
   std::vector<size_t> most_received(m.world, 0);
+  // The fastest exchange of at least 1 MiB (learn_link_speed), and the
+  // sparse scans' bytes and time.
+  double fastest_exchange = 0;
+  int64_t scan_bytes = 0, gather_bytes = 0;
+  double scan_seconds = 0, gather_seconds = 0;
   // A pack or unpack error on this rank does not stop its part in the
   // remaining exchanges (the others would wait for it); the ranks agree on
   // the outcome at the end. A transport error ends the run at once.
@@ -221,6 +228,12 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     st.pack_seconds += packed.seconds;
     st.changed_elements_sent += packed.changed;
     st.buckets_unchanged += packed.unchanged_buckets;
+    st.buckets_full_by_cost += packed.full_by_cost;
+    scan_bytes += packed.scan_bytes;
+    scan_seconds += packed.scan_seconds;
+    gather_bytes += packed.gather_bytes;
+    gather_seconds += packed.gather_seconds;
+    int64_t sent_here = 0;
     std::vector<ConstBytes> out(m.world);
     for (int p = 0; p < m.world; ++p) {
       if (m.send[k][p].transfers.empty()) continue;
@@ -233,19 +246,27 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
       out[p] = local_error.ok() ? ConstBytes(b.data(), b.size())
                                 : ConstBytes(&kPeerFailed, 1);
       st.wire_bytes_sent += static_cast<int64_t>(out[p].size());
+      sent_here += static_cast<int64_t>(out[p].size());
     }
     std::vector<std::vector<uint8_t>>& got = m.got;
     got.resize(m.world);
     t0 = Clock::now();
     Status s = m.transport->AllToAllV(out, &got);
-    st.transfer_seconds += SecondsSince(t0);
+    const double exchange_seconds = SecondsSince(t0);
+    st.transfer_seconds += exchange_seconds;
     if (!s.ok()) {
       if (next.valid()) next.wait();
       return fail(s);
     }
+    int64_t received_here = 0;
     for (int p = 0; p < m.world; ++p) {
       st.wire_bytes_received += static_cast<int64_t>(got[p].size());
+      if (p != m.rank) received_here += static_cast<int64_t>(got[p].size());
       most_received[p] = std::max(most_received[p], got[p].size());
+    }
+    const int64_t moved = std::max(sent_here, received_here);
+    if (moved >= (int64_t{1} << 20) && exchange_seconds > 0) {
+      fastest_exchange = std::max(fastest_exchange, moved / exchange_seconds);
     }
     if (!local_error.ok()) continue;
     t0 = Clock::now();
@@ -264,6 +285,16 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     }
   }
   st.total_seconds = SecondsSince(start);
+  if (m.options.learn_link_speed && fastest_exchange > 0) {
+    m.link_bytes_per_second = fastest_exchange;
+  }
+  if (scan_seconds > 0 && m.options.scan_bytes_per_second <= 0) {
+    m.scan_bytes_per_second = scan_bytes / scan_seconds;
+  }
+  if (gather_seconds > 0)
+    m.gather_bytes_per_second = gather_bytes / gather_seconds;
+  st.link_bytes_per_second = m.link_bytes_per_second;
+  st.scan_bytes_per_second = m.scan_bytes_per_second;
 
   if (m.options.metrics != nullptr) {
     RecordReshardMetrics(*m.options.metrics, st, m.options.direction,

@@ -37,6 +37,11 @@ struct Packed {
   double seconds = 0;
   int64_t changed = 0;
   int64_t unchanged_buckets = 0;
+  int64_t full_by_cost = 0;
+  int64_t scan_bytes = 0;     // Sparse scans: wire bytes looked at, and the
+  double scan_seconds = 0;    // time they took.
+  int64_t gather_bytes = 0;   // Full forms packed without a delta, and the
+  double gather_seconds = 0;  // time that took.
   Status status;
 };
 
@@ -59,6 +64,11 @@ struct Executor::Impl {
   // Sparse delta: whether buckets[][] hold what was last sent (the full
   // form of every bucket), the previous copy each delta is taken against.
   bool delta_ready = false;
+  // The link speed the delta choices use (options', then learned with
+  // learn_link_speed) and the sparse scan's measured speed (0: not yet).
+  double link_bytes_per_second = 0;
+  double scan_bytes_per_second = 0;
+  double gather_bytes_per_second = 0;  // Packing a full form (0: not yet).
 
   // Per [step][peer]: whether the list can go the sparse way (one wire
   // dtype, and a link fast enough that the codec's XOR form never pays).

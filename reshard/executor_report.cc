@@ -57,6 +57,15 @@ void ReshardStats::Merge(const ReshardStats& o) {
   changed_elements_sent += o.changed_elements_sent;
   buckets_unchanged += o.buckets_unchanged;
   buckets_shared += o.buckets_shared;
+  buckets_full_by_cost += o.buckets_full_by_cost;
+  // Rates: the slowest rank's, which bounds the job.
+  auto slowest = [](double a, double b) {
+    return a <= 0 ? b : b <= 0 ? a : std::min(a, b);
+  };
+  link_bytes_per_second =
+      slowest(link_bytes_per_second, o.link_bytes_per_second);
+  scan_bytes_per_second =
+      slowest(scan_bytes_per_second, o.scan_bytes_per_second);
   steps = std::max(steps, o.steps);
 }
 

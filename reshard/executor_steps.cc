@@ -38,16 +38,37 @@ Packed Executor::Impl::PackPeer(size_t step, int peer,
   }
   if (b.size() != static_cast<size_t>(1 + list.wire_bytes)) delta = false;
   if (!delta) {
+    const auto gather_start = Clock::now();
     GatherFull(list, src, &b);
+    p.gather_seconds = SecondsSince(gather_start);
+    p.gather_bytes = list.wire_bytes;
     return p;
   }
   if (send_sparse[step][peer]) {
+    // What a scan costs per byte beyond packing the full form (which casts
+    // as the scan does): where the link carries a byte faster than that,
+    // no delta can pay, whatever changed. b becomes what the receiver gets.
+    const double extra =
+        scan_bytes_per_second > 0
+            ? 1.0 / scan_bytes_per_second - (gather_bytes_per_second > 0
+                                                 ? 1.0 / gather_bytes_per_second
+                                                 : 0.0)
+            : 0.0;
+    if (options.learn_link_speed && extra > 0 &&
+        1.0 / link_bytes_per_second <= extra) {
+      GatherFull(list, src, &b);
+      p.full_by_cost = 1;
+      return p;
+    }
     // Casts over the previous copy in place: b is the new full form
     // whichever form goes.
+    const auto scan_start = Clock::now();
     const internal::SparseOutcome outcome =
         internal::EncodeSparse(plan->spec, options.wire, list, src,
                                MutableBytes(b.data() + 1, b.size() - 1),
                                &sparse_scratch[peer], &d, &p.changed);
+    p.scan_seconds = SecondsSince(scan_start);
+    p.scan_bytes = list.wire_bytes;
     if (outcome == internal::SparseOutcome::kEncoded) {
       sends_delta[step][peer] = true;
       p.unchanged_buckets =
@@ -60,7 +81,7 @@ Packed Executor::Impl::PackPeer(size_t step, int peer,
   internal::WireBuffer& fresh = pack_fresh[peer];
   GatherFull(list, src, &fresh);
   internal::DeltaCost cost;
-  cost.link_bytes_per_second = options.link_bytes_per_second;
+  cost.link_bytes_per_second = link_bytes_per_second;
   int64_t changed = 0;
   p.status = internal::EncodeDelta(
       list.dtype, list.element_size, ConstBytes(b.data() + 1, b.size() - 1),
@@ -95,6 +116,11 @@ Packed Executor::Impl::Pack(size_t step, const std::vector<ConstBytes>& src,
     if (!e.status.ok() && p.status.ok()) p.status = e.status;
     p.changed += e.changed;
     p.unchanged_buckets += e.unchanged_buckets;
+    p.full_by_cost += e.full_by_cost;
+    p.gather_bytes += e.gather_bytes;
+    p.gather_seconds += e.gather_seconds;
+    p.scan_bytes += e.scan_bytes;
+    p.scan_seconds += e.scan_seconds;
   }
   p.seconds = SecondsSince(start);
   return p;

@@ -62,8 +62,25 @@ struct ExecutorOptions {
   bool sparse_delta = false;
   // The link's bandwidth per rank, by which sparse delta picks each
   // bucket's form: pairs of changes, the codec's XOR delta (worth its
-  // encode and decode time only on a slow link) or the plain wire dtype.
+  // encode and decode time only on a slow link) or the plain wire dtype,
+  // and whether to look for changes at all: finding them reads the bucket
+  // and its previous copy, so where the link carries a byte faster than
+  // the scan costs beyond packing the full form (both measured from this
+  // executor's own packs; loopback, NVLink) the full form goes without
+  // one. That choice is made with learn_link_speed only, whose measured
+  // link is the one to trust (a constant describes a network, slower than
+  // any scan: with one, every bucket is scanned).
   double link_bytes_per_second = 1.25e9;
+  // Learn the link's speed from this executor's own exchanges instead:
+  // after each run, the fastest of its steps that moved at least 1 MiB
+  // (bytes this rank sent or received, whichever is more, over the
+  // exchange's time) replaces it; runs that move less (deltas) keep the
+  // last figure. link_bytes_per_second is the guess until then.
+  bool learn_link_speed = false;
+  // The sparse scan's speed (wire bytes per second of one packing thread)
+  // for that choice; 0: measured from this executor's own scans (> 0 fixes
+  // it, for tests).
+  double scan_bytes_per_second = 0;
   // Threads that pack one step's buckets (one per peer) in parallel; 0:
   // the machine's hardware threads. Never more than the peers of a step.
   int pack_threads = 0;
@@ -96,6 +113,14 @@ struct ReshardStats {
   // source elements, e.g. to two dp replicas of one tp shard): packed,
   // cast and delta-encoded once.
   int64_t buckets_shared = 0;
+  // Sparse delta only: buckets that went whole without a scan because the
+  // link carries them faster than the scan finds their changes.
+  int64_t buckets_full_by_cost = 0;
+  // The link speed this run's choices used and the sparse scan's measured
+  // speed (bytes of the wire form per second of one packing thread; 0 not
+  // measured yet), after the run has updated them.
+  double link_bytes_per_second = 0;
+  double scan_bytes_per_second = 0;
   int steps = 0;
 
   // Adds another rank's figures (sums bytes, max of seconds).

@@ -15,6 +15,9 @@
 #include "hy/metrics/hy_metrics.h"
 #include "maintenance_commands.h"
 #include "metrics_command.h"
+#if HY_WITH_TENSORBOARD
+#include "plot_command.h"
+#endif
 #include "reshard_command.h"
 #include "restore_command.h"
 #include "store_commands.h"
@@ -98,6 +101,9 @@ int main(int argc, char** argv) {
   hy::cli::AddTrainCommand(&app, &exit_code);
   hy::cli::AddDataCommand(&app, &exit_code);
   hy::cli::AddTokenizeCommand(&app, &exit_code);
+#if HY_WITH_TENSORBOARD
+  hy::cli::AddPlotCommand(&app, &exit_code);
+#endif
 
   try {
     app.parse(argc, argv);

@@ -32,6 +32,9 @@
 #include "hy/trainer/hf/hf_model.h"
 #include "hy/trainer/ppo/worker.h"
 #include "train_config.h"
+#if HY_WITH_TENSORBOARD
+#include "train_events.h"
+#endif
 #include "train_launcher.h"
 #include "train_output.h"
 
@@ -310,24 +313,51 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
   o.allow_other_run = f.allow_other_run;
   o.max_iterations = f.max_iterations;
   o.metrics = &*m;
+#if HY_WITH_TENSORBOARD
+  // Rank 0 writes the run's TensorBoard events (<store>/tensorboard).
+  std::unique_ptr<TrainEvents> events;
+  if (rank == 0) {
+    events = std::make_unique<TrainEvents>(
+        c.checkpoint.store_root, trainer::ToYaml(c),
+        [&mu](const std::string& line) {
+          std::lock_guard<std::mutex> lock(mu);
+          std::cerr << line << std::endl;
+        });
+  }
+#endif
   o.on_iteration = [&](const trainer::IterationReport& r) {
     m->ppo_reward_mean->Set(r.reward_mean);
     m->ppo_kl->Set(r.kl);
     m->ppo_policy_loss->Set(r.policy_loss);
     m->ppo_value_loss->Set(r.value_loss);
     m->ppo_tokens_per_second->Set(r.tokens_per_second);
+    m->ppo_entropy->Set(r.entropy);
+    m->ppo_exact_match->Set(r.exact_match);
+    m->ppo_grad_norm->Set(r.grad_norm);
+    m->ppo_iteration->Set(static_cast<double>(r.iteration + 1));
     if (rank == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      std::cout << (json ? IterationJson(r)
-                         : IterationText(r, c.trainer.total_iterations))
-                << std::endl;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        std::cout << (json ? IterationJson(r)
+                           : IterationText(r, c.trainer.total_iterations))
+                  << std::endl;
+      }
+#if HY_WITH_TENSORBOARD
+      events->OnIteration(r);
+#endif
     }
     endpoints.Push();
   };
   o.on_validation = [&](const trainer::ValidationReport& r) {
+    m->validation_exact_match->Set(r.exact_match);
     if (rank != 0) return;
-    std::lock_guard<std::mutex> lock(mu);
-    std::cout << (json ? ValidationJson(r) : ValidationText(r)) << std::endl;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::cout << (json ? ValidationJson(r) : ValidationText(r)) << std::endl;
+    }
+#if HY_WITH_TENSORBOARD
+    events->OnValidation(r);
+#endif
   };
   o.log = [&mu](const std::string& line) {
     std::lock_guard<std::mutex> lock(mu);
@@ -411,6 +441,9 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
                                       "PPO iterations "
                                       "(trainer.total_iterations)");
   f->seed_opt = cmd->add_option("--seed", f->seed, "Seed (trainer.seed)");
+  cmd->add_option("--device", f->device,
+                  "cpu or cuda (trainer.device); cuda: one GPU per worker, "
+                  "GPU LOCAL_RANK mod the visible GPUs");
   cmd->add_option("--model", f->model,
                   "Start from a Hugging Face model directory: config.json "
                   "and safetensors of a LlamaForCausalLM, Qwen2ForCausalLM "

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's main job: generates addition prompts (training and
 # held-out), trains configs/demo.yaml on them (SFT warm-up, then PPO on 2
-# ranks, checkpointed and replicated every 10 iterations), and shows the
-# committed versions. Extra arguments go to `hyctl train` (e.g.
+# ranks, checkpointed and replicated every 10 iterations), shows the
+# committed versions and draws the run's curves (hyctl plot: $R/run.png).
+# Extra arguments go to `hyctl train` (e.g.
 # --iterations 20, -o json). Run from anywhere after the build.
 # HYCTL (default build/bin/hyctl) and HY_DEMO_DIR (default
 # runs/demo-<time>, relative to the repository) override where hyctl and
@@ -19,3 +20,8 @@ mkdir -p "$R"
 "$H" train --config configs/demo.yaml --data "$R/train.jsonl" \
   --val-data "$R/val.jsonl" --store "$R/store" "$@"
 "$H" inspect "$R/store/node-0/store"
+# The curves (also TensorBoard events: tensorboard --logdir "$R/store").
+# (A hyctl built without cairo and protobuf has no plot command.)
+if "$H" --help | grep '^  plot ' >/dev/null; then
+  "$H" plot "$R/store" -o "$R/run.png"
+fi

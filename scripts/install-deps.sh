@@ -4,8 +4,8 @@
 # environment at the repo root (.venv/, gitignored) from PyPI: PyPI's
 # PyTorch (its LibTorch is what the trainer and the c10d transport build
 # against), numpy 2, pytest, pybind11, scikit-build-core, and Hugging Face's
-# tokenizers, transformers and safetensors (the references the tests compare
-# against). Idempotent: with everything present it only checks and exits.
+# tokenizers, transformers and safetensors, and tensorboard (the references
+# the tests compare against). Idempotent: with everything present it only checks and exits.
 #
 # Usage: scripts/install-deps.sh        (as root, or with sudo available)
 #   HY_TORCH_SPEC overrides the torch requirement (default torch==2.13.0,
@@ -20,6 +20,10 @@ py_packages=(
   "${torch_spec}" "numpy>=2" "pytest>=8" "pybind11>=2.12"
   "scikit-build-core>=0.10" "tokenizers>=0.20" "transformers>=5"
   "safetensors>=0.4"
+  # TensorBoard's own EventAccumulator reads hyctl train's events files back
+  # in the tests (cli.tensorboard); it brings Pillow, which decodes
+  # hyctl plot's PNG there.
+  "tensorboard>=2.16" "pillow>=10"
   # NCCL (headers, libnccl.so.2) for the GPU executor, built wherever nvcc is.
   "nvidia-nccl-cu13"
 )
@@ -52,6 +56,10 @@ packages=(
   libpcre2-dev libicu-dev
   # Network namespaces for the multi-host test.
   iproute2
+  # TensorBoard events files: protobuf (libprotobuf-dev, protoc) for the
+  # Event / Summary messages, Boost.CRC (header-only) for TFRecord's CRC32C
+  # (Debian 12 has no libcrc32c-dev); cairo draws hyctl plot's PNG.
+  libprotobuf-dev protobuf-compiler libboost-dev libcairo2-dev
 )
 
 missing=()

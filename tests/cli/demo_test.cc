@@ -58,6 +58,11 @@ TEST(DemoTest, ReadmeDemoDoublesTheRewardAndCommits) {
   // The summary (stderr under -o json) and the inspect table (stdout).
   EXPECT_NE(r.err.find("val exact match"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("committed"), std::string::npos) << r.out;
+#if HY_WITH_TENSORBOARD
+  // The run's TensorBoard events and their picture (hyctl plot).
+  EXPECT_TRUE(fs::is_directory(dir + "/store/tensorboard"));
+  EXPECT_TRUE(fs::is_regular_file(dir + "/run.png")) << r.out;
+#endif
   fs::remove_all(dir);
 }
 

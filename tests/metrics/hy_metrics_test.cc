@@ -78,6 +78,11 @@ TEST(HyMetricsTest, EveryRequiredMetricWithTypeAndLabels) {
       {"hy_ppo_policy_loss", MetricType::kGauge, {}},
       {"hy_ppo_value_loss", MetricType::kGauge, {}},
       {"hy_ppo_tokens_per_second", MetricType::kGauge, {}},
+      {"hy_ppo_entropy", MetricType::kGauge, {}},
+      {"hy_ppo_exact_match", MetricType::kGauge, {}},
+      {"hy_ppo_grad_norm", MetricType::kGauge, {}},
+      {"hy_ppo_iteration", MetricType::kGauge, {}},
+      {"hy_validation_exact_match", MetricType::kGauge, {}},
       {"hy_build_info", MetricType::kGauge, {"version"}},
   };
   auto defs = Defs();
@@ -103,6 +108,19 @@ TEST(HyMetricsTest, StepGaugesStartAtMinusOne) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->checkpoint_last_committed_step->Value(), 12.0);
   EXPECT_EQ(again->checkpoint_last_replicated_step->Value(), -1.0);
+}
+
+// The held-out rate reads -1 until a validation sets it; the iteration 0.
+TEST(HyMetricsTest, ValidationGaugeStartsAtMinusOne) {
+  Registry r;
+  Result<HyMetrics> m = HyMetrics::Register(r);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->validation_exact_match->Value(), -1.0);
+  EXPECT_EQ(m->ppo_iteration->Value(), 0.0);
+  m->validation_exact_match->Set(0.25);
+  Result<HyMetrics> again = HyMetrics::Register(r);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->validation_exact_match->Value(), 0.25);
 }
 
 TEST(HyMetricsTest, RegisteredAsCatalogued) {

@@ -173,6 +173,11 @@ struct HyMetrics {
   Gauge* ppo_policy_loss = nullptr;
   Gauge* ppo_value_loss = nullptr;
   Gauge* ppo_tokens_per_second = nullptr;
+  Gauge* ppo_entropy = nullptr;
+  Gauge* ppo_exact_match = nullptr;
+  Gauge* ppo_grad_norm = nullptr;
+  Gauge* ppo_iteration = nullptr;           // 1-based; 0 before the first.
+  Gauge* validation_exact_match = nullptr;  // -1 before the first.
   Gauge* build_info = nullptr;
 
  private:

@@ -1,8 +1,6 @@
 // NcclCommunicator's collectives on f32 device buffers (builds with NCCL).
 
-#include <chrono>
 #include <string>
-#include <thread>
 
 #include "cuda_util.h"
 #include "hy/reshard/nccl_executor.h"
@@ -12,38 +10,6 @@ namespace hy::reshard {
 using nccl_internal::CudaStatus;
 using nccl_internal::DeviceGuard;
 using nccl_internal::NcclStatus;
-
-Status NcclCommunicator::Impl::WaitEvent(cudaEvent_t done,
-                                         const std::string& what) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (int spins = 0;; ++spins) {
-    const cudaError_t e = cudaEventQuery(done);
-    if (e == cudaSuccess) return Status::OK();
-    if (e != cudaErrorNotReady) {
-      Abort();
-      return CudaStatus(what, e);
-    }
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state != ncclSuccess && state != ncclInProgress) {
-      Status s = NcclStatus(what, state, comm);
-      Abort();
-      return s;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      Abort();
-      return Status::DeadlineExceeded(what + ": timed out after " +
-                                      std::to_string(timeout_ms) + " ms");
-    }
-    if (spins < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-}
 
 Status NcclCommunicator::Impl::RunAndWait(
     const std::string& what, int device, cudaStream_t stream,

@@ -90,6 +90,38 @@ Status NcclCommunicator::Impl::WaitIdle(const std::string& what) {
   }
 }
 
+Status NcclCommunicator::Impl::WaitEvent(cudaEvent_t done,
+                                         const std::string& what) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (int spins = 0;; ++spins) {
+    const cudaError_t e = cudaEventQuery(done);
+    if (e == cudaSuccess) return Status::OK();
+    if (e != cudaErrorNotReady) {
+      Abort();
+      return CudaStatus(what, e);
+    }
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) state = r;
+    if (state != ncclSuccess && state != ncclInProgress) {
+      Status s = NcclStatus(what, state, comm);
+      Abort();
+      return s;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      Abort();
+      return Status::DeadlineExceeded(what + ": timed out after " +
+                                      std::to_string(timeout_ms) + " ms");
+    }
+    if (spins < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
 Status NcclCommunicator::Impl::Check(const std::string& what, ncclResult_t r) {
   if (r != ncclSuccess && r != ncclInProgress) {
     Status s = NcclStatus(what, r, comm);

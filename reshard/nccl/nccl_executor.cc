@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -275,29 +274,9 @@ Status NcclExecutor::Impl::Enqueue() {
 }
 
 Status NcclExecutor::Impl::WaitDone() {
-  NcclCommunicator::Impl& c = *comm->impl_;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(c.timeout_ms);
-  for (int spins = 0;; ++spins) {
-    const cudaError_t e = cudaEventQuery(RunEv(kDone));
-    if (e == cudaSuccess) return Status::OK();
-    if (e != cudaErrorNotReady) return CudaStatus("NcclExecutor::Run", e);
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(c.comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state != ncclSuccess && state != ncclInProgress) {
-      return NcclStatus("NcclExecutor::Run", state, c.comm);
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status::DeadlineExceeded("NcclExecutor::Run: timed out after " +
-                                      std::to_string(c.timeout_ms) + " ms");
-    }
-    if (spins < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
+  // The communicator's wait: the event, NCCL's asynchronous error and the
+  // timeout (aborting on either; Run aborts again, which is a no-op).
+  return comm->impl_->WaitEvent(RunEv(kDone), "NcclExecutor::Run");
 }
 
 void NcclExecutor::Impl::FillStats(const TransferPlan& plan,

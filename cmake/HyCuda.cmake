@@ -50,5 +50,10 @@ if(HY_WITH_CUDA)
     set_target_properties(hy::nccl PROPERTIES
       IMPORTED_LOCATION "${HY_NCCL_LIBRARY}"
       INTERFACE_INCLUDE_DIRECTORIES "${HY_NCCL_INCLUDE_DIR}")
+    # Installed binaries (hyctl: the trainer's NCCL collectives) keep its
+    # directory in their RUNPATH, as they do the wheel's LibTorch
+    # (HyTorch.cmake): USE_LINK_PATH skips .venv/, inside the source tree.
+    get_filename_component(_hy_nccl_lib_dir "${HY_NCCL_LIBRARY}" DIRECTORY)
+    list(APPEND CMAKE_INSTALL_RPATH "${_hy_nccl_lib_dir}")
   endif()
 endif()

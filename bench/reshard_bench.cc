@@ -288,7 +288,8 @@ class Worker {
     int at = std::snprintf(
         note, sizeof(note), "pack %.3f xfer %.3f unpack %.3f",
         slowest.pack_seconds, slowest.transfer_seconds, slowest.unpack_seconds);
-    if (slowest.buckets_full_by_cost > 0 || flags_.learn_link) {
+    if (slowest.buckets_full_by_cost > 0 ||
+        slowest.scan_bytes_per_second > 0) {  // A delta row.
       std::snprintf(note + at, sizeof(note) - at,
                     "; link %.2f GB/s, scan %.2f GB/s, %lld whole by cost",
                     slowest.link_bytes_per_second / 1e9,

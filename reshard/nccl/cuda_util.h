@@ -70,8 +70,14 @@ struct NcclCommunicator::Impl {
   // on failure (NcclCommunicator's collectives).
   Status RunAndWait(const std::string& what, int device, cudaStream_t stream,
                     const std::function<ncclResult_t(cudaStream_t)>& issue);
-  // Waits for `done` as RunAndWait does.
-  Status WaitEvent(cudaEvent_t done, const std::string& what);
+  // Waits for `event` as RunAndWait does.
+  Status WaitEvent(cudaEvent_t event, const std::string& what);
+  // The wait under WaitIdle and WaitEvent: calls probe(NCCL's asynchronous
+  // state, &done) until it sets done, with timeout_ms; NCCL's error, the
+  // probe's or the timeout aborts the communicator and is returned.
+  Status Poll(
+      const std::string& what,
+      const std::function<Status(ncclResult_t state, bool* done)>& probe);
 };
 
 }  // namespace hy::reshard

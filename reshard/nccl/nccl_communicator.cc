@@ -64,43 +64,12 @@ bool FromHex(const std::string& text, ncclUniqueId* id) {
 
 // ---- NcclCommunicator::Impl -------------------------------------------------
 
-Status NcclCommunicator::Impl::WaitIdle(const std::string& what) {
+Status NcclCommunicator::Impl::Poll(
+    const std::string& what,
+    const std::function<Status(ncclResult_t state, bool* done)>& probe) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (int spins = 0;; ++spins) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state == ncclSuccess) return Status::OK();
-    if (state != ncclInProgress) {
-      Status s = NcclStatus(what, state, comm);
-      Abort();
-      return s;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      Abort();
-      return Status::DeadlineExceeded(what + ": timed out after " +
-                                      std::to_string(timeout_ms) + " ms");
-    }
-    if (spins < 1000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
-}
-
-Status NcclCommunicator::Impl::WaitEvent(cudaEvent_t done,
-                                         const std::string& what) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (int spins = 0;; ++spins) {
-    const cudaError_t e = cudaEventQuery(done);
-    if (e == cudaSuccess) return Status::OK();
-    if (e != cudaErrorNotReady) {
-      Abort();
-      return CudaStatus(what, e);
-    }
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
     if (r != ncclSuccess) state = r;
@@ -109,6 +78,13 @@ Status NcclCommunicator::Impl::WaitEvent(cudaEvent_t done,
       Abort();
       return s;
     }
+    bool done = false;
+    Status s = probe(state, &done);
+    if (!s.ok()) {
+      Abort();
+      return s;
+    }
+    if (done) return Status::OK();
     if (std::chrono::steady_clock::now() > deadline) {
       Abort();
       return Status::DeadlineExceeded(what + ": timed out after " +
@@ -120,6 +96,23 @@ Status NcclCommunicator::Impl::WaitEvent(cudaEvent_t done,
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+}
+
+Status NcclCommunicator::Impl::WaitIdle(const std::string& what) {
+  return Poll(what, [](ncclResult_t state, bool* done) {
+    *done = state == ncclSuccess;
+    return Status::OK();
+  });
+}
+
+Status NcclCommunicator::Impl::WaitEvent(cudaEvent_t event,
+                                         const std::string& what) {
+  return Poll(what, [&](ncclResult_t, bool* done) {
+    const cudaError_t e = cudaEventQuery(event);
+    *done = e == cudaSuccess;
+    return e == cudaSuccess || e == cudaErrorNotReady ? Status::OK()
+                                                      : CudaStatus(what, e);
+  });
 }
 
 Status NcclCommunicator::Impl::Check(const std::string& what, ncclResult_t r) {

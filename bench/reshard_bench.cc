@@ -16,8 +16,8 @@
 // link. --learn-link: sparse delta learns the link's speed from its own
 // exchanges (ExecutorOptions::learn_link_speed) and skips the scan where
 // the link is faster; --link-gbps labels the JSON rows (link_gbps).
-// The process hosts a TCPStore and re-executes itself once per rank with
-// --worker; rank 0 prints. Columns:
+// The process (reshard_bench_job.cc) hosts a TCPStore and re-executes
+// itself once per rank with --worker; rank 0 prints. Columns:
 //   bytes/rank   the most payload bytes (wire dtype, before delta) any one
 //                rank must send or receive: what the reshard must move
 //   wire/rank    the most bytes any one rank handed to the transport
@@ -36,11 +36,7 @@
 // destination is checked bitwise against the values it must hold; a mismatch
 // exits 1.
 
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -50,13 +46,13 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "hy/reshard/c10d_transport.h"
 #include "hy/reshard/executor.h"
 #include "hy/reshard/plan.h"
+#include "reshard_bench_job.h"
 #include "reshard_bench_model.h"
 
 namespace hy::bench {
@@ -65,24 +61,8 @@ namespace {
 using namespace hy::reshard;  // NOLINT: a benchmark of this one module.
 using Clock = std::chrono::steady_clock;
 
-constexpr int kWorld = 4;
+constexpr int kWorld = kReshardWorld;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-struct Flags {
-  bool json = false;
-  std::vector<std::string> host_ns, host_addr;  // --hosts; empty: local.
-  bool learn_link = false;
-  double link_gbps = 0;
-  int64_t size_mib = 256;
-  int reps = 3;
-  int64_t bucket_mib = 64;
-  bool worker = false;
-  int rank = 0;
-  int port = 0;
-};
-
-// Ranks per node of the plan's topology: 2 with --hosts, else all 4.
-int RanksPerNode(const Flags& f) { return f.host_ns.empty() ? kWorld : 2; }
 
 struct Row {
   std::string mode;
@@ -96,7 +76,7 @@ struct Row {
 
 class Worker {
  public:
-  Worker(const Flags& flags, C10dTransport* t) : flags_(flags), t_(t) {}
+  Worker(const ReshardFlags& flags, C10dTransport* t) : flags_(flags), t_(t) {}
 
   Status Run() {
     HY_ASSIGN_OR_RETURN(ModelSpec spec, LlamaSpec(flags_.size_mib));
@@ -171,9 +151,8 @@ class Worker {
                                                       MutableBytes(all));
                           }));
       if (ag_s < ag->seconds) ag->cpu = last_cpu_;
-      HY_ASSIGN_OR_RETURN(double reshard_s, Time([&] {
-                            return RunOnce(&executor, &out);
-                          }));
+      HY_ASSIGN_OR_RETURN(double reshard_s,
+                          Time([&] { return RunOnce(&executor, &out); }));
       HY_RETURN_IF_ERROR(Summarize(&full->wire));
       ag->seconds = std::min(ag->seconds, ag_s);
       if (reshard_s < full->seconds) {
@@ -407,19 +386,19 @@ class Worker {
     std::fflush(stdout);
   }
 
-  const Flags flags_;
+  const ReshardFlags flags_;
   C10dTransport* const t_;
   std::shared_ptr<const TransferPlan> plan_;
   ShardBuffers src_;
   std::vector<ChangeRound> rounds_;  // Applied to src_ so far.
   std::vector<Row> rows_;
   ReshardStats last_stats_;  // This rank's, of the last run.
-  int64_t last_wire_ = 0;  // This rank's, of the last Reshard.
-  std::string last_note_;  // Phases of the last Reshard's slowest rank.
-  double last_cpu_ = 0;    // All ranks' CPU seconds in the last Time.
+  int64_t last_wire_ = 0;    // This rank's, of the last Reshard.
+  std::string last_note_;    // Phases of the last Reshard's slowest rank.
+  double last_cpu_ = 0;      // All ranks' CPU seconds in the last Time.
 };
 
-int RunWorker(const Flags& flags) {
+int RunWorker(const ReshardFlags& flags) {
   C10dTransportOptions options;
   options.prefix = "hy_bench_reshard";
   options.timeout_ms = 120000;
@@ -438,138 +417,11 @@ int RunWorker(const Flags& flags) {
   return 1;
 }
 
-// Hosts the store, runs kWorld copies of this binary as the ranks and
-// returns 0 if all of them succeed.
-int RunJob(const Flags& flags) {
-  auto server = C10dStoreServer::Start(0);
-  if (!server.ok()) {
-    std::fprintf(stderr, "hy_bench_reshard: %s\n",
-                 server.status().ToString().c_str());
-    return 1;
-  }
-  std::vector<pid_t> pids;
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) {
-    std::perror("hy_bench_reshard: /proc/self/exe");
-    return 1;
-  }
-  self[n] = '\0';
-  for (int r = 0; r < kWorld; ++r) {
-    std::vector<std::string> args;
-    const int host = r / RanksPerNode(flags);
-    if (host > 0 && !flags.host_ns.empty()) {  // Another host's namespace.
-      args = {"/usr/sbin/ip", "netns", "exec", flags.host_ns[host]};
-    }
-    for (const std::string& a :
-         {std::string(self), std::string("--worker"), std::string("--rank"),
-          std::to_string(r), std::string("--port"),
-          std::to_string((*server)->port()), std::string("--size-mib"),
-          std::to_string(flags.size_mib), std::string("--reps"),
-          std::to_string(flags.reps), std::string("--bucket-mib"),
-          std::to_string(flags.bucket_mib)}) {
-      args.push_back(a);
-    }
-    if (flags.json) args.push_back("--json");
-    if (flags.learn_link) args.push_back("--learn-link");
-    if (flags.link_gbps > 0) {
-      args.push_back("--link-gbps");
-      args.push_back(std::to_string(flags.link_gbps));
-    }
-    if (!flags.host_ns.empty()) {
-      std::string spec;
-      for (size_t h = 0; h < flags.host_ns.size(); ++h) {
-        spec += (h ? "," : "") + flags.host_ns[h] + "=" + flags.host_addr[h];
-      }
-      args.push_back("--hosts");
-      args.push_back(spec);
-    }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    if (pid < 0) {
-      std::perror("hy_bench_reshard: fork");
-      for (pid_t other : pids) kill(other, SIGKILL);
-      return 1;
-    }
-    pids.push_back(pid);
-  }
-  // The first rank to fail ends the job: the others would only wait for it
-  // until their collectives time out.
-  int rc = 0;
-  std::vector<pid_t> running = pids;
-  while (!running.empty()) {
-    int status = 0;
-    const pid_t pid = wait(&status);
-    if (pid < 0) return 1;
-    running.erase(std::remove(running.begin(), running.end(), pid),
-                  running.end());
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-    rc = 1;
-    for (pid_t other : running) kill(other, SIGKILL);
-  }
-  return rc;
-}
-
 int Main(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--json") {
-      f.json = true;
-    } else if (a == "--size-mib") {
-      f.size_mib = std::stoll(next());
-    } else if (a == "--reps") {
-      f.reps = std::max(1, std::stoi(next()));
-    } else if (a == "--bucket-mib") {
-      f.bucket_mib = std::max<int64_t>(1, std::stoll(next()));
-    } else if (a == "--worker") {
-      f.worker = true;
-    } else if (a == "--rank") {
-      f.rank = std::stoi(next());
-    } else if (a == "--port") {
-      f.port = std::stoi(next());
-    } else if (a == "--learn-link") {
-      f.learn_link = true;
-    } else if (a == "--link-gbps") {
-      f.link_gbps = std::stod(next());
-    } else if (a == "--hosts") {
-      std::stringstream in(next());
-      for (std::string item; std::getline(in, item, ',');) {
-        const size_t eq = item.find('=');
-        if (eq == std::string::npos) {
-          std::fprintf(stderr, "--hosts: NS=ADDR,NS=ADDR\n");
-          return 64;
-        }
-        f.host_ns.push_back(item.substr(0, eq));
-        f.host_addr.push_back(item.substr(eq + 1));
-      }
-      if (f.host_ns.size() != 2) {
-        std::fprintf(stderr, "--hosts: two hosts (2 ranks each)\n");
-        return 64;
-      }
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_reshard [--json] [--size-mib N] "
-                   "[--reps N] [--bucket-mib N] [--hosts NS0=ADDR0,NS1=ADDR1]"
-                   " [--learn-link] [--link-gbps G]\n");
-      return a == "--help" ? 0 : 64;
-    }
-  }
-  return f.worker ? RunWorker(f) : RunJob(f);
+  ReshardFlags f;
+  const int rc = ParseReshardFlags(argc, argv, &f);
+  if (rc >= 0) return rc;
+  return f.worker ? RunWorker(f) : RunReshardJob(f);
 }
 
 }  // namespace

@@ -39,6 +39,28 @@ export TEST_RE=${TEST_RE:-'^(GpuTest\.|GpuSaveTest\.|PinnedStagingTest\.|reshard
 bash "$KIT/run.sh"
 rc=$?
 LD=$SYSROOT/usr/lib/x86_64-linux-gnu:/tmp/ncclshim
+# Issue 32: where each shared object of a Python process with torch and hy
+# comes from (the image's, the wheel's, or the kit's sysroot), and, if
+# pytest died of a signal, the native stack of hy.save there (gdb when the
+# image has it, else faulthandler's Python stack of every thread).
+PY=${PY:-$(command -v python3)}
+PYTHONPATH=$B/python LD_DEBUG=libs "$PY" -c 'import torch, numpy, hy' 2>&1 |
+  grep -o 'calling init: .*' | sort -u >"$OUT/py-libs.log"
+echo "python process: $(wc -l <"$OUT/py-libs.log") libraries;" \
+  "from the sysroot: $(grep -c "$SYSROOT" "$OUT/py-libs.log")" | tee -a "$OUT/summary.txt"
+if grep -qE 'Fatal Python error|Segmentation fault|rc=139' "$OUT/pytest.log" "$OUT/summary.txt"; then
+  crash='import torch, numpy as np, hy, tempfile
+d = tempfile.mkdtemp()
+hy.save(d + "/s", {"w": torch.randn(64, 64).bfloat16(), "b": torch.randn(64), "n": np.arange(9)})
+print("hy.save returned")'
+  if command -v gdb >/dev/null; then
+    PYTHONPATH=$B/python timeout 120 gdb -q -batch -ex run -ex 'info sharedlibrary' \
+      -ex 'thread apply all bt 30' --args "$PY" -c "$crash" >"$OUT/py-crash.log" 2>&1
+  else
+    PYTHONPATH=$B/python timeout 120 "$PY" -X faulthandler -c "$crash" >"$OUT/py-crash.log" 2>&1
+  fi
+  echo "issue 32: native stack of the crash in $OUT/py-crash.log" | tee -a "$OUT/summary.txt"
+fi
 echo "== hy_bench_gpu_save" | tee -a "$OUT/bench.log"
 for args in "" "--json"; do
   # shellcheck disable=SC2086

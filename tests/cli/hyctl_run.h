@@ -64,10 +64,11 @@ inline std::vector<nlohmann::json> JsonLines(const std::string& text) {
 
 #ifdef HYCTL_PATH
 // hyctl (the test target's HYCTL_PATH) outside any torchrun environment,
-// killed after 300 s.
-inline CmdResult Hyctl(const std::string& args) {
-  return RunCommand(std::string(kCleanEnv) + " timeout 300 " + HYCTL_PATH +
-                    " " + args);
+// killed after 300 s. `env_prefix` ("NAME=value ...") sets variables for it.
+inline CmdResult Hyctl(const std::string& args,
+                       const std::string& env_prefix = "") {
+  return RunCommand(std::string(kCleanEnv) + env_prefix + " timeout 300 " +
+                    HYCTL_PATH + " " + args);
 }
 #endif
 

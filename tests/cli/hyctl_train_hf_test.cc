@@ -32,14 +32,7 @@ using Json = nlohmann::json;
 using hy::trainer::ModelConfig;
 
 using hy::testing::CmdResult;
-
-// Runs hyctl outside any torchrun environment.
-CmdResult Hyctl(const std::string& args) {
-  return hy::testing::RunCommand(
-      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-      "-u HY_TRAIN_CONFIG_YAML timeout 300 " +
-      std::string(HYCTL_PATH) + " " + args);
-}
+using hy::testing::Hyctl;
 
 // Everything the command printed (workers report on stdout and stderr).
 std::string Said(const CmdResult& r) { return r.out + r.err; }

@@ -20,6 +20,8 @@
 #include "hy/common/gpu.h"
 #include "hy/statestore/store.h"
 #include "hy/trainer/config/config.h"
+#include "hyctl_run.h"
+#include "statestore/store_test_util.h"
 
 namespace hy::cli {
 namespace {
@@ -27,58 +29,9 @@ namespace {
 using trainer::AdvEstimator;
 using trainer::TrainConfig;
 
-// No torchrun or launcher variables leak in from the test's environment.
-constexpr const char* kCleanEnv =
-    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT "
-    "-u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u TORCHELASTIC_RUN_ID ";
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = ::testing::TempDir() + "hyctl-train-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct CmdResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs `env_prefix` hyctl `args` through the shell (with a time limit).
-CmdResult Hyctl(const std::string& args, const std::string& env_prefix = "") {
-  CmdResult r;
-  TempDir tmp;
-  const std::string err_path = tmp.Sub("stderr");
-  const std::string cmd = std::string(kCleanEnv) + env_prefix +
-                          " timeout 300 " + HYCTL_PATH + " " + args + " 2>" +
-                          err_path;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = Slurp(err_path);
-  return r;
-}
+using hy::testing::CmdResult;
+using hy::testing::Hyctl;
+using statestore::testing::TempDir;
 
 TrainConfig Parse(const CmdResult& r) {
   Result<TrainConfig> c = trainer::ParseConfigYaml(r.out);

@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "hy/checkpoint/checkpoint.h"
 #include "hy/common/process_memory.h"
@@ -317,38 +318,24 @@ std::vector<Survivor> Recover(const std::string& root,
 
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--json") {
-      f.json = true;
-    } else if (a == "--warm") {
-      f.warm = true;
-    } else if (a == "--gib") {
-      f.gib = std::atof(next().c_str());
-    } else if (a == "--ranks") {
-      f.ranks = std::atoi(next().c_str());
-    } else if (a == "--dir") {
-      f.dir = next();
-    } else if (a == "--bound-mb") {
-      f.bound_mb = std::strtoull(next().c_str(), nullptr, 10);
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_recovery [--json] [--gib G] [--ranks W] "
-                   "[--warm] [--dir DIR] [--bound-mb M]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
-  if (f.ranks < 2 || !(f.gib > 0)) {
-    std::fprintf(stderr, "hy_bench_recovery: need --ranks >= 2, --gib > 0\n");
-    return 2;
-  }
+  CLI::App app(
+      "From losing a rank to running again on the survivors, the state "
+      "rebuilt under the new layout",
+      "hy_bench_recovery");
+  AddJsonFlag(&app, &f.json);
+  app.add_option("--gib", f.gib, "fp32 state in GiB")
+      ->capture_default_str()
+      ->check(Positive());
+  app.add_option("--ranks", f.ranks, "Ranks before the loss")
+      ->capture_default_str()
+      ->check(AtLeast(2));
+  app.add_flag("--warm", f.warm, "Keep the stores in the page cache");
+  app.add_option("--dir", f.dir, "Where the run root goes")
+      ->capture_default_str();
+  app.add_option("--bound-mb", f.bound_mb,
+                 "Bound on the read-back memory in MB (0: none)")
+      ->capture_default_str();
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   const int world = f.ranks, dead = std::min(2, world - 1);
   // 3 tensors (param, exp_avg, exp_avg_sq) of 8 [rows, 1024] fp32 each.
   const int64_t rows = std::max<int64_t>(

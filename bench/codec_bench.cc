@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "hy/common/thread_pool.h"
 #include "hy/statestore/codec.h"
@@ -142,30 +143,21 @@ EncodeOptions Opts(int transform, bool cast = false) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> long {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return std::atol(argv[++i]);
-    };
-    if (a == "--json") {
-      flags.json = true;
-    } else if (a == "--size-mib") {
-      flags.size_mib = static_cast<size_t>(std::max(1L, next()));
-    } else if (a == "--chunk-kib") {
-      flags.chunk_kib = static_cast<size_t>(std::max(1L, next()));
-    } else if (a == "--reps") {
-      flags.reps = static_cast<int>(std::max(1L, next()));
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_codec [--json] [--size-mib N] "
-                   "[--chunk-kib N] [--reps N]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  CLI::App app(
+      "Compression ratio and encode/decode throughput of the chunk codec on "
+      "synthetic training state",
+      "hy_bench_codec");
+  AddJsonFlag(&app, &flags.json);
+  app.add_option("--size-mib", flags.size_mib, "Raw MiB per data set")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--chunk-kib", flags.chunk_kib, "Chunk size in KiB")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--reps", flags.reps, "Repetitions (the best counts)")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
 
   // Every data set has size_mib MiB of raw bytes.
   const size_t n32 = flags.size_mib * (1 << 20) / 4;  // f32 elements.

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "hy/common/gpu.h"
 #include "hy/statestore/store.h"
@@ -157,33 +158,20 @@ int Run(const Flags& f) {
 
 int main(int argc, char** argv) {
   hy::bench::Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--json") {
-      f.json = true;
-    } else if (a == "--size-mib") {
-      f.size_mib = std::atoll(next());
-    } else if (a == "--reps") {
-      f.reps = std::atoi(next());
-    } else if (a == "--dir") {
-      f.dir = next();
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_gpu_save [--json] [--size-mib N] "
-                   "[--reps N] [--dir DIR]\n");
-      return 64;
-    }
-  }
-  if (f.size_mib < 1 || f.reps < 1) {
-    std::fprintf(stderr, "--size-mib and --reps must be >= 1\n");
-    return 64;
+  CLI::App app(
+      "A checkpoint of state in GPU memory: SaveAsync of a device tensor "
+      "beside a device-to-host copy of its bytes",
+      "hy_bench_gpu_save");
+  hy::bench::AddJsonFlag(&app, &f.json);
+  app.add_option("--size-mib", f.size_mib, "Tensor size in MiB")
+      ->capture_default_str()
+      ->check(hy::bench::AtLeast(1));
+  app.add_option("--reps", f.reps, "Repetitions")
+      ->capture_default_str()
+      ->check(hy::bench::AtLeast(1));
+  app.add_option("--dir", f.dir, "Where the store goes (default: a temp dir)");
+  if (int code = hy::bench::ParseFlags(&app, argc, argv); code >= 0) {
+    return code;
   }
   return hy::bench::Run(f);
 }

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "hy/reshard/c10d_transport.h"
 
 namespace hy::bench {
@@ -19,55 +19,46 @@ namespace hy::bench {
 using reshard::C10dStoreServer;
 
 int ParseReshardFlags(int argc, char** argv, ReshardFlags* flags) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--json") {
-      flags->json = true;
-    } else if (a == "--size-mib") {
-      flags->size_mib = std::stoll(next());
-    } else if (a == "--reps") {
-      flags->reps = std::max(1, std::stoi(next()));
-    } else if (a == "--bucket-mib") {
-      flags->bucket_mib = std::max<int64_t>(1, std::stoll(next()));
-    } else if (a == "--worker") {
-      flags->worker = true;
-    } else if (a == "--rank") {
-      flags->rank = std::stoi(next());
-    } else if (a == "--port") {
-      flags->port = std::stoi(next());
-    } else if (a == "--learn-link") {
-      flags->learn_link = true;
-    } else if (a == "--link-gbps") {
-      flags->link_gbps = std::stod(next());
-    } else if (a == "--hosts") {
-      std::stringstream in(next());
-      for (std::string item; std::getline(in, item, ',');) {
-        const size_t eq = item.find('=');
-        if (eq == std::string::npos) {
-          std::fprintf(stderr, "--hosts: NS=ADDR,NS=ADDR\n");
-          return 64;
-        }
-        flags->host_ns.push_back(item.substr(0, eq));
-        flags->host_addr.push_back(item.substr(eq + 1));
-      }
-      if (flags->host_ns.size() != 2) {
-        std::fprintf(stderr, "--hosts: two hosts (2 ranks each)\n");
-        return 64;
-      }
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_reshard [--json] [--size-mib N] "
-                   "[--reps N] [--bucket-mib N] [--hosts NS0=ADDR0,NS1=ADDR1]"
-                   " [--learn-link] [--link-gbps G]\n");
-      return a == "--help" ? 0 : 64;
+  CLI::App app(
+      "fsdp=4 -> tp=2,dp=2 resharding between 4 processes over Gloo, beside "
+      "memcpy and a plain all-gather of the same bytes",
+      "hy_bench_reshard");
+  AddJsonFlag(&app, &flags->json);
+  app.add_option("--size-mib", flags->size_mib, "Model size in MiB")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--reps", flags->reps, "Repetitions (the best counts)")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--bucket-mib", flags->bucket_mib, "Exchange bucket in MiB")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  std::vector<std::string> hosts;
+  app.add_option("--hosts", hosts,
+                 "Two hosts of 2 ranks each: NS0=ADDR0,NS1=ADDR1 (network "
+                 "namespaces and their addresses)")
+      ->delimiter(',')
+      ->expected(2);
+  app.add_flag("--learn-link", flags->learn_link,
+               "Learn the link's speed from the exchanges");
+  app.add_option("--link-gbps", flags->link_gbps,
+                 "The link's speed in Gb/s (0: the executor's constant)")
+      ->capture_default_str()
+      ->check(AtLeast(0));
+  // The ranks' own flags (RunReshardJob passes them).
+  app.add_flag("--worker", flags->worker)->group("");
+  app.add_option("--rank", flags->rank)->group("");
+  app.add_option("--port", flags->port)->group("");
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
+  for (const std::string& item : hosts) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      std::fprintf(stderr, "hy_bench_reshard: --hosts %s: give NS=ADDR\n",
+                   item.c_str());
+      return kExitUsage;
     }
+    flags->host_ns.push_back(item.substr(0, eq));
+    flags->host_addr.push_back(item.substr(eq + 1));
   }
   return -1;
 }

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "hy/common/gpu.h"
 #include "hy/reshard/nccl_executor.h"
 #include "hy/reshard/plan.h"
@@ -174,27 +175,20 @@ Status Run(const Flags& flags) {
 
 int main(int argc, char** argv) {
   hy::bench::Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--json") {
-      f.json = true;
-    } else if (a == "--size-mib" && has_value) {
-      f.size_mib = std::atoll(argv[++i]);
-    } else if (a == "--reps" && has_value) {
-      f.reps = std::atoi(argv[++i]);
-    } else if (a == "--steps" && has_value) {
-      f.steps = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_reshard_nccl [--json] [--size-mib N] "
-                   "[--reps N] [--steps N]\n");
-      return a == "--help" ? 0 : 64;
-    }
-  }
-  if (f.size_mib < 1 || f.reps < 1 || f.steps < 1) {
-    std::fprintf(stderr, "--size-mib, --reps and --steps must be >= 1\n");
-    return 64;
+  CLI::App app("NcclExecutor on one GPU beside cudaMemcpy of the same bytes",
+               "hy_bench_reshard_nccl");
+  hy::bench::AddJsonFlag(&app, &f.json);
+  app.add_option("--size-mib", f.size_mib, "Model size in MiB")
+      ->capture_default_str()
+      ->check(hy::bench::AtLeast(1));
+  app.add_option("--reps", f.reps, "Repetitions")
+      ->capture_default_str()
+      ->check(hy::bench::AtLeast(1));
+  app.add_option("--steps", f.steps, "Exchange steps of the 'steps' mode")
+      ->capture_default_str()
+      ->check(hy::bench::AtLeast(1));
+  if (int code = hy::bench::ParseFlags(&app, argc, argv); code >= 0) {
+    return code;
   }
   if (hy::GpuDeviceCount() == 0) {
     std::printf("no CUDA device: nothing to measure\n");

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "bench_util.h"
 
 namespace hy::bench {
@@ -190,28 +191,20 @@ double ReadBack(std::unique_ptr<rocksdb::DB> db, const rocksdb::Options& o,
 
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--json") {
-      f.json = true;
-    } else if (a == "--size-gib") {
-      f.size_gib = std::stod(next());
-    } else if (a == "--value-mib") {
-      f.value_mib = std::stoull(next());
-    } else if (a == "--dir") {
-      f.dir = next();
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_rocksdb_paths [--json] [--size-gib N] "
-                   "[--value-mib N] [--dir DIR]\n");
-      return a == "--help" ? 0 : 64;
-    }
-  }
-  if (f.value_mib == 0 || !(f.size_gib > 0)) Die("sizes must be positive");
+  CLI::App app(
+      "RocksDB's bulk write paths for big values, durable, beside "
+      "write + fsync of one file",
+      "hy_bench_rocksdb_paths");
+  AddJsonFlag(&app, &f.json);
+  app.add_option("--size-gib", f.size_gib, "Total bytes in GiB")
+      ->capture_default_str()
+      ->check(Positive());
+  app.add_option("--value-mib", f.value_mib, "Value size in MiB")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--dir", f.dir, "Where the databases go")
+      ->capture_default_str();
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   Data d;
   d.value_bytes = f.value_mib * kMiB;
   const uint64_t total = static_cast<uint64_t>(f.size_gib * 1024 * kMiB);

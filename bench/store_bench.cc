@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench_data.h"
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "hy/statestore/store.h"
 
@@ -82,34 +83,26 @@ void Print(const Flags& f, const Row& r, double baseline_mbps) {
 
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(64);
-      }
-      return argv[++i];
-    };
-    if (a == "--json")
-      f.json = true;
-    else if (a == "--size-mib")
-      f.size_mib = std::stoull(next());
-    else if (a == "--chunk-mib")
-      f.chunk_mib = std::stoull(next());
-    else if (a == "--changed")
-      f.changed = std::stod(next());
-    else if (a == "--dir")
-      f.dir = next();
-    else if (a == "--threads")
-      f.threads = std::stoull(next());
-    else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_store [--json] [--size-mib N] "
-                   "[--chunk-mib N] [--changed F] [--dir DIR] [--threads N]\n");
-      return a == "--help" ? 0 : 64;
-    }
-  }
+  CLI::App app(
+      "Full save, load and incremental save of a synthetic fp32 training "
+      "state through the store, beside write + fsync of the same bytes",
+      "hy_bench_store");
+  AddJsonFlag(&app, &f.json);
+  app.add_option("--size-mib", f.size_mib, "State size in MiB")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--chunk-mib", f.chunk_mib, "Chunk size in MiB")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--changed", f.changed,
+                 "Fraction of the state changed before the incremental save")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--dir", f.dir, "Where the store and file go")
+      ->capture_default_str();
+  app.add_option("--threads", f.threads, "Store threads (0: its default)")
+      ->capture_default_str();
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   std::string tmpl = f.dir + "/hy-bench-store-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) {
     std::perror("mkdtemp");

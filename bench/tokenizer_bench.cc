@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "bench_util.h"
 #include "hy/trainer/tokenizer/tokenizer.h"
 #include "tokenizer_corpus.h"
@@ -169,36 +170,25 @@ bool Run(const Flags& flags, const std::string& path, const Corpus& c) {
 
 int Main(int argc, char** argv) {
   Flags flags;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--json") {
-      flags.json = true;
-    } else if (a == "--no-rust") {
-      flags.rust = false;
-    } else if (a == "--reps") {
-      flags.reps = std::max(1, std::atoi(next().c_str()));
-    } else if (a == "--strings") {
-      flags.strings =
-          static_cast<size_t>(std::max(1L, std::atol(next().c_str())));
-    } else if (a == "--mib") {
-      flags.mib = std::max(0.01, std::atof(next().c_str()));
-    } else if (a == "--tokenizer") {
-      flags.tokenizers.push_back(next());
-    } else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_tokenizer [--json] [--reps N] "
-                   "[--strings N] [--mib X] [--tokenizer PATH]... "
-                   "[--no-rust]\n");
-      return a == "--help" ? 0 : 2;
-    }
-  }
+  CLI::App app(
+      "Encode throughput of hy's tokenizer on one core beside Hugging "
+      "Face's Rust tokenizers",
+      "hy_bench_tokenizer");
+  AddJsonFlag(&app, &flags.json);
+  app.add_flag("--rust,!--no-rust", flags.rust,
+               "Run Hugging Face's tokenizers beside (--no-rust: only hy)");
+  app.add_option("--reps", flags.reps, "Repetitions (the best counts)")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--strings", flags.strings, "Strings per corpus")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--mib", flags.mib, "Text per corpus in MiB")
+      ->capture_default_str()
+      ->check(AtLeast(0.01));
+  app.add_option("--tokenizer", flags.tokenizers,
+                 "A tokenizer.json (repeatable; default: Qwen3 and Llama 3)");
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   if (flags.tokenizers.empty()) {
     for (const char* m : {"qwen3", "llama3"}) {
       const fs::path p = kData / m / "tokenizer.json";

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_flags.h"
 #include "hy/common/process_memory.h"
 #include "hy/statestore/store.h"
 #include "hy/trainer/config/model_config.h"
@@ -114,33 +115,25 @@ ModelConfig Config(const std::string& name) {
 
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : ""; };
-    if (a == "--json")
-      f.json = true;
-    else if (a == "--model")
-      f.model = next();
-    else if (a == "--batch")
-      f.batch = std::atoll(next().c_str());
-    else if (a == "--seq")
-      f.seq = std::atoll(next().c_str());
-    else if (a == "--ranks")
-      f.ranks = std::atoi(next().c_str());
-    else if (a == "--dir")
-      f.dir = next();
-    else {
-      std::fprintf(stderr,
-                   "usage: hy_bench_train_scale [--json] [--model "
-                   "qwen2-0.5b|small] [--batch B] [--seq T] [--ranks N] "
-                   "[--dir DIR]\n");
-      return a == "--help" ? 0 : 64;
-    }
-  }
-  if (f.batch < 1 || f.seq < 2 || f.ranks < 1) {
-    std::fprintf(stderr, "hy_bench_train_scale: bad --batch/--seq/--ranks\n");
-    return 64;
-  }
+  CLI::App app(
+      "The trainer's costs at the scale of a real model, in one process",
+      "hy_bench_train_scale");
+  AddJsonFlag(&app, &f.json);
+  app.add_option("--model", f.model, "The decoder's shape")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"qwen2-0.5b", "small"}));
+  app.add_option("--batch", f.batch, "Sequences per batch")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--seq", f.seq, "Tokens per sequence")
+      ->capture_default_str()
+      ->check(AtLeast(2));
+  app.add_option("--ranks", f.ranks, "Ranks the checkpoint is split over")
+      ->capture_default_str()
+      ->check(AtLeast(1));
+  app.add_option("--dir", f.dir, "Where the checkpoints go")
+      ->capture_default_str();
+  if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   // Blocks of 1 MiB and up are mapped and unmapped on their own, so the
   // second step's peak is not hidden in memory the first one freed.
   mallopt(M_MMAP_THRESHOLD, 1 << 20);

@@ -1,6 +1,7 @@
 // hyctl train's flags and the effective config they resolve to: config
 // file, the stored config of a resumed run, --set overrides, flags, the
-// default store root (train_config.cc). Used by train_command.cc.
+// default store root (train_config.cc). Used by train_command.cc and
+// train_supervisor.cc.
 //
 // Thread-safety: plain functions.
 
@@ -46,6 +47,10 @@ struct TrainFlags {
   CLI::Option* seed_opt = nullptr;
   CLI::Option* metrics_port_opt = nullptr;
 };
+
+// Says "hyctl train: <s>" on stderr; returns the exit code for `s`
+// (InvalidArgument: 64, the rest as hyctl maps them, cli_util.h).
+int TrainFail(const Status& s);
 
 // The environment variable `name`, or null when unset or empty.
 const char* Env(const char* name);

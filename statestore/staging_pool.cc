@@ -5,21 +5,23 @@
 
 namespace hy::statestore {
 
-StagingPool::Buffer StagingPool::Acquire(size_t n) {
+StagingPool::Buffer StagingPool::Acquire(size_t n, Kind kind) {
+  const int k = static_cast<int>(kind);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.lower_bound(n);
-    if (it != free_.end() && (it->first <= 2 * n || it->first <= 4096)) {
-      Buffer b{std::move(it->second), it->first};
-      kept_ -= it->first;
-      free_.erase(it);
+    auto it = free_[k].lower_bound(n);
+    if (it != free_[k].end() && (it->first <= 2 * n || it->first <= 4096)) {
+      Buffer b{std::move(it->second), it->first, kind};
+      kept_[k] -= it->first;
+      free_[k].erase(it);
       return b;
     }
   }
+  const Allocator& a = allocators_[k];
   // Not zeroed: every byte is overwritten by the snapshot copy.
-  uint8_t* p = allocator_.allocate(n == 0 ? 1 : n);
-  if (p == nullptr) return Buffer{Memory(nullptr, allocator_.free), 0};
-  return Buffer{Memory(p, allocator_.free), n};
+  uint8_t* p = a.allocate ? a.allocate(n == 0 ? 1 : n) : nullptr;
+  if (p == nullptr) return Buffer{Memory(nullptr, a.free), 0, kind};
+  return Buffer{Memory(p, a.free), n, kind};
 }
 
 StagingPool::Allocator StagingPool::HeapAllocator() {
@@ -29,19 +31,32 @@ StagingPool::Allocator StagingPool::HeapAllocator() {
 
 void StagingPool::Release(Buffer b) {
   if (b.data == nullptr) return;
+  const int k = static_cast<int>(b.kind);
   std::lock_guard<std::mutex> lock(mu_);
-  kept_ += b.capacity;
-  free_.emplace(b.capacity, std::move(b.data));
-  while (kept_ > keep_bytes_ && !free_.empty()) {
-    auto largest = std::prev(free_.end());
-    kept_ -= largest->first;
-    free_.erase(largest);  // Frees it.
+  kept_[k] += b.capacity;
+  free_[k].emplace(b.capacity, std::move(b.data));
+  while (kept_[0] + kept_[1] > keep_bytes_) {
+    // The largest kept buffer of either kind goes first.
+    int from = free_[0].empty() ? 1 : 0;
+    if (!free_[0].empty() && !free_[1].empty() &&
+        std::prev(free_[1].end())->first > std::prev(free_[0].end())->first) {
+      from = 1;
+    }
+    if (free_[from].empty()) break;
+    auto largest = std::prev(free_[from].end());
+    kept_[from] -= largest->first;
+    free_[from].erase(largest);  // Frees it.
   }
 }
 
 uint64_t StagingPool::kept_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return kept_;
+  return kept_[0] + kept_[1];
+}
+
+uint64_t StagingPool::kept_bytes(Kind kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kept_[static_cast<int>(kind)];
 }
 
 }  // namespace hy::statestore

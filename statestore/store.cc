@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "hy/common/gpu.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
@@ -92,8 +93,17 @@ RocksStore::RocksStore(std::string path, const StoreOptions& options)
           : std::min<size_t>(32, 4 * ThreadPool::DefaultThreadCount());
   // ParallelFor also runs on the caller, so threads - 1 helpers suffice.
   pool_ = std::make_unique<ThreadPool>(threads > 1 ? threads - 1 : 1);
+  // Page-locked memory only for shards in CUDA memory (GpuHostAlloc fails
+  // cleanly where there is no GPU; those snapshots then take pageable).
+  StagingPool::Allocator page_locked{[](size_t n) -> uint8_t* {
+                                       Result<void*> p = GpuHostAlloc(n);
+                                       return p.ok() ? static_cast<uint8_t*>(*p)
+                                                     : nullptr;
+                                     },
+                                     [](uint8_t* p) { GpuHostFree(p); }};
   staging_pool_ = std::make_unique<StagingPool>(
-      options.keep_staging ? options.staging_bytes : 0);
+      options.keep_staging ? options.staging_bytes : 0,
+      StagingPool::HeapAllocator(), std::move(page_locked));
   async_pool_ = std::make_unique<ThreadPool>(1);
 }
 

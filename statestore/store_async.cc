@@ -17,12 +17,8 @@
 namespace hy::statestore {
 
 struct RocksStore::Staged {
-  struct Copy {
-    StagingPool* pool;  // Where `buffer` goes back.
-    StagingPool::Buffer buffer;
-  };
-  SavePart part;              // Views into `buffers`.
-  std::vector<Copy> buffers;  // The snapshot copies.
+  SavePart part;                             // Views into `buffers`.
+  std::vector<StagingPool::Buffer> buffers;  // The snapshot copies.
   uint64_t bytes = 0;
 };
 
@@ -32,7 +28,9 @@ void RocksStore::ReleaseStaged(Staged* staged) {
     staging_used_ -= staged->bytes;
   }
   staging_cv_.notify_all();
-  for (Staged::Copy& c : staged->buffers) c.pool->Release(std::move(c.buffer));
+  for (StagingPool::Buffer& b : staged->buffers) {
+    staging_pool_->Release(std::move(b));
+  }
   staged->buffers.clear();
 }
 
@@ -108,20 +106,6 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::SaveBorrowed(SavePart part) {
   return StartSave(std::move(part), borrowed, /*wait_read=*/false);
 }
 
-StagingPool* RocksStore::PinnedPool() {
-  std::call_once(pinned_once_, [this] {
-    StagingPool::Allocator pinned{[](size_t n) -> uint8_t* {
-                                    Result<void*> p = GpuHostAlloc(n);
-                                    return p.ok() ? static_cast<uint8_t*>(*p)
-                                                  : nullptr;
-                                  },
-                                  [](uint8_t* p) { GpuHostFree(p); }};
-    pinned_pool_ = std::make_unique<StagingPool>(
-        options_.keep_staging ? options_.staging_bytes : 0, std::move(pinned));
-  });
-  return pinned_pool_.get();
-}
-
 Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
                                                           size_t borrowed,
                                                           bool wait_read) {
@@ -154,21 +138,18 @@ Result<std::unique_ptr<SaveHandle>> RocksStore::StartSave(SavePart part,
   // cannot lock more), copied on this thread's own stream.
   staged->buffers.reserve(part.shards.size() - borrowed + part.blobs.size());
   auto snapshot = [&](ConstBytes* data, bool on_gpu) -> Status {
-    StagingPool* pool = staging_pool_.get();
     StagingPool::Buffer b;
     if (on_gpu) {
-      pool = PinnedPool();
-      b = pool->Acquire(data->size());
-      if (b.data == nullptr) pool = staging_pool_.get();
+      b = staging_pool_->Acquire(data->size(), StagingPool::Kind::kPageLocked);
     }
-    if (b.data == nullptr) b = pool->Acquire(data->size());
+    if (b.data == nullptr) b = staging_pool_->Acquire(data->size());
     if (on_gpu) {
       HY_RETURN_IF_ERROR(GpuCopy(b.data.get(), data->data(), data->size()));
     } else if (!data->empty()) {
       std::memcpy(b.data.get(), data->data(), data->size());
     }
     *data = ConstBytes(b.data.get(), data->size());
-    staged->buffers.push_back({pool, std::move(b)});
+    staged->buffers.push_back(std::move(b));
     return Status::OK();
   };
   Status copied;

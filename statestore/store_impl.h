@@ -96,8 +96,6 @@ class RocksStore : public Store {
   // borrowed shards.
   // Gives a save's staging back (budget and buffers).
   void ReleaseStaged(Staged* staged);
-  // The page-locked staging pool for GPU shards, made at the first call.
-  StagingPool* PinnedPool();
   Result<std::unique_ptr<SaveHandle>> StartSave(SavePart part, size_t borrowed,
                                                 bool wait_read);
 
@@ -192,10 +190,8 @@ class RocksStore : public Store {
   std::condition_variable staging_cv_;
   uint64_t staging_used_ = 0;  // Guarded by staging_mu_.
   // SaveAsync's snapshot memory, reused across saves: pageable for host
-  // shards, page-locked for GPU shards (made at the first one).
+  // shards, page-locked for GPU shards, one budget for both.
   std::unique_ptr<StagingPool> staging_pool_;
-  std::once_flag pinned_once_;
-  std::unique_ptr<StagingPool> pinned_pool_;
 
   // Runs SaveAsync work; declared last so it drains before the rest dies.
   std::unique_ptr<ThreadPool> async_pool_;

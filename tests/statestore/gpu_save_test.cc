@@ -45,23 +45,24 @@ struct CountingAllocator {
 TEST(PinnedStagingTest, BuffersComeFromTheAllocatorAndLiveAsLongAsThePool) {
   CountingAllocator a;
   {
-    StagingPool pool(8 << 20, a.Get());
-    StagingPool::Buffer b = pool.Acquire(4 << 20);
+    StagingPool pool(8 << 20, StagingPool::HeapAllocator(), a.Get());
+    constexpr StagingPool::Kind kLocked = StagingPool::Kind::kPageLocked;
+    StagingPool::Buffer b = pool.Acquire(4 << 20, kLocked);
     ASSERT_NE(b.data, nullptr);
     uint8_t* mem = b.data.get();
     EXPECT_EQ(a.allocations, 1);
     pool.Release(std::move(b));
     EXPECT_EQ(a.frees, 0);  // Kept for the next save.
-    StagingPool::Buffer again = pool.Acquire(4 << 20);
+    StagingPool::Buffer again = pool.Acquire(4 << 20, kLocked);
     EXPECT_EQ(again.data.get(), mem);  // The same pages, no new allocation.
     EXPECT_EQ(a.allocations, 1);
-    StagingPool::Buffer big = pool.Acquire(6 << 20);
+    StagingPool::Buffer big = pool.Acquire(6 << 20, kLocked);
     pool.Release(std::move(again));
     pool.Release(std::move(big));  // 10 MiB > 8: the largest is freed.
     EXPECT_EQ(a.allocations, 2);
     EXPECT_EQ(a.frees, 1);
     a.fail = true;
-    StagingPool::Buffer none = pool.Acquire(16 << 20);
+    StagingPool::Buffer none = pool.Acquire(16 << 20, kLocked);
     EXPECT_EQ(none.data, nullptr);  // The caller falls back.
     EXPECT_EQ(none.capacity, 0u);
   }

@@ -89,10 +89,11 @@ struct StoreOptions {
   // SaveAsync may hold at most this many bytes of snapshot copies; a call
   // that would exceed it waits until earlier saves drain (back-pressure).
   uint64_t staging_bytes = 1ull << 30;
-  // Keep SaveAsync's snapshot buffers (up to staging_bytes) for the next
-  // save: its copy then writes memory already faulted in, at memcpy speed,
-  // instead of a fresh allocation (about 10x slower for the first touch of
-  // each page). The price is that memory stays allocated between saves.
+  // Keep SaveAsync's snapshot buffers (up to staging_bytes, pageable and
+  // page-locked together) for the next save: its copy then writes memory
+  // already faulted in, at memcpy speed, instead of a fresh allocation (about
+  // 10x slower for the first touch of each page). The price is that memory
+  // stays allocated between saves.
   bool keep_staging = true;
   // Where saves and commits record hy_checkpoint_save_duration_seconds,
   // _commit_duration_seconds, _written_bytes_total, _logical_bytes_total

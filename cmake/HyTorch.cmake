@@ -69,7 +69,19 @@ if(NOT HY_GLOO_INCLUDE_DIR)
   message(FATAL_ERROR "hy: no gloo headers (install Debian's libgloo-dev)")
 endif()
 
+# The C++ standard LibTorch's headers ask for (ATen.h stops the build below
+# it): C++17 up to torch 2.13, C++20 from 2.14. Targets that use LibTorch
+# get it through hy_torch_c10d; the rest of hy stays C++17 (one compiler,
+# one standard library: TUs of the two standards link together).
+file(STRINGS "${HY_TORCH_INCLUDE_DIR}/ATen/ATen.h" _hy_aten_std
+     REGEX "__cplusplus < [0-9]+L")
+set(HY_TORCH_CXX_STANDARD 17)
+if(_hy_aten_std MATCHES "__cplusplus < ([0-9]+)L" AND CMAKE_MATCH_1 GREATER_EQUAL 202002)
+  set(HY_TORCH_CXX_STANDARD 20)
+endif()
+
 add_library(hy_torch_c10d INTERFACE IMPORTED GLOBAL)
+target_compile_features(hy_torch_c10d INTERFACE cxx_std_${HY_TORCH_CXX_STANDARD})
 target_include_directories(hy_torch_c10d SYSTEM INTERFACE
   ${HY_TORCH_INCLUDE_DIR}
   # torch >= 2.5's c10d headers include torch/types.h from the C++ API.
@@ -79,9 +91,12 @@ target_include_directories(hy_torch_c10d SYSTEM INTERFACE
 target_compile_definitions(hy_torch_c10d INTERFACE USE_C10D_GLOO)
 # Warnings that new compilers raise inside LibTorch's own headers (c10's
 # SmallVector under gcc 13's -Warray-bounds, inlined into hy's code) are
-# LibTorch's: reported, never fatal. hy's own -Werror stays for the rest.
+# LibTorch's: reported, never fatal. So is gcc 12's -Wrestrict inside
+# libstdc++'s std::string operator+ in C++20 mode (GCC bug 105329), which
+# the C++20 that torch >= 2.14 asks for brings out. hy's own -Werror stays
+# for the rest.
 target_compile_options(hy_torch_c10d INTERFACE
-  $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-error=array-bounds -Wno-error=stringop-overflow -Wno-error=maybe-uninitialized>)
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-error=array-bounds -Wno-error=stringop-overflow -Wno-error=maybe-uninitialized -Wno-error=restrict>)
 target_link_libraries(hy_torch_c10d INTERFACE
   ${HY_TORCH_LIBRARY} ${HY_TORCH_CPU_LIBRARY} ${HY_C10_LIBRARY})
 # Installed binaries keep the wheel's lib/ in their RUNPATH: `cmake
@@ -89,4 +104,5 @@ target_link_libraries(hy_torch_c10d INTERFACE
 # it when the environment lies inside the source tree, as .venv/ does).
 get_filename_component(_hy_torch_lib_dir "${HY_TORCH_CPU_LIBRARY}" DIRECTORY)
 list(APPEND CMAKE_INSTALL_RPATH "${_hy_torch_lib_dir}")
-message(STATUS "hy: LibTorch ${HY_TORCH_VERSION} from ${HY_TORCH_INCLUDE_DIR}; gloo headers ${HY_GLOO_INCLUDE_DIR}")
+message(STATUS "hy: LibTorch ${HY_TORCH_VERSION} from ${HY_TORCH_INCLUDE_DIR} "
+  "(C++${HY_TORCH_CXX_STANDARD}); gloo headers ${HY_GLOO_INCLUDE_DIR}")

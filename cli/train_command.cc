@@ -133,7 +133,7 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
   const bool json = f.format == "json";
   auto registry = std::make_shared<metrics::Registry>();
   Result<metrics::HyMetrics> m = metrics::HyMetrics::Register(*registry);
-  if (!m.ok()) return TrainFail(m.status());
+  if (!m.ok()) return ReportArgs("train", m.status());
   CountRestart(*m);
   const char* world_env = Env("WORLD_SIZE");
   const int world_size = world_env != nullptr ? std::atoi(world_env) : 1;
@@ -239,16 +239,18 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
 int RunTrain(const TrainFlags& f) {
   const bool worker = f.worker || Env("RANK") != nullptr;
   if (f.from_step >= 0 && f.resume.empty()) {
-    return TrainFail(
-        Status::InvalidArgument("--from-step needs --resume RUN_ROOT"));
+    return ReportArgs("train", Status::InvalidArgument(
+                                   "--from-step needs --resume RUN_ROOT"));
   }
   if (f.from_step >= 0 && worker && Env(kConfigEnv) == nullptr) {
-    return TrainFail(Status::InvalidArgument(
-        "--from-step works under hyctl's own launcher; under torchrun, "
-        "remove the newer steps first (hyctl drop RUN_ROOT --step N)"));
+    return ReportArgs(
+        "train",
+        Status::InvalidArgument(
+            "--from-step works under hyctl's own launcher; under torchrun, "
+            "remove the newer steps first (hyctl drop RUN_ROOT --step N)"));
   }
   Result<TrainConfig> c = ResolveConfig(f, worker);
-  if (!c.ok()) return TrainFail(c.status());
+  if (!c.ok()) return ReportArgs("train", c.status());
   if (f.print_config) {
     std::cout << trainer::ToYaml(*c) << std::flush;
     return std::cout ? kExitOk : kExitError;

@@ -14,7 +14,6 @@
 #include <set>
 #include <sstream>
 
-#include "cli_util.h"
 #include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
@@ -29,11 +28,6 @@
 namespace hy::cli {
 
 using trainer::TrainConfig;
-
-int TrainFail(const Status& s) {
-  std::cerr << "hyctl train: " << s.ToString() << "\n";
-  return s.IsInvalidArgument() ? kExitUsage : ExitCodeFor(s);
-}
 
 const char* Env(const char* name) {
   const char* v = std::getenv(name);

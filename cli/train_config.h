@@ -48,10 +48,6 @@ struct TrainFlags {
   CLI::Option* metrics_port_opt = nullptr;
 };
 
-// Says "hyctl train: <s>" on stderr; returns the exit code for `s`
-// (InvalidArgument: 64, the rest as hyctl maps them, cli_util.h).
-int TrainFail(const Status& s);
-
 // The environment variable `name`, or null when unset or empty.
 const char* Env(const char* name);
 

@@ -49,27 +49,29 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
   // A resumed run on another world size rolls out with the largest TP
   // group that fits (the worker says so); a fresh one must fit.
   if (nproc % tg != 0 && f.resume.empty()) {
-    return TrainFail(Status::InvalidArgument(
-        "rollout.tensor_model_parallel_size " + std::to_string(tg) +
-        " must divide the number of workers, trainer.nproc (--nproc) " +
-        std::to_string(nproc)));
+    return ReportArgs(
+        "train",
+        Status::InvalidArgument(
+            "rollout.tensor_model_parallel_size " + std::to_string(tg) +
+            " must divide the number of workers, trainer.nproc (--nproc) " +
+            std::to_string(nproc)));
   }
   if (Status s = CheckRunnable(c); !s.ok()) return FailConfig(s);
   // Nothing is created for a resume that cannot go on.
   if (!f.resume.empty() && f.from_step >= 0) {
     Status s = RollBackTo(c.checkpoint.store_root,
                           static_cast<uint64_t>(f.from_step), f.drop_newer);
-    if (!s.ok()) return TrainFail(s);
+    if (!s.ok()) return ReportArgs("train", s);
   }
   if (!f.resume.empty()) {
-    if (Status s = CheckResume(c); !s.ok()) return TrainFail(s);
+    if (Status s = CheckResume(c); !s.ok()) return ReportArgs("train", s);
   }
   Result<std::vector<std::string>> argv = SelfCommandLine();
-  if (!argv.ok()) return TrainFail(argv.status());
+  if (!argv.ok()) return ReportArgs("train", argv.status());
   const std::string& root = c.checkpoint.store_root;
   // A run continued with more processes than nodes takes fresh nodes.
   Result<std::vector<int>> existing = recovery::ListNodes(root);
-  if (!existing.ok()) return TrainFail(existing.status());
+  if (!existing.ok()) return ReportArgs("train", existing.status());
   std::vector<int> nodes =
       recovery::AssignNodes(std::vector<int>(nproc, -1), *existing);
   // The run's identity, kept across restarts: the environment's, else the
@@ -77,16 +79,17 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
   std::string run_id = recovery::RunIdFromEnv();
   if (run_id.empty() && !f.resume.empty()) {
     Result<std::string> recorded = recovery::RecordedRunId(root);
-    if (!recorded.ok()) return TrainFail(recorded.status());
+    if (!recorded.ok()) return ReportArgs("train", recorded.status());
     run_id = *recorded;
   }
   if (run_id.empty()) run_id = recovery::NewRunId();
-  if (Status v = recovery::ValidateRunId(run_id); !v.ok()) return TrainFail(v);
+  if (Status v = recovery::ValidateRunId(run_id); !v.ok())
+    return ReportArgs("train", v);
   double detect_seconds = 0;
   std::string restart_cause;  // A metrics::RestartCause label value.
   for (int attempt = 0;; ++attempt) {
     Result<int> port = PickFreePort();
-    if (!port.ok()) return TrainFail(port.status());
+    if (!port.ok()) return ReportArgs("train", port.status());
     LaunchOptions o;
     o.nproc = static_cast<int>(nodes.size());
     o.argv = *argv;

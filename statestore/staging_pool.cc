@@ -35,13 +35,12 @@ void StagingPool::Release(Buffer b) {
   std::lock_guard<std::mutex> lock(mu_);
   kept_[k] += b.capacity;
   free_[k].emplace(b.capacity, std::move(b.data));
+  // The largest kept buffer of either kind goes first (pageable on a tie).
+  auto largest_of = [this](int kind) -> size_t {
+    return free_[kind].empty() ? 0 : std::prev(free_[kind].end())->first;
+  };
   while (kept_[0] + kept_[1] > keep_bytes_) {
-    // The largest kept buffer of either kind goes first.
-    int from = free_[0].empty() ? 1 : 0;
-    if (!free_[0].empty() && !free_[1].empty() &&
-        std::prev(free_[1].end())->first > std::prev(free_[0].end())->first) {
-      from = 1;
-    }
+    const int from = largest_of(1) > largest_of(0) ? 1 : 0;
     if (free_[from].empty()) break;
     auto largest = std::prev(free_[from].end());
     kept_[from] -= largest->first;

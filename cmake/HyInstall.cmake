@@ -24,6 +24,12 @@ endif()
 
 set(HY_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/hy)
 install(EXPORT hyTargets NAMESPACE hy:: DESTINATION ${HY_CMAKE_DIR})
+# The CUDA toolkit hy was built against, for hyConfig.cmake to look in first
+# (a consumer's nvcc on PATH may be a wrapper outside the toolkit).
+set(HY_CUDA_TOOLKIT_ROOT "")
+if(HY_WITH_CUDA AND CUDAToolkit_BIN_DIR)
+  get_filename_component(HY_CUDA_TOOLKIT_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hyConfig.cmake.in
   ${PROJECT_BINARY_DIR}/hyConfig.cmake INSTALL_DESTINATION ${HY_CMAKE_DIR})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/hyConfigVersion.cmake

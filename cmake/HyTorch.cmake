@@ -54,6 +54,29 @@ if(NOT HY_TORCH_INCLUDE_DIR)
   set(HY_C10_LIBRARY "${_hy_torch_dir}/lib/libc10.so" CACHE FILEPATH "")
   set(HY_TORCH_VERSION "${HY_TORCH_VERSION}" CACHE STRING "PyTorch version" FORCE)
 endif()
+# Headers given by hand (-DHY_TORCH_INCLUDE_DIR=...): the version comes from
+# them (torch/headeronly/version.h since 2.9, the C++ API's before).
+if(NOT HY_TORCH_VERSION)
+  foreach(h torch/headeronly/version.h torch/csrc/api/include/torch/version.h)
+    if(EXISTS "${HY_TORCH_INCLUDE_DIR}/${h}")
+      file(STRINGS "${HY_TORCH_INCLUDE_DIR}/${h}" _hy_torch_v
+           REGEX "#define TORCH_VERSION_(MAJOR|MINOR|PATCH) [0-9]+")
+      string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*PATCH ([0-9]+).*"
+             "\\1.\\2.\\3" _hy_torch_v "${_hy_torch_v}")
+      if(_hy_torch_v MATCHES "^[0-9]+\\.[0-9]+\\.[0-9]+$")
+        set(HY_TORCH_VERSION "${_hy_torch_v}")
+        break()
+      endif()
+    endif()
+  endforeach()
+  if(NOT HY_TORCH_VERSION)
+    message(FATAL_ERROR "hy: no torch version header under ${HY_TORCH_INCLUDE_DIR} "
+      "(is it a PyTorch wheel's torch/include?)")
+  elseif(HY_TORCH_VERSION VERSION_LESS 2.4)
+    message(FATAL_ERROR "hy: torch ${HY_TORCH_VERSION} headers at ${HY_TORCH_INCLUDE_DIR}; "
+      "hy needs torch >= 2.4")
+  endif()
+endif()
 foreach(f HY_TORCH_LIBRARY HY_TORCH_CPU_LIBRARY HY_C10_LIBRARY)
   if(NOT EXISTS "${${f}}")
     message(FATAL_ERROR "hy: ${f} = ${${f}} does not exist")
@@ -99,6 +122,18 @@ target_compile_options(hy_torch_c10d INTERFACE
   $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Wno-error=array-bounds -Wno-error=stringop-overflow -Wno-error=maybe-uninitialized -Wno-error=restrict>)
 target_link_libraries(hy_torch_c10d INTERFACE
   ${HY_TORCH_LIBRARY} ${HY_TORCH_CPU_LIBRARY} ${HY_C10_LIBRARY})
+# The wheel's libtorch.so and libtorch_cpu.so export copies of parts of
+# libstdc++ (std::filesystem: 64 and 142 symbols in torch 2.11, statically
+# linked from the toolchain they were built with). Listed before
+# libstdc++.so.6 in a binary's DT_NEEDED, they win the symbol lookup, so
+# hy's own std::filesystem calls would run LibTorch's copies; torch 2.11's
+# libtorch.so remove_all calls a weak symbol that no libstdc++ exports
+# (recursive_directory_iterator::__erase) and jumps to address 0 on a
+# non-empty directory. libstdc++.so.6 goes first instead, as a link option
+# (before the objects and every library), kept where the linker defaults to
+# --as-needed (Ubuntu's). CTest install.stdlib_binding checks it.
+target_link_options(hy_torch_c10d INTERFACE
+  $<$<CXX_COMPILER_ID:GNU,Clang>:LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state>)
 # Installed binaries keep the wheel's lib/ in their RUNPATH: `cmake
 # --install`'s hyctl runs on the same LibTorch (CMake's USE_LINK_PATH skips
 # it when the environment lies inside the source tree, as .venv/ does).

@@ -144,6 +144,13 @@ TEST(HyctlDocsTest, CliPageMatchesHelp) {
     }
   }
   for (const auto& [name, text] : sections) {
+#if !HY_WITH_TENSORBOARD
+    // Built without cairo (the GPU machine's kit): no hyctl plot to list.
+    if (name == "plot") {
+      EXPECT_EQ(commands.count(name), 0u) << "hyctl plot without cairo?";
+      continue;
+    }
+#endif
     EXPECT_TRUE(commands.count(name) > 0)
         << "docs/cli.md documents \"hyctl " << name
         << "\", which hyctl --help does not list";

@@ -22,10 +22,10 @@ cmake --build "$work/cmake-build" > "$work/cmake-build.log"
 
 echo "== pkg-config hy"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-pkg-config --exists hy
+"${PKG_CONFIG:-pkg-config}" --exists hy
 # shellcheck disable=SC2046
 g++ -O1 "$src/tests/install/consumer/main.cc" -o "$work/pc-consumer" \
-  $(pkg-config --cflags --libs hy)
+  $("${PKG_CONFIG:-pkg-config}" --cflags --libs hy)
 "$work/pc-consumer" "$work/store-pc"
 # The installed hyctl reads what the consumer wrote.
 "$prefix/bin/hyctl" verify "$work/store-pc" > /dev/null

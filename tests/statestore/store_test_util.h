@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hy/statestore/store.h"
@@ -58,8 +59,8 @@ inline ShardData WholeShard(const std::string& name, DType dtype,
                             std::vector<int64_t> shape,
                             const std::vector<uint8_t>& data) {
   ShardData s;
-  s.meta = TensorMeta{name, dtype, shape};
   s.geometry = ShardGeometry::WholeTensor(shape);
+  s.meta = TensorMeta{name, dtype, std::move(shape)};
   s.data = ConstBytes(data);
   return s;
 }

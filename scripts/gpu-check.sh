@@ -48,6 +48,18 @@ PYTHONPATH=$B/python LD_DEBUG=libs "$PY" -c 'import torch, numpy, hy' 2>&1 |
   grep -o 'calling init: .*' | sort -u >"$OUT/py-libs.log"
 echo "python process: $(wc -l <"$OUT/py-libs.log") libraries;" \
   "from the sysroot: $(grep -c "$SYSROOT" "$OUT/py-libs.log")" | tee -a "$OUT/summary.txt"
+# And where hy._hy's std:: references bind in that process (a copy exported
+# by a library ahead of libstdc++, as torch 2.11's libtorch.so's broken
+# std::filesystem was for hy's LibTorch binaries, would show here).
+dbg_dir=$(mktemp -d)
+PYTHONPATH=$B/python LD_BIND_NOW=1 LD_DEBUG=bindings LD_DEBUG_OUTPUT=$dbg_dir/ld \
+  "$PY" -c 'import torch, numpy, hy' >/dev/null 2>&1
+cat "$dbg_dir"/ld.* 2>/dev/null | grep -E "binding file [^ ]*/_hy[^ ]* \[" |
+  sed -nE "s#.* to ([^ ]+) \[[0-9]+\]: normal symbol \`(_Z(N|NK|TI|TV)?St[^']*)'.*#\1#p" |
+  sort | uniq -c >"$OUT/py-std-bindings.log"
+rm -rf "$dbg_dir"
+echo "hy._hy std:: symbols bound to: $(tr -s ' ' <"$OUT/py-std-bindings.log" | tr '\n' ';')" |
+  tee -a "$OUT/summary.txt"
 if grep -qE 'Fatal Python error|Segmentation fault|rc=139' "$OUT/pytest.log" "$OUT/summary.txt"; then
   crash='import torch, numpy as np, hy, tempfile
 d = tempfile.mkdtemp()

@@ -24,12 +24,37 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import _hy
-from ._group import Group
-from ._values import Shard, leaves, split
+
+def _load_extension():
+    """Imports hy._hy with RTLD_DEEPBIND: the module's C++ runtime calls
+    bind to its own dependencies (libstdc++.so.6), ahead of what the process
+    put in its global scope. PyTorch's libraries export copies of parts of
+    libstdc++ (std::filesystem, strings), and torch imported with
+    TORCH_USE_RTLD_GLOBAL=1 puts them there: hy's std::filesystem calls
+    would then run torch 2.11 libtorch.so's remove_all, which jumps to
+    address 0. HY_NO_DEEPBIND=1 imports it plainly (AddressSanitizer does
+    not support RTLD_DEEPBIND)."""
+    deepbind = getattr(os, "RTLD_DEEPBIND", 0)
+    if not deepbind or os.environ.get("HY_NO_DEEPBIND") == "1":
+        from . import _hy as module
+        return module
+    flags = sys.getdlopenflags()
+    sys.setdlopenflags(flags | deepbind)
+    try:
+        from . import _hy as module
+    finally:
+        sys.setdlopenflags(flags)
+    return module
+
+
+_hy = _load_extension()
+
+from ._group import Group  # noqa: E402 (after the extension, on purpose)
+from ._values import Shard, leaves, split  # noqa: E402
 
 __version__: str = _hy.__version__
 

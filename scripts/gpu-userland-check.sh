@@ -12,10 +12,11 @@
 #   sudo bash scripts/gpu-userland-check.sh        (from the repo root)
 #
 # Needs root (debootstrap, chroot, bind mounts) and archive.ubuntu.com and
-# PyPI. The first run makes the chroot (about 10 minutes); later runs reuse
-# it. Then, on 2 cores: the kit's build of every target (about 25 minutes),
-# CTest with TEST_RE (default: everything, about 20 minutes) and the Python
-# tests against the build tree. Logs and summary.txt under $OUT.
+# PyPI. The first run makes the chroot (about 7 minutes); later runs reuse
+# it. The kit carries the committed source (git archive HEAD). Then, on 2
+# cores: the kit's build of every target (about 18 minutes), CTest with
+# TEST_RE (default: everything, about 12 minutes) and the Python tests
+# against the build tree. Logs and summary.txt under $OUT.
 # Overridable: ROOT (the chroot), OUT, TORCH_SPEC, NUMPY_SPEC, PYBIND_SPEC,
 # TEST_RE, JOBS, KEEP_BUILD=1 (build again only what changed),
 # STOP_AFTER=chroot (only make the chroot).

@@ -55,7 +55,7 @@ dbg_dir=$(mktemp -d)
 PYTHONPATH=$B/python LD_BIND_NOW=1 LD_DEBUG=bindings LD_DEBUG_OUTPUT=$dbg_dir/ld \
   "$PY" -c 'import torch, numpy, hy' >/dev/null 2>&1
 cat "$dbg_dir"/ld.* 2>/dev/null | grep -E "binding file [^ ]*/_hy[^ ]* \[" |
-  sed -nE "s#.* to ([^ ]+) \[[0-9]+\]: normal symbol \`(_Z(N|NK|TI|TV)?St[^']*)'.*#\1#p" |
+  sed -nE "s#.* to ([^ ]+) \[[0-9]+\]: normal symbol \`(_Z(N|NK|TI|TV|TS)?St[^']*)'.*#\1#p" |
   sort | uniq -c >"$OUT/py-std-bindings.log"
 rm -rf "$dbg_dir"
 echo "hy._hy std:: symbols bound to: $(tr -s ' ' <"$OUT/py-std-bindings.log" | tr '\n' ';')" |

@@ -39,9 +39,8 @@ def _load_extension():
     address 0. HY_NO_DEEPBIND=1 imports it plainly (AddressSanitizer does
     not support RTLD_DEEPBIND)."""
     deepbind = getattr(os, "RTLD_DEEPBIND", 0)
-    if not deepbind or os.environ.get("HY_NO_DEEPBIND") == "1":
-        from . import _hy as module
-        return module
+    if os.environ.get("HY_NO_DEEPBIND") == "1":
+        deepbind = 0
     flags = sys.getdlopenflags()
     sys.setdlopenflags(flags | deepbind)
     try:

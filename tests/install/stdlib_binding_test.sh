@@ -11,6 +11,7 @@ set -uo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+torch_re='/(libtorch[^ /]*|libc10[^ /]*)\.so'
 for bin in "$@"; do
   name=$(basename "$bin")
   rm -f "$tmp"/ld.*
@@ -21,10 +22,10 @@ for bin in "$@"; do
     sed -nE "s#.*binding file ([^ ]+) \[[0-9]+\] to ([^ ]+) \[[0-9]+\]: normal symbol \`([^']+)'.*#\1 \2 \3#p" |
     awk -v b="$bin" '$1 == b { print $2, $3 }' >"$tmp/own"
   total=$(wc -l <"$tmp/own")
-  to_torch=$(grep -cE '/libtorch[^ /]*\.so|/libc10[^ /]*\.so' "$tmp/own")
+  to_torch=$(grep -cE "$torch_re" "$tmp/own")
   # std:: functions and objects, their typeinfo and vtables (mangled _ZNSt,
   # _ZNKSt, _ZSt, _ZTISt, _ZTVSt; std::__cxx11 and std::filesystem alike).
-  grep -E '/libtorch[^ /]*\.so|/libc10[^ /]*\.so' "$tmp/own" |
+  grep -E "$torch_re" "$tmp/own" |
     awk '$2 ~ /^_Z(N|NK|TI|TV|TS)?St/' >"$tmp/bad"
   if [ "$total" -eq 0 ] || [ "$to_torch" -eq 0 ]; then
     echo "FAIL $name: the loader recorded $total bindings of its own," \

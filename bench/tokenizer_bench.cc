@@ -14,7 +14,7 @@
 // the machine is shared, wall time is noisy). "hy cold" is the first pass
 // over the corpus with an empty word cache; "hy" and "rust" are the best of
 // --reps passes after a warm-up pass. Tokenizers default to the Qwen3 and
-// Llama 3 files of ../shared/data/tokenizers; the Rust column needs the
+// Llama 3 files of tests/data/tokenizers; the Rust column needs the
 // venv's interpreter with `tokenizers` (scripts/install-deps.sh), and the
 // benchmark fails without it unless --no-rust.
 
@@ -194,8 +194,8 @@ int Main(int argc, char** argv) {
       const fs::path p = kData / m / "tokenizer.json";
       if (!fs::exists(p)) {
         std::fprintf(stderr,
-                     "hy_bench_tokenizer: no %s (CI has ../shared beside the "
-                     "clone; or pass --tokenizer)\n",
+                     "hy_bench_tokenizer: no %s (the repository carries it in "
+                     "tests/data/tokenizers; or pass --tokenizer)\n",
                      p.c_str());
         return 1;
       }

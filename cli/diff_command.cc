@@ -140,12 +140,12 @@ Result<TensorDiff> Compare(StateSource* a, StateSource* b, const TensorMeta& ma,
   return d;
 }
 
-struct Args {
+struct DiffArgs {
   std::string a, b, format;
   Tolerance tol;
 };
 
-int Diff(const Args& args) {
+int Diff(const DiffArgs& args) {
   std::unique_ptr<StateSource> src[2];
   const std::string* specs[2] = {&args.a, &args.b};
   for (int i = 0; i < 2; ++i) {
@@ -244,7 +244,7 @@ int Diff(const Args& args) {
 }  // namespace
 
 void AddDiffCommand(CLI::App* app, int* exit_code) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<DiffArgs>();
   CLI::App* diff = app->add_subcommand(
       "diff",
       "Compare two committed states tensor by tensor: stores or run roots, "

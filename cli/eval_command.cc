@@ -19,7 +19,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct Args {
+struct EvalArgs {
   trainer::EvalOptions options;
   std::string samples;
   std::string format;
@@ -35,7 +35,7 @@ Json SampleJson(const trainer::EvalSample& s) {
           {"exact", s.exact}};
 }
 
-int Eval(const Args& a) {
+int Eval(const EvalArgs& a) {
   std::ofstream samples;
   if (!a.samples.empty()) {
     samples.open(a.samples, std::ios::trunc);
@@ -83,7 +83,7 @@ int Eval(const Args& a) {
 }  // namespace
 
 void AddEvalCommand(CLI::App* app, int* exit_code) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<EvalArgs>();
   trainer::EvalOptions& o = args->options;
   CLI::App* cmd = app->add_subcommand(
       "eval",

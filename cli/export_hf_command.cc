@@ -31,7 +31,7 @@
 namespace hy::cli {
 namespace {
 
-struct Args {
+struct ExportHfArgs {
   std::string run;
   std::string out;
   int64_t step = -1;
@@ -85,7 +85,7 @@ Result<std::string> TokenizerDir(const trainer::RunTokens& tokens,
   return dir;
 }
 
-int ExportHf(const Args& a) {
+int ExportHf(const ExportHfArgs& a) {
   if (a.model != "actor" && a.model != "critic" && a.model != "reference") {
     return Report("export-hf",
                   Status::InvalidArgument("--model must be actor, critic or "
@@ -155,7 +155,7 @@ int ExportHf(const Args& a) {
 }  // namespace
 
 void AddExportHfCommand(CLI::App* app, int* exit_code) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<ExportHfArgs>();
   CLI::App* cmd = app->add_subcommand(
       "export-hf",
       "Write a trainer run's model as a Hugging Face directory "

@@ -57,7 +57,7 @@ namespace {
 // Bytes read from the checkpoint and appended to the file at a time.
 constexpr uint64_t kPieceBytes = 64 << 20;
 
-struct Args {
+struct RestoreArgs {
   std::string root;
   int64_t step = -1;
   std::string layout;
@@ -99,7 +99,7 @@ Status ModelLayoutTensors(checkpoint::CheckpointReader* reader,
   return Status::OK();
 }
 
-Status Restore(const Args& a, const RestoreLayout& layout) {
+Status Restore(const RestoreArgs& a, const RestoreLayout& layout) {
   // The reader chooses the version (newest recoverable, or of the step) and
   // reports a step that is not committed (NotFound) or a part with no
   // usable copy (DataLoss).
@@ -211,7 +211,7 @@ Status Restore(const Args& a, const RestoreLayout& layout) {
   return Status::OK();
 }
 
-int RunRestore(const Args& a) {
+int RunRestore(const RestoreArgs& a) {
   // Usage errors first, before anything is read.
   Result<RestoreLayout> layout = ParseRestoreLayout(a.layout);
   Status usage = layout.status();
@@ -288,7 +288,7 @@ FlatRun EvenFlatPiece(int64_t numel, int world, int rank) {
 }
 
 void AddRestoreCommand(CLI::App* app, int* exit_code) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<RestoreArgs>();
   CLI::App* cmd = app->add_subcommand(
       "restore",
       "Write one rank's shards of a run's committed step, cut for a new "

@@ -24,7 +24,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct Args {
+struct TokenizeArgs {
   std::string tokenizer;
   bool decode = false;
   bool text = false;  // Input lines are plain text, not JSON strings.
@@ -33,7 +33,7 @@ struct Args {
 };
 
 // Turns one input line into one output line (without the newline).
-Status ProcessLine(const trainer::Tokenizer& tok, const Args& a,
+Status ProcessLine(const trainer::Tokenizer& tok, const TokenizeArgs& a,
                    const std::string& line, std::string* out) {
   if (a.text) {
     auto ids = tok.Encode(line, a.add_special_tokens);
@@ -79,7 +79,7 @@ Status ProcessLine(const trainer::Tokenizer& tok, const Args& a,
   return Status::OK();
 }
 
-int Tokenize(const Args& a) {
+int Tokenize(const TokenizeArgs& a) {
   auto tok = trainer::Tokenizer::Load(a.tokenizer);
   if (!tok.ok()) return Report("tokenize", tok.status());
   std::string line, out;
@@ -108,7 +108,7 @@ int Tokenize(const Args& a) {
 }  // namespace
 
 void AddTokenizeCommand(CLI::App* app, int* exit_code) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app->add_subcommand(
       "tokenize",
       "Encode lines from stdin, JSON strings (or plain text with --text), "

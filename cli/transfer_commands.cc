@@ -32,7 +32,7 @@ constexpr const char* kMetadataBlob = "safetensors.__metadata__";
 // Export reads big tensors in pieces of at most this many bytes.
 constexpr int64_t kExportPieceBytes = 64 << 20;
 
-struct Args {
+struct TransferArgs {
   std::string store;
   std::string file;
   std::optional<uint64_t> version;
@@ -112,7 +112,7 @@ Result<ImportFiles> OpenImportFiles(const std::string& path) {
   return out;
 }
 
-int Import(const Args& a) {
+int Import(const TransferArgs& a) {
   // A run's stores take no import: nothing is created or opened in one.
   if (Status s = CheckImportTarget(a.store); !s.ok()) {
     return ReportArgs("import", s);
@@ -203,7 +203,7 @@ int Import(const Args& a) {
   return kExitOk;
 }
 
-int Export(Args a) {
+int Export(TransferArgs a) {
   Status at = TakePathStep(&a.store, &a.export_at);
   if (!at.ok()) return ReportArgs("export", at);
   auto opened = OpenStateSource(a.store, a.export_at, a.allow_other_run);
@@ -252,7 +252,7 @@ int Export(Args a) {
 }  // namespace
 
 void AddTransferCommands(CLI::App* app, int* exit_code) {
-  auto args = std::make_shared<Args>();
+  auto args = std::make_shared<TransferArgs>();
   CLI::App* imp = app->add_subcommand(
       "import", "Commit the tensors of a safetensors file as a new version");
   imp->add_option("STORE", args->store, "Store directory (created if missing)")

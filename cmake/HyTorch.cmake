@@ -141,3 +141,43 @@ get_filename_component(_hy_torch_lib_dir "${HY_TORCH_CPU_LIBRARY}" DIRECTORY)
 list(APPEND CMAKE_INSTALL_RPATH "${_hy_torch_lib_dir}")
 message(STATUS "hy: LibTorch ${HY_TORCH_VERSION} from ${HY_TORCH_INCLUDE_DIR} "
   "(C++${HY_TORCH_CXX_STANDARD}); gloo headers ${HY_GLOO_INCLUDE_DIR}")
+
+# ---- One precompiled header for the LibTorch translation units ----------------
+# ATen.h takes ~8 s to parse on this machine (2 cores), more than half of a
+# trainer TU's compile time, and 20 of the trainer's and c10d's TUs include
+# it. Those libraries reuse one PCH of it (built once, from hy_torch_pch)
+# through hy_use_torch_pch(target); it is force-included, and a TU keeps its
+# own includes (they cost nothing after it). Only ATen.h: c10d's Gloo and
+# autograd's custom functions are each in two or three TUs, and a larger PCH
+# costs every small TU more to load than it saves (GCC maps the whole
+# file: ~4 s for a 570 MB one). Executables (tests, benches) are compiled
+# as PIE and cannot use a PIC library's PCH; they parse the headers.
+# -DHY_TORCH_PCH=OFF compiles without it (same objects, slower).
+option(HY_TORCH_PCH "Precompile LibTorch's ATen.h once for its users" ON)
+if(HY_TORCH_PCH)
+  add_library(hy_torch_pch OBJECT "${CMAKE_CURRENT_LIST_DIR}/hy_torch_pch.cc")
+  target_link_libraries(hy_torch_pch PRIVATE hy_torch_c10d)
+  target_precompile_headers(hy_torch_pch PRIVATE <ATen/ATen.h>)
+endif()
+
+# hy_use_torch_pch(target [SKIP source...]): `target`, a library, compiles
+# against hy_torch_pch's PCH, except the SKIP sources (those that do not
+# include ATen.h: loading the PCH would cost them more than they parse).
+# REQUIRES: target is a static or shared library (PIC) that links
+# hy_torch_c10d (or hy_torch_api) and has no PCH of its own.
+function(hy_use_torch_pch target)
+  cmake_parse_arguments(ARG "" "" "SKIP" ${ARGN})
+  if(NOT HY_TORCH_PCH)
+    return()
+  endif()
+  target_precompile_headers(${target} REUSE_FROM hy_torch_pch)
+  if(ARG_SKIP)
+    set_source_files_properties(${ARG_SKIP} TARGET_DIRECTORY ${target}
+                                PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
+  # GCC says so when it cannot use the PCH (other flags) instead of
+  # silently parsing the headers again; ccache needs the PCH named in the
+  # preprocessed output to cache these TUs.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANG_AND_ID:CXX,GNU>:-Winvalid-pch -Wno-error=invalid-pch -fpch-preprocess>)
+endfunction()

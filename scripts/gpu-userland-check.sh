@@ -90,9 +90,8 @@ fi
 # ---- The kit, its build, the tests ----------------------------------------------
 rm -rf "$ROOT/work/kit"
 bash ../shared/gpu/make-kit.sh "$ROOT/work/kit" >/dev/null
-# The tests read ../shared/data/tokenizers beside the source.
-mkdir -p "$ROOT/work/kit/shared/data"
-cp -r ../shared/data/tokenizers "$ROOT/work/kit/shared/data/"
+# The tests read the tokenizer files the repository carries
+# (tests/data/tokenizers); nothing beside the source is needed.
 [ "${KEEP_BUILD:-}" = 1 ] || rm -rf "$ROOT/tmp/hyb"
 in_root "cd /work/kit && OUT=/work/out JOBS=$JOBS B=/tmp/hyb TARGETS=all STOP_AFTER=build \
   bash run.sh" | tee "$OUT/summary.txt"

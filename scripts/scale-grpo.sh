@@ -8,8 +8,8 @@
 # largest, iteration and training seconds, checkpoint blocking and durable
 # seconds; with --json the worker's JSON reports instead. About 4-5 min
 # and 20 GB of memory on this machine (2 cores, 24 GB). Run from anywhere
-# after the build; the Qwen3 tokenizer is ../shared/data/tokenizers/qwen3
-# (shared/ beside the clone).
+# after the build; the Qwen3 tokenizer is tests/data/tokenizers/qwen3
+# (in the repository).
 #   scripts/scale-grpo.sh [--json] [--no-kill] [hyctl train args, e.g.
 #                         --set trainer.offload_optimizer=false]
 # HYCTL (default build/bin/hyctl) and HY_SCALE_DIR (default

@@ -3,9 +3,11 @@
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
+#include <unicode/uniset.h>
 #include <unicode/utypes.h>
 
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "tokenizer_internal.h"
@@ -93,6 +95,40 @@ void AppendUtf8Lossy(std::string_view bytes, std::string* out) {
   out->append(bytes.data() + run, n - run);
 }
 
+namespace {
+
+// The version of the Unicode Character Database that Hugging Face's
+// `tokenizers` normalizes with (its Rust crate unicode-normalization-
+// alignments): code points assigned later are not in its tables.
+constexpr const char16_t* kHfNormalizationSet = u"[:age=9.0:]";
+
+// ICU's NFC restricted to the code points HF's tables know. Built once;
+// FilteredNormalizer2's const methods are thread-safe.
+Result<const icu::Normalizer2*> HfNfcInstance() {
+  struct Instance {
+    UErrorCode err = U_ZERO_ERROR;
+    std::unique_ptr<icu::UnicodeSet> known;
+    std::unique_ptr<icu::FilteredNormalizer2> nfc;
+    Instance() {
+      const icu::Normalizer2* full = icu::Normalizer2::getNFCInstance(err);
+      if (U_FAILURE(err)) return;
+      known = std::make_unique<icu::UnicodeSet>(
+          icu::UnicodeString(kHfNormalizationSet), err);
+      if (U_FAILURE(err)) return;
+      known->freeze();
+      nfc = std::make_unique<icu::FilteredNormalizer2>(*full, *known);
+    }
+  };
+  static const Instance* instance = new Instance();
+  if (U_FAILURE(instance->err)) {
+    return Status::Internal(std::string("ICU NFC instance: ") +
+                            u_errorName(instance->err));
+  }
+  return static_cast<const icu::Normalizer2*>(instance->nfc.get());
+}
+
+}  // namespace
+
 Result<bool> NormalizeNfc(std::string_view in, std::string* out) {
   // Code points below U+0300 are NFC_Quick_Check=Yes and never combine with
   // what precedes them; their UTF-8 lead bytes are all below 0xCC.
@@ -105,12 +141,8 @@ Result<bool> NormalizeNfc(std::string_view in, std::string* out) {
   }
   if (simple) return false;
 
+  HY_ASSIGN_OR_RETURN(const icu::Normalizer2* nfc, HfNfcInstance());
   UErrorCode err = U_ZERO_ERROR;
-  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(err);
-  if (U_FAILURE(err)) {
-    return Status::Internal(std::string("ICU NFC instance: ") +
-                            u_errorName(err));
-  }
   const icu::StringPiece piece(in.data(), static_cast<int32_t>(in.size()));
   if (nfc->isNormalizedUTF8(piece, err) && U_SUCCESS(err)) return false;
   err = U_ZERO_ERROR;

@@ -37,6 +37,14 @@ void AppendUtf8Lossy(std::string_view bytes, std::string* out);
 
 // Returns true and sets *out to the NFC form of `in` when it differs; returns
 // false (and leaves *out alone) when `in` is already in NFC.
+//
+// NFC as Hugging Face's `tokenizers` computes it, which is what a model was
+// trained with: its normalization tables are Unicode 9.0's, so a code point
+// assigned later (U+0D3B, Unicode 10; U+1ACD, Unicode 14; ...) is a starter
+// (class 0) that neither decomposes nor composes and is never reordered.
+// ICU's tables are newer; its NFC is applied only to the characters of
+// Unicode 9.0 (icu::FilteredNormalizer2 over [:age=9.0:]), the rest pass
+// through as boundaries, which is the same thing.
 // REQUIRES: `in` is valid UTF-8.
 Result<bool> NormalizeNfc(std::string_view in, std::string* out);
 

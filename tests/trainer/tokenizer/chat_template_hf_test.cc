@@ -1,6 +1,6 @@
 // hy's ChatTemplate against transformers' apply_chat_template(...,
 // tokenize=False) (tokenize_reference.py chat) on the real Qwen3 and Llama 3
-// tokenizer_config.json files of ../shared/data/tokenizers, character for
+// tokenizer_config.json files of tests/data/tokenizers, character for
 // character: seeded generated conversations (chat_corpus.h) and written-out
 // edge cases, each with its enable_thinking and add_generation_prompt. The
 // files, the interpreter and transformers are required: without them the

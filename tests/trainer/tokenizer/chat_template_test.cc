@@ -13,7 +13,7 @@ namespace {
 // were written by hand from the template texts and checked against jinja2
 // 3.1.6 rendering them as transformers does (trim_blocks, lstrip_blocks).
 
-// The chat_template of ../shared/data/tokenizers/llama3 (Meta Llama 3.0
+// The chat_template of tests/data/tokenizers/llama3 (Meta Llama 3.0
 // Instruct), verbatim: it writes the generation prompt always.
 constexpr char kLlama3Template[] =
     R"({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>
@@ -44,7 +44,7 @@ std::string Render(const ChatTemplate& t,
   return r.ok() ? *r : "";
 }
 
-// The real tokenizer files (CI has ../shared beside the clone): the tests
+// The real tokenizer files (tests/data/tokenizers, in the repository): the tests
 // that read them fail, not skip, when they are missing.
 std::string SharedDir(const std::string& model) {
   return std::string(HY_TOKENIZER_DATA_DIR) + "/" + model;
@@ -115,7 +115,7 @@ TEST(ChatTemplateTest, ChatMlWithDefaultSystemPrompt) {
             "<|im_start|>user\n12+7=<|im_end|>\n");
 }
 
-// The chat_template of Qwen3 (../shared/data/tokenizers/qwen3).
+// The chat_template of Qwen3 (tests/data/tokenizers/qwen3).
 TEST(ChatTemplateTest, Qwen3FromSharedFile) {
   auto loaded = FromShared("qwen3");
   ASSERT_TRUE(loaded.ok()) << loaded.status();

@@ -4,7 +4,9 @@ implementation (PyPI `tokenizers`) and transformers' chat templates.
   tokenize_reference.py encode TOKENIZER_JSON IN OUT
     IN: JSON Lines, one JSON string each. OUT: one line per input,
     {"plain": [ids without special tokens], "special": [ids with],
-     "nfc": the input in NFC, "decode": decode(special),
+     "nfc": the input as the tokenizer's own normalizer leaves it (its
+     NFC, whose tables are Unicode 9.0's, not Python's unicodedata; the
+     input unchanged when it has none), "decode": decode(special),
      "decode_skip": decode(special, skip_special_tokens=True)}.
   tokenize_reference.py decode TOKENIZER_JSON IN OUT
     IN: JSON Lines, one JSON array of ids each. OUT: one line per input,
@@ -33,7 +35,6 @@ import json
 import os
 import sys
 import time
-import unicodedata
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -66,11 +67,12 @@ def encode(tokenizer_path, in_path, out_path):
     special_ids = [s.ids for s in special]
     decoded = tok.decode_batch(special_ids, skip_special_tokens=False)
     decoded_skip = tok.decode_batch(special_ids, skip_special_tokens=True)
+    norm = tok.normalizer
     with open(out_path, "w", encoding="utf-8") as out:
         for text, p, ids, d, ds in zip(texts, plain, special_ids, decoded,
                                        decoded_skip):
             out.write(json.dumps({"plain": p.ids, "special": ids,
-                                  "nfc": unicodedata.normalize("NFC", text),
+                                  "nfc": norm.normalize_str(text) if norm else text,
                                   "decode": d, "decode_skip": ds}))
             out.write("\n")
 

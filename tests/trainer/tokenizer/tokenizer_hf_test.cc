@@ -1,6 +1,6 @@
 // hy::trainer::Tokenizer against Hugging Face's Rust implementation (PyPI
 // `tokenizers`, run by tokenize_reference.py) on the real Qwen3 and Llama 3
-// tokenizer.json files of ../shared/data/tokenizers, on 10,000 generated
+// tokenizer.json files of tests/data/tokenizers, on 10,000 generated
 // strings (tokenizer_corpus.h, whole chat conversations among them) and a
 // few written out: ids with and without add_special_tokens, decode of those
 // ids with and without skip_special_tokens, and decode(encode(s)) == s. The
@@ -47,6 +47,9 @@ const char* const kEdgeStrings[] = {
     "x'\u017ft",
     "'\u017f'\u017f'\u017fs",
     "A\u030a\u212b\u00c5 e\u0301",
+    // U+1ACD (class 230, Unicode 14) then U+0D3C (class 9, Unicode 10):
+    // ICU's and Python's NFC swap them, HF's (Unicode 9.0 tables) does not.
+    "x\u1acd\u0d3c y",
     "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
     "</think>\n\nhello<|im_end|>",
     "<|im_start|><|im_end|><think></think>",

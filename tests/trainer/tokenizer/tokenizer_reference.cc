@@ -35,7 +35,7 @@ std::string TokenizerDir(const std::string& name) {
       if (!fs::exists(kData / name / file)) {
         return ::testing::AssertionFailure()
                << "no " << (kData / name / file)
-               << " (CI has ../shared beside the clone; or configure with "
+               << " (the repository carries them in tests/data/tokenizers; or configure with "
                   "-DHY_TOKENIZER_DATA_DIR=...)";
       }
     }

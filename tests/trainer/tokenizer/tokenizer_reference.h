@@ -1,9 +1,9 @@
 // The reference side of the tokenizer and chat template tests:
 // tests/trainer/tokenizer/tokenize_reference.py run by the venv's interpreter
 // (Hugging Face's Rust `tokenizers` and transformers, from PyPI) on the real
-// Qwen3 / Llama 3 files of ../shared/data/tokenizers. Nothing here skips:
-// a missing file, interpreter or package is a test failure (CI has ../shared
-// beside its clone; scripts/install-deps.sh makes .venv/).
+// Qwen3 / Llama 3 files of tests/data/tokenizers. Nothing here skips:
+// a missing file, interpreter or package is a test failure (the files are in the
+// repository; scripts/install-deps.sh makes .venv/).
 //
 // Thread-safety: the functions write only the files they are given.
 

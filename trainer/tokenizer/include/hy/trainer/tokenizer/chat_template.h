@@ -33,7 +33,7 @@
 //
 // The generation prompt: a template that mentions add_generation_prompt
 // writes it only when asked; one that does not (the Llama 3.0 template of
-// ../shared/data/tokenizers/llama3) writes it always, whatever the caller
+// tests/data/tokenizers/llama3) writes it always, whatever the caller
 // asks, as transformers does with that template.
 //
 // The rendered text already holds the special tokens (and Llama's BOS): a

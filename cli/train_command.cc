@@ -3,6 +3,7 @@
 #include "train_command.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "hy/trainer/config/config.h"
 #include "hy/trainer/ppo/worker.h"
 #include "train_config.h"
+#include "train_launcher.h"
 #if HY_WITH_TENSORBOARD
 #include "train_events.h"
 #endif
@@ -112,17 +114,32 @@ void CountRestart(const metrics::HyMetrics& m) {
 }
 
 // The first SIGINT / SIGTERM a worker gets asks the run to stop after the
-// iteration in progress (WorkerOptions::stop_signal); SA_RESETHAND makes a
-// second one do what it always does.
+// iteration in progress (WorkerOptions::stop_signal). The same stop often
+// arrives more than once: a terminal's Ctrl-C and Slurm's scancel signal
+// every process of the job, and hyctl forwards its own as well. Repeats
+// within kStopRepeatSeconds of the first are absorbed; one after that does
+// what the signal always does (ends the process).
 volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_stop_at = 0;  // CLOCK_MONOTONIC seconds, the first.
 
-void OnStopSignal(int sig) { g_stop_signal = sig; }
+void OnStopSignal(int sig) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // Async-signal-safe.
+  if (g_stop_signal == 0) {
+    g_stop_at = static_cast<sig_atomic_t>(now.tv_sec);
+    g_stop_signal = sig;
+    return;
+  }
+  if (now.tv_sec - g_stop_at <= kStopRepeatSeconds) return;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
 
 void CatchStopSignals() {
   struct sigaction sa = {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND | SA_RESTART;
+  sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }

@@ -264,6 +264,7 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
   int failure_code = 0;
   int stopped_by = 0;  // The signal the launcher was stopped by.
   int signals_seen = 0;
+  std::optional<Clock::time_point> first_signal_at;
   std::optional<Clock::time_point> kill_at;  // SIGKILL the rest then.
   std::optional<Clock::time_point> all_exited;
   auto signal_all = [&children](int sig) {
@@ -323,14 +324,18 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
       }
     }
 
-    // Signals to the launcher: forward (the workers save and stop); a
-    // second one, or the grace running out, kills.
+    // Signals to the launcher: forward (the workers save and stop); repeats
+    // within kStopRepeatSeconds are the same stop (a terminal signals the
+    // whole process group, the workers got it too); a later one, or the
+    // grace running out, kills.
     if (g_signal_count != signals_seen) {
       signals_seen = g_signal_count;
       if (stopped_by == 0) stopped_by = g_signal;
-      if (signals_seen > 1) {
+      if (first_signal_at &&
+          now - *first_signal_at > std::chrono::seconds(kStopRepeatSeconds)) {
         signal_all(SIGKILL);
-      } else if (!kill_at) {
+      } else if (!first_signal_at && !kill_at) {
+        first_signal_at = now;
         signal_all(g_signal);
         kill_at = now + std::chrono::milliseconds(
                             static_cast<int64_t>(o.stop_grace_seconds * 1000));

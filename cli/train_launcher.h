@@ -10,8 +10,12 @@
 //
 // Failure: when a worker exits non-zero or is killed, the others get
 // SIGTERM, then SIGKILL after a grace period; SIGINT / SIGTERM sent to the
-// launcher are forwarded to the workers the same way. Workers get
-// PR_SET_PDEATHSIG, so they die with a launcher that is killed outright.
+// launcher are forwarded to the workers the same way. Signals that arrive
+// within kStopRepeatSeconds of the first are that same stop delivered
+// again (a terminal's Ctrl-C and Slurm's scancel signal every process of
+// the job, a user presses Ctrl-C twice): absorbed, by the launcher and by
+// the workers alike; one after that kills. Workers get PR_SET_PDEATHSIG,
+// so they die with a launcher that is killed outright.
 //
 // Thread-safety: call RunLauncher from a single-threaded process (it forks,
 // and installs SIGINT / SIGTERM / SIGCHLD handlers while it runs).
@@ -26,6 +30,9 @@
 #include "hy/common/result.h"
 
 namespace hy::cli {
+
+// Stop signals within this many seconds of the first are the same stop.
+inline constexpr int kStopRepeatSeconds = 3;
 
 struct LaunchOptions {
   int nproc = 1;

@@ -168,8 +168,8 @@ def test_demo_export_decodes_in_transformers_as_in_hy(arith, tmp_path):
     # hy's own rate decodes with the bf16 rollout weights, transformers with
     # the f32 export: a few prompts whose top two logits are closer than
     # bf16's rounding can go either way, and which ones depends on the CPU's
-    # kernels (the trained weights differ in their last bits between an
-    # AVX2 and an AVX-512 machine). Measured: within 0.01 on AVX2 machines,
+    # kernels (the demo's curve differs between an AVX2 and an AVX-512
+    # machine, so the trained weights do). Measured: within 0.01 on AVX2 machines,
     # 0.015 (3 of 200) on an AVX-512 AMD EPYC. The f32 paths below agree
     # token for token.
     assert abs(tf_rate - hy_rate) <= 0.03

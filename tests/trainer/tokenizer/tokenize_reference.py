@@ -68,11 +68,11 @@ def encode(tokenizer_path, in_path, out_path):
     decoded = tok.decode_batch(special_ids, skip_special_tokens=False)
     decoded_skip = tok.decode_batch(special_ids, skip_special_tokens=True)
     norm = tok.normalizer
+    normalized = [norm.normalize_str(t) for t in texts] if norm else texts
     with open(out_path, "w", encoding="utf-8") as out:
-        for text, p, ids, d, ds in zip(texts, plain, special_ids, decoded,
-                                       decoded_skip):
-            out.write(json.dumps({"plain": p.ids, "special": ids,
-                                  "nfc": norm.normalize_str(text) if norm else text,
+        for p, ids, n, d, ds in zip(plain, special_ids, normalized, decoded,
+                                    decoded_skip):
+            out.write(json.dumps({"plain": p.ids, "special": ids, "nfc": n,
                                   "decode": d, "decode_skip": ds}))
             out.write("\n")
 

@@ -129,9 +129,14 @@ Status PlotRun(const tb::RunEvents& run, const PlotOptions& o,
   std::vector<PlotSeries> parts = {
       Make(run, "time/reshard_ms", "reshard", 4),
       Make(run, "time/rollout_ms", "rollout", 0),
+      Make(run, "time/weight_sync_ms", "weight sync (vLLM)", 5),
       Make(run, "time/train_ms", "update", 2),
       Make(run, "checkpoint/blocking_ms", "checkpoint (blocking)", 3)};
   parts.push_back(Rest(run, parts, 6));
+  // A run on hy's own rollout has no weight sync series: no legend entry.
+  parts.erase(std::remove_if(parts.begin(), parts.end(),
+                             [](const PlotSeries& p) { return p.points.empty(); }),
+              parts.end());
   DrawPanel(cr.get(), cell(1, 1), "Iteration time (ms)", x, x_lo, x_hi, parts,
             true);
 

@@ -39,6 +39,18 @@ std::vector<tb::TaggedValue> IterationScalars(
       {"checkpoint/blocking_ms", r.checkpoint_ms},
       {"checkpoint/durable_ms", r.checkpoint_durable_ms},
   };
+  if (r.rollout_engine != "hy") {
+    v.push_back({"time/weight_sync_ms", r.weight_sync_ms});
+    v.push_back({"rollout/weight_sync_bytes",
+                 static_cast<double>(r.weight_sync_bytes)});
+    v.push_back({"rollout/weight_version",
+                 static_cast<double>(r.weight_version)});
+    v.push_back({"rollout/logprob_abs_diff_mean", r.logprob_abs_diff_mean});
+    v.push_back({"rollout/logprob_abs_diff_max", r.logprob_abs_diff_max});
+    v.push_back({"rollout/engine_restarts",
+                 static_cast<double>(r.engine_restarts)});
+    v.push_back({"rollout/retries", static_cast<double>(r.rollout_retries)});
+  }
   if (!r.peak_rss_mb.empty()) {
     v.push_back({"memory/peak_rss_mb", *std::max_element(r.peak_rss_mb.begin(),
                                                          r.peak_rss_mb.end())});

@@ -310,6 +310,20 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
     // Exits.
     int status = 0;
     for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+      if (pid == o.watch_pid) {
+        res.watch_status = status;
+        if (!failure && stopped_by == 0 && !kill_at) {
+          failure = o.watch_name + (WIFEXITED(status)
+                                        ? " exited with status " +
+                                              std::to_string(WEXITSTATUS(status))
+                                        : " was killed");
+          failure_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+          res.first_failed = kWatchedFailed;
+          failed_at = now;
+          stop_all(now);
+        }
+        continue;
+      }
       for (Child& c : children) {
         if (c.pid != pid) continue;
         c.running = false;

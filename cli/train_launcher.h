@@ -23,6 +23,8 @@
 #ifndef HY_CLI_TRAIN_LAUNCHER_H_
 #define HY_CLI_TRAIN_LAUNCHER_H_
 
+#include <sys/types.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,12 +54,21 @@ struct LaunchOptions {
   // killed (SIGKILL: a SIGTERM would ask them to save, which a job that
   // lost a rank cannot). 0: at once.
   double peer_exit_seconds = 0;
+  // A child of this process that is not a worker but that the run needs
+  // (the vLLM engine keeper): its exit stops the workers as a worker's
+  // failure does (LaunchResult::first_failed kWatchedFailed). -1: none.
+  pid_t watch_pid = -1;
+  std::string watch_name;
 };
+
+// LaunchResult::first_failed when the watched process exited first.
+inline constexpr int kWatchedFailed = -2;
 
 // How each worker ended.
 struct LaunchResult {
   std::vector<int> wait_status;  // Per rank, as waitpid gave it.
   int first_failed = -1;         // The rank that failed first, or -1.
+  int watch_status = -1;         // The watched process's, if it exited.
   // From the first failure until every worker had exited.
   double stop_seconds = 0;
   // The signal that stopped the launcher when every worker then exited 0

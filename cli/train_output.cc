@@ -24,15 +24,18 @@ std::string IterationText(const trainer::IterationReport& r,
       where = " (" + p.phase + ")";
     }
   }
+  const bool vllm = r.rollout_engine == "vllm";
   char buf[512];
   std::snprintf(buf, sizeof(buf),
                 "iter %*" PRId64 "/%" PRId64
                 " reward %.3f (exact %.2f) kl %7.4f pg %7.3f vf %6.3f ent "
-                "%5.2f tok/s %6.0f reshard %6.1f ms (%5.2f MB) rss %5.0f MB%s "
+                "%5.2f tok/s %6.0f %s %6.1f ms (%5.2f MB) rss %5.0f MB%s "
                 "ckpt ",
                 width, r.iteration + 1, total_iterations, r.reward_mean,
                 r.exact_match, r.kl, r.policy_loss, r.value_loss, r.entropy,
-                r.tokens_per_second, r.reshard_ms, r.reshard_bytes / 1e6,
+                r.tokens_per_second, vllm ? "sync" : "reshard",
+                vllm ? r.weight_sync_ms : r.reshard_ms,
+                (vllm ? r.weight_sync_bytes : r.reshard_bytes) / 1e6,
                 r.peak_rss_mb.empty() ? 0.0
                                       : *std::max_element(r.peak_rss_mb.begin(),
                                                           r.peak_rss_mb.end()),
@@ -60,6 +63,16 @@ std::string IterationJson(const trainer::IterationReport& r) {
   j["reshard_ms"] = r.reshard_ms;
   j["reshard_bytes"] = r.reshard_bytes;
   j["reshard_logical_bytes"] = r.reshard_logical_bytes;
+  j["rollout_engine"] = r.rollout_engine;
+  if (r.rollout_engine != "hy") {
+    j["weight_version"] = r.weight_version;
+    j["weight_sync_ms"] = r.weight_sync_ms;
+    j["weight_sync_bytes"] = r.weight_sync_bytes;
+    j["engine_restarts"] = r.engine_restarts;
+    j["rollout_retries"] = r.rollout_retries;
+    j["logprob_abs_diff_mean"] = r.logprob_abs_diff_mean;
+    j["logprob_abs_diff_max"] = r.logprob_abs_diff_max;
+  }
   j["world_size"] = r.world_size;
   j["checkpoint_step"] = r.checkpoint_step;
   j["checkpoint_state"] = r.checkpoint_state;

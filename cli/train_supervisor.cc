@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/config/config.h"
+#include "engine_keeper.h"
 #include "train_launcher.h"
 
 namespace hy::cli {
@@ -85,6 +87,19 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
   if (run_id.empty()) run_id = recovery::NewRunId();
   if (Status v = recovery::ValidateRunId(run_id); !v.ok())
     return ReportArgs("train", v);
+  // rollout.engine vllm without URLs: the engines, started now so that
+  // their start-up (a minute) overlaps the workers' set-up and SFT; kept
+  // across the workers' restarts.
+  std::optional<EnginePlan> engines;
+  std::optional<EngineKeeper> keeper;
+  if (c.rollout.engine == "vllm" && c.rollout.vllm.urls.empty()) {
+    Result<EnginePlan> plan = PrepareEngines(c, run_id);
+    if (!plan.ok()) return FailConfig(plan.status());
+    Result<EngineKeeper> k = EngineKeeper::Start(c, *plan);
+    if (!k.ok()) return ReportArgs("train", k.status());
+    engines = std::move(plan).value();
+    keeper.emplace(std::move(k).value());
+  }
   double detect_seconds = 0;
   std::string restart_cause;  // A metrics::RestartCause label value.
   for (int attempt = 0;; ++attempt) {
@@ -100,6 +115,11 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
     if (attempt > 0) {
       o.env.push_back({"HY_DETECT_SECONDS", std::to_string(detect_seconds)});
       o.env.push_back({"HY_RESTART_CAUSE", restart_cause});
+    }
+    if (engines) {
+      for (auto& kv : engines->WorkerEnv()) o.env.push_back(kv);
+      o.watch_pid = keeper->pid();
+      o.watch_name = "the vLLM engine keeper";
     }
     o.node_ids = nodes;
     o.master_port = *port;
@@ -121,6 +141,19 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
     if (s.ok()) return kExitOk;
     std::cerr << "hyctl train: " << s.message() << std::endl;
     if (s.code() != StatusCode::kAborted) return kExitError;
+    if (res.first_failed == kWatchedFailed) {
+      keeper->Reaped();
+      if (Exited(res.watch_status, kExitConfig)) {
+        std::cerr << "hyctl train: configuration error (the vLLM engine "
+                     "keeper says why above); not restarting"
+                  << std::endl;
+        return kExitConfig;
+      }
+      std::cerr << "hyctl train: the vLLM engines cannot be kept running; "
+                   "not restarting"
+                << std::endl;
+      return kExitError;
+    }
     if (res.first_failed < 0) return code;  // Stopped by a signal.
     for (int r = 0; r < o.nproc; ++r) {
       if (Exited(res.wait_status[r], kExitConfig)) {

@@ -141,6 +141,30 @@ std::vector<FamilyDef> MakeCatalogue() {
        "Wall time of one training iteration (rollout, update, checkpoint).",
        {},
        l},
+      // Rollout engines (rollout.engine vllm).
+      {"hy_rollout_weight_sync_seconds",
+       T::kHistogram,
+       "Wall time of one weight sync into the rollout engines: the ranks' "
+       "writes into the shared weight file and every engine's load.",
+       {},
+       s},
+      {"hy_rollout_weight_sync_bytes_total",
+       T::kCounter,
+       "Bytes this rank wrote into the engines' shared weight file.",
+       {},
+       {}},
+      {"hy_rollout_engine_restarts_total",
+       T::kCounter,
+       "Rollout engine failures this rank waited out (a restarted or "
+       "revived engine, reloaded with the current weights).",
+       {},
+       {}},
+      {"hy_rollout_weight_version",
+       T::kGauge,
+       "The weight version (trainer step) the rollout engines hold; -1 "
+       "before the first sync.",
+       {},
+       {}},
       {"hy_ppo_reward_mean",
        T::kGauge,
        "Mean task reward per sequence in the last PPO iteration.",
@@ -394,6 +418,14 @@ Result<HyMetrics> HyMetrics::Register(Registry& r) {
     }
 
     m.iteration_duration = AddHistogram(f, "hy_iteration_duration_seconds", {});
+    m.weight_sync_duration =
+        AddHistogram(f, "hy_rollout_weight_sync_seconds", {});
+    m.weight_sync_bytes = counter("hy_rollout_weight_sync_bytes_total", {});
+    m.engine_restarts = counter("hy_rollout_engine_restarts_total", {});
+    const bool fresh_version =
+        !f.gauges.at("hy_rollout_weight_version")->Has({});
+    m.weight_version = gauge("hy_rollout_weight_version");
+    if (fresh_version) m.weight_version->Set(-1);
     m.ppo_reward_mean = gauge("hy_ppo_reward_mean");
     m.ppo_kl = gauge("hy_ppo_kl");
     m.ppo_policy_loss = gauge("hy_ppo_policy_loss");

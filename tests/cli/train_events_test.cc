@@ -53,9 +53,14 @@ std::map<std::string, std::map<int64_t, float>> ByStep(
   return out;
 }
 
-TEST(TrainEventsTest, EveryJsonFigureIsAScalar) {
+class TrainEventsEngineTest : public ::testing::TestWithParam<std::string> {};
+
+// For hy's own rollout and for vLLM's (which adds the weight sync's keys).
+TEST_P(TrainEventsEngineTest, EveryJsonFigureIsAScalar) {
   trainer::IterationReport r = Report(4, 0.5);
+  r.rollout_engine = GetParam();
   const nlohmann::json j = nlohmann::json::parse(IterationJson(r));
+  EXPECT_EQ(j.contains("weight_version"), GetParam() == "vllm");
   std::set<std::string> tags;
   for (const auto& v : IterationScalars(r)) tags.insert(v.tag);
   // Each JSON key but the step and the state (text) has its tag.
@@ -69,9 +74,18 @@ TEST(TrainEventsTest, EveryJsonFigureIsAScalar) {
       {"checkpoint_durable_ms", "checkpoint/durable_ms"},
       {"peak_rss_mb", "memory/peak_rss_mb"},
       {"phase_peak_rss_mb", "memory/phase_peak_rss_mb/rollout"},
+      {"weight_sync_bytes", "rollout/weight_sync_bytes"},
+      {"weight_version", "rollout/weight_version"},
+      {"engine_restarts", "rollout/engine_restarts"},
+      {"rollout_retries", "rollout/retries"},
+      {"logprob_abs_diff_mean", "rollout/logprob_abs_diff_mean"},
+      {"logprob_abs_diff_max", "rollout/logprob_abs_diff_max"},
   };
   for (const auto& [key, value] : j.items()) {
-    if (key == "iteration" || key == "checkpoint_state") continue;
+    if (key == "iteration" || key == "checkpoint_state" ||
+        key == "rollout_engine") {
+      continue;  // Text.
+    }
     std::string tag;
     if (renamed.count(key) != 0) {
       tag = renamed.at(key);
@@ -85,6 +99,9 @@ TEST(TrainEventsTest, EveryJsonFigureIsAScalar) {
   EXPECT_EQ(tags.count("memory/peak_rss_mb/rank_1"), 1u);
   EXPECT_EQ(tags.count("memory/phase_peak_rss_mb/update"), 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, TrainEventsEngineTest,
+                         ::testing::Values("hy", "vllm"));
 
 TEST(TrainEventsTest, RestartsAndResumesLeaveOnePointPerStep) {
   TempDir root;

@@ -209,6 +209,10 @@ class ActivityGenerator {
       m_.ppo_policy_loss->Set(-0.02);
       m_.ppo_value_loss->Set(0.3);
       m_.ppo_tokens_per_second->Set(2500);
+      m_.weight_sync_duration->Observe(0.05 + jitter / 10);
+      m_.weight_sync_bytes->Increment(6.6e5);
+      m_.weight_version->Set(i);
+      if (i % 7 == 0) m_.engine_restarts->Increment();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

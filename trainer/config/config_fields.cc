@@ -19,6 +19,7 @@ constexpr Range kPositive{"must be positive", 0, true};
 constexpr Range kNonNegative{"must be >= 0", 0};
 constexpr Range kAtLeast1{"must be >= 1", 1};
 constexpr Range kUnit{"must be in [0, 1]", 0, false, 1};
+constexpr Range kUnitPositive{"must be in (0, 1]", 0, true, 1};
 constexpr Range kBeta{"must be in [0, 1)", 0, false, 1, true};
 constexpr Range kPort{"must be in [-1, 65535] (-1: off, 0: any free port)", -1,
                       false, 65535};
@@ -100,6 +101,19 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("rollout.response_length", &r.response_length, kAtLeast1);
   add("rollout.temperature", &r.temperature, kPositive);
   add("rollout.top_k", &r.top_k, kNonNegative);  // 0: off.
+  add("rollout.top_p", &r.top_p, kUnitPositive);
+  add("rollout.engine", &r.engine, OneOf("must be hy or vllm", "|hy|vllm|"));
+  add("rollout.vllm.urls", &r.vllm.urls);
+  add("rollout.vllm.engines", &r.vllm.engines, kAtLeast1);
+  add("rollout.vllm.tensor_parallel_size", &r.vllm.tensor_parallel_size,
+      kAtLeast1);
+  add("rollout.vllm.python", &r.vllm.python);
+  add("rollout.vllm.dtype", &r.vllm.dtype,
+      OneOf("must be bfloat16 or float32", "|bfloat16|float32|"));
+  add("rollout.vllm.start_timeout_s", &r.vllm.start_timeout_s, kPositive);
+  add("rollout.vllm.request_timeout_s", &r.vllm.request_timeout_s, kPositive);
+  add("rollout.vllm.kv_cache_gib", &r.vllm.kv_cache_gib, kAtLeast1);
+  add("rollout.vllm.max_restarts", &r.vllm.max_restarts, kNonNegative);
   AlgorithmConfig& a = c->algorithm;
   add("algorithm.adv_estimator", &a.adv_estimator);
   add("algorithm.gamma", &a.gamma, kUnit);

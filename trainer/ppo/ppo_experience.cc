@@ -187,9 +187,16 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
     prompt_len = std::max<int64_t>(prompt_len, p.tokens.size());
     exp->items.push_back(std::move(p));
   }
-  HY_ASSIGN_OR_RETURN(exp->responses,
-                      GenerateAll(exp->items, prompt_len,
-                                  static_cast<uint64_t>(iteration), rc));
+  if (on_vllm()) {
+    HY_ASSIGN_OR_RETURN(
+        exp->responses,
+        GenerateOnEngines(exp->items, static_cast<uint64_t>(iteration), rc,
+                          &exp->engine_logp, report));
+  } else {
+    HY_ASSIGN_OR_RETURN(exp->responses,
+                        GenerateAll(exp->items, prompt_len,
+                                    static_cast<uint64_t>(iteration), rc));
+  }
   exp->prompts = BuildPrompts(exp->items, prompt_len, spec);
   exp->mask = ResponseMask(exp->responses, spec);
   report->rollout_ms = MsSince(start);

@@ -95,6 +95,15 @@ Status PpoWorker::Setup() {
   co.tp_size = config_.rollout.tensor_model_parallel_size;
   co.timeout_ms =
       std::max<int64_t>(120000, config_.checkpoint.commit_timeout_ms);
+  if (config_.rollout.engine == "vllm") {
+    // The other ranks wait in a collective while rank 0 waits out an
+    // engine's restart and redoes its share.
+    const VllmConfig& vc = config_.rollout.vllm;
+    co.timeout_ms = std::max<int64_t>(
+        co.timeout_ms,
+        static_cast<int64_t>((vc.start_timeout_s + 2 * vc.request_timeout_s) *
+                             1000 * (vc.max_restarts + 1)));
+  }
   co.device = device;
   HY_ASSIGN_OR_RETURN(comm_, Comm::FromEnv(co));
   const int rank = comm_->rank();
@@ -311,7 +320,8 @@ Result<RunSummary> PpoWorker::Run() {
     report.iteration = it;
     report.world_size = comm_->world_size();
     Experience exp;
-    HY_RETURN_IF_ERROR(ReshardToRollout(&report));
+    HY_RETURN_IF_ERROR(on_vllm() ? SyncEngines(it, &report)
+                                 : ReshardToRollout(&report));
     peaks.End(PhasePeaks::kSync);
     HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
     peaks.End(PhasePeaks::kRollout);
@@ -322,6 +332,7 @@ Result<RunSummary> PpoWorker::Run() {
     if (back_to_host) back_to_host();
     reference_in_use_->store(false);
     HY_RETURN_IF_ERROR(experience);
+    ReportMismatch(exp, &report);
     peaks.End(PhasePeaks::kExperience);
     // The first write of the parameters and optimizer state since the
     // last checkpoint: it may still be reading them in place.

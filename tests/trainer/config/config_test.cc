@@ -89,6 +89,23 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"rollout.response_length", S(c.rollout.response_length)},
       {"rollout.temperature", D(c.rollout.temperature)},
       {"rollout.top_k", S(c.rollout.top_k)},
+      {"rollout.top_p", D(c.rollout.top_p)},
+      {"rollout.engine", c.rollout.engine},
+      {"rollout.vllm.urls",
+       [&] {
+         std::string f;
+         for (const auto& x : c.rollout.vllm.urls) f += x + ",";
+         return f;
+       }()},
+      {"rollout.vllm.engines", S(c.rollout.vllm.engines)},
+      {"rollout.vllm.tensor_parallel_size",
+       S(c.rollout.vllm.tensor_parallel_size)},
+      {"rollout.vllm.python", c.rollout.vllm.python},
+      {"rollout.vllm.dtype", c.rollout.vllm.dtype},
+      {"rollout.vllm.start_timeout_s", D(c.rollout.vllm.start_timeout_s)},
+      {"rollout.vllm.request_timeout_s", D(c.rollout.vllm.request_timeout_s)},
+      {"rollout.vllm.kv_cache_gib", S(c.rollout.vllm.kv_cache_gib)},
+      {"rollout.vllm.max_restarts", S(c.rollout.vllm.max_restarts)},
       {"algorithm.adv_estimator",
        c.algorithm.adv_estimator == AdvEstimator::kGrpo ? "grpo" : "gae"},
       {"algorithm.gamma", D(c.algorithm.gamma)},
@@ -197,7 +214,17 @@ TrainConfig Modified() {
   c.actor.entropy_coeff = 1e-3;
   c.critic.cliprange_value = 0.2;
   c.critic.value_loss_coeff = 1.5;
-  c.rollout = {4, 32, 4, 12, 0.7, 5};
+  c.rollout.engine = "vllm";
+  c.rollout.tensor_model_parallel_size = 4;
+  c.rollout.batch_size = 32;
+  c.rollout.n = 4;
+  c.rollout.response_length = 12;
+  c.rollout.temperature = 0.7;
+  c.rollout.top_k = 5;
+  c.rollout.top_p = 0.95;
+  c.rollout.vllm = {{"http://127.0.0.1:8000", "http://10.0.0.2:8001"},
+                    3, 2, "/opt/vllm/bin/python3", "float32", 90.5, 30,
+                    4, 7};
   c.algorithm = {AdvEstimator::kGrpo, 0.99, 0.95, false, "low_var_kl",
                  "adaptive",          0.05, 0.2,  5e20};
   c.trainer = {std::numeric_limits<int64_t>::max(),
@@ -251,7 +278,7 @@ TEST(ConfigTest, ToYamlWritesEveryKeyInSectionsWithShortDoubles) {
   // One line per key, plus the section headers.
   size_t lines = 0;
   for (char ch : y) lines += ch == '\n';
-  EXPECT_EQ(lines, FieldValues(TrainConfig{}).size() + 10 + 4);
+  EXPECT_EQ(lines, FieldValues(TrainConfig{}).size() + 10 + 5);
 }
 
 TEST(ConfigTest, RoundTripIsExact) {

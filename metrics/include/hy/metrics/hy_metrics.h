@@ -168,6 +168,10 @@ struct HyMetrics {
   Gauge* replication_lag_steps = nullptr;
   Counter* damaged_chunks = nullptr;
   Histogram* iteration_duration = nullptr;
+  Histogram* weight_sync_duration = nullptr;
+  Counter* weight_sync_bytes = nullptr;
+  Counter* engine_restarts = nullptr;
+  Gauge* weight_version = nullptr;  // -1 before the first sync.
   Gauge* ppo_reward_mean = nullptr;
   Gauge* ppo_kl = nullptr;
   Gauge* ppo_policy_loss = nullptr;

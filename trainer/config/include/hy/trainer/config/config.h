@@ -64,13 +64,39 @@ struct CriticConfig {
   double value_loss_coeff = 0.5;  // Reported loss scale only.
 };
 
+// rollout.engine: vllm (trainer/vllm/): the engines that generate the
+// rollouts, either started by hyctl train (`engines` of them, on this
+// host, each with the rollout's tensor parallelism) or running ones given
+// by URL.
+struct VllmConfig {
+  // Running engines (http://host:port), each started with hy_vllm's
+  // worker extension, backend and key (docs/cli.md says how); empty:
+  // hyctl train starts `engines` of them. Their key: HY_VLLM_API_KEY.
+  std::vector<std::string> urls;
+  int engines = 1;
+  int tensor_parallel_size = 1;  // Each engine's (vLLM's own TP).
+  // The interpreter of vLLM's virtual environment; empty: HY_VLLM_PYTHON,
+  // else the .venv-vllm/ scripts/install-deps.sh made beside the sources.
+  std::string python;
+  std::string dtype = "bfloat16";  // The engine's: bfloat16 | float32.
+  double start_timeout_s = 600;    // Engine start to healthy.
+  double request_timeout_s = 300;  // A rollout's or a sync's requests.
+  int kv_cache_gib = 1;            // VLLM_CPU_KVCACHE_SPACE.
+  int max_restarts = 5;            // Per engine, for the whole run.
+};
+
 struct RolloutConfig {
+  // hy: hy's own decoder on the rollout layout below (every rank);
+  // vllm: vLLM engines (VllmConfig), fed the weights every iteration.
+  std::string engine = "hy";
   int tensor_model_parallel_size = 2;  // t_g; must divide the world size.
   int batch_size = 64;                 // Prompts per iteration.
   int n = 1;                           // Responses per prompt (GRPO > 1).
   int response_length = 6;             // Max generated tokens.
   double temperature = 1.0;
   int top_k = 0;  // 0: no top-k filter.
+  double top_p = 1.0;  // rollout.engine vllm only (nucleus sampling).
+  VllmConfig vllm;
 };
 
 enum class AdvEstimator { kGae, kGrpo };

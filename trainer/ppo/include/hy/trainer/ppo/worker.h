@@ -60,6 +60,21 @@ struct IterationReport {
   double reshard_ms = 0;              // Train -> rollout, max over ranks.
   int64_t reshard_bytes = 0;          // Wire bytes, summed over ranks.
   int64_t reshard_logical_bytes = 0;  // Before delta, summed over ranks.
+  // Rollout engine: "hy" (reshard_* above) or "vllm": the weights went
+  // into the engines' shared file and were loaded by each engine
+  // (weight_sync_*), and weight_version is the version (the trainer's
+  // step) every engine reported before and after generating this
+  // iteration's rollouts.
+  std::string rollout_engine = "hy";
+  int64_t weight_version = -1;
+  double weight_sync_ms = 0;       // Ranks' writes + the engines' loads.
+  int64_t weight_sync_bytes = 0;   // Written into the shared file.
+  int64_t engine_restarts = 0;     // Engine failures recovered from, run.
+  int64_t rollout_retries = 0;     // Engine shares redone this iteration.
+  // |trainer's old log-prob - engine's log-prob| of the sampled tokens,
+  // over the response tokens: the training-inference mismatch.
+  double logprob_abs_diff_mean = 0;
+  double logprob_abs_diff_max = 0;
   // Checkpointing: the newest committed step (-1 none yet), and what
   // happened this iteration: "" nothing, "saving N", "committed N",
   // "failed: ..." .

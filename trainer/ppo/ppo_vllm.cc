@@ -1,0 +1,404 @@
+// PpoWorker with rollout.engine vllm: the weights go from the FSDP pieces
+// into the host's shared weight file (each rank writes its own piece,
+// planned by hy's planner: training layout fsdp=N -> one destination that
+// holds whole tensors), rank 0 has every engine load them as the step's
+// version, and rank 0 generates the batch on the engines and hands every
+// rank the responses and the engines' log-probs.
+//
+// An engine that fails (refused connection, timeout, 5xx, or a version
+// other than the step's before or after its share) is waited for (hyctl
+// train's engine keeper restarts a dead one; rank 0 kills one that hangs),
+// reloaded from the file, which still holds the step's weights, and its
+// share is generated again: the iteration goes on with the same step.
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "hy/reshard/layout.h"
+#include "hy/metrics/hy_metrics.h"
+#include "hy/reshard/shared_destination.h"
+#include "ppo_worker.h"
+
+namespace hy::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start)
+      .count();
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = s.find(',', at);
+    const std::string item =
+        s.substr(at, comma == std::string::npos ? std::string::npos
+                                                : comma - at);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer.
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+void Put(std::vector<uint8_t>* out, const T& v) {
+  const auto* p = reinterpret_cast<const uint8_t*>(&v);
+  out->insert(out->end(), p, p + sizeof(T));
+}
+
+template <typename T>
+bool Get(const std::vector<uint8_t>& in, size_t* at, T* v) {
+  if (*at + sizeof(T) > in.size()) return false;
+  std::memcpy(v, in.data() + *at, sizeof(T));
+  *at += sizeof(T);
+  return true;
+}
+
+}  // namespace
+
+Status PpoWorker::SetupEngines() {
+  const VllmConfig& vc = config_.rollout.vllm;
+  for (const std::string& h : hosts_) {
+    if (h != hosts_.front()) {
+      return Status::InvalidArgument(
+          "rollout.engine vllm: the trainer's ranks run on more than one "
+          "host (" + hosts_.front() + ", " + h + "); the weights reach the "
+          "engines through a shared-memory file on one host");
+    }
+  }
+  HY_ASSIGN_OR_RETURN(const DType dtype, EngineDType(vc.dtype));
+  std::vector<TensorMeta> metas;
+  for (const reshard::TensorSpec& t : actor_->spec().tensors) {
+    metas.push_back(t.meta);
+  }
+  HY_ASSIGN_OR_RETURN(weight_layout_,
+                      LayoutWeightFile(metas,
+                                       config_.model.tie_word_embeddings,
+                                       dtype));
+  weight_manifest_ = weight_layout_.ManifestJson();
+  std::string path = Env("HY_VLLM_WEIGHT_FILE");
+  if (path.empty()) {
+    path = "/dev/shm/hy-weights-" +
+           (run_id_.empty() ? Env("MASTER_PORT") : run_id_);
+  }
+  if (comm_->rank() == 0) {
+    HY_ASSIGN_OR_RETURN(weight_file_,
+                        SharedWeightFile::Create(path, weight_layout_.size));
+  }
+  HY_RETURN_IF_ERROR(comm_->transport()->Barrier());
+  if (comm_->rank() != 0) {
+    HY_ASSIGN_OR_RETURN(weight_file_,
+                        SharedWeightFile::Open(path, weight_layout_.size));
+  }
+  const int world = comm_->world_size();
+  HY_ASSIGN_OR_RETURN(reshard::Layout train,
+                      reshard::Layout::Make(1, 1, 1, world));
+  HY_ASSIGN_OR_RETURN(reshard::Layout whole, reshard::Layout::Make(1, 1, 1, 1));
+  reshard::Topology topology;
+  topology.world_size = world;
+  topology.ranks_per_node = world;
+  HY_ASSIGN_OR_RETURN(reshard::TransferPlan plan,
+                      reshard::Plan(train, whole, actor_->spec(), topology));
+  engine_plan_ = std::make_shared<const reshard::TransferPlan>(std::move(plan));
+  if (comm_->rank() != 0) return Status::OK();
+  std::vector<std::string> urls = vc.urls;
+  if (urls.empty()) urls = SplitList(Env("HY_VLLM_URLS"));
+  if (urls.empty()) {
+    return Status::InvalidArgument(
+        "rollout.engine vllm: no engine (rollout.vllm.urls, or hyctl train "
+        "starts them)");
+  }
+  const std::string key = Env("HY_VLLM_API_KEY");
+  for (const std::string& u : urls) {
+    engines_.push_back(
+        std::make_unique<EngineClient>(u, key, vc.request_timeout_s));
+  }
+  engine_dir_ = Env("HY_VLLM_ENGINE_DIR");
+  engine_loaded_.assign(engines_.size(), false);
+  Log("rollout on " + std::to_string(engines_.size()) +
+      " vLLM engine(s) (" + vc.dtype + "), weights through " + path + " (" +
+      std::to_string(weight_layout_.size >> 20) + " MiB)");
+  return Status::OK();
+}
+
+void PpoWorker::KillEngine(size_t e) {
+  if (engine_dir_.empty()) return;  // Not ours to kill: wait for it.
+  std::ifstream in(engine_dir_ + "/engine-" + std::to_string(e) + ".pid");
+  long pgid = 0;
+  if (in >> pgid && pgid > 1) {
+    Log("vLLM engine " + std::to_string(e) +
+        " does not answer; killing it (process group " +
+        std::to_string(pgid) + ") for a restart");
+    kill(static_cast<pid_t>(-pgid), SIGKILL);
+  }
+}
+
+Status PpoWorker::ReviveEngine(size_t e, const Status& why) {
+  const VllmConfig& vc = config_.rollout.vllm;
+  EngineClient& c = *engines_[e];
+  // An engine that never answered yet is starting (hyctl train starts
+  // them beside the workers), not failing.
+  const bool starting = !engine_loaded_[e];
+  if (starting) {
+    Log("waiting for vLLM engine " + std::to_string(e) + " (" + c.url() +
+        ") to start");
+  } else {
+    Log("vLLM engine " + std::to_string(e) + " (" + c.url() +
+        ") failed: " + why.ToString() + "; waiting for it");
+  }
+  if (why.code() == StatusCode::kUnavailable &&
+      why.message().find("imed out") != std::string::npos) {
+    KillEngine(e);  // Hung: the keeper restarts it.
+  }
+  const auto start = Clock::now();
+  // A killed engine may still answer for a moment: first let it go.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  for (;;) {
+    if (c.Health(5).ok()) break;
+    if (MsSince(start) > vc.start_timeout_s * 1000) {
+      return Status::Unavailable(
+          "vLLM engine " + std::to_string(e) + " (" + c.url() +
+          ") did not come back within rollout.vllm.start_timeout_s (" +
+          std::to_string(static_cast<int>(vc.start_timeout_s)) +
+          " s): " + why.ToString());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  const std::string waited =
+      std::to_string(static_cast<int>(MsSince(start) / 1000)) + " s";
+  if (starting) {
+    Log("vLLM engine " + std::to_string(e) + " answers after " + waited);
+    return Status::OK();
+  }
+  ++engine_restarts_;
+  if (options_.metrics != nullptr) options_.metrics->engine_restarts->Increment();
+  Log("vLLM engine " + std::to_string(e) + " is back after " + waited +
+      "; reloading version " + std::to_string(engine_version_));
+  return Status::OK();
+}
+
+Status PpoWorker::LoadEngine(size_t e) {
+  const std::string version = std::to_string(engine_version_);
+  EngineClient& c = *engines_[e];
+  int attempts = 0;
+  for (;;) {
+    Status s = c.InitWeightTransfer(weight_file_->path());
+    if (s.ok()) s = c.UpdateWeights(weight_manifest_, weight_layout_.size, version);
+    if (s.ok()) {
+      engine_loaded_[e] = true;
+      return s;
+    }
+    if (s.code() != StatusCode::kUnavailable ||
+        ++attempts > config_.rollout.vllm.max_restarts) {
+      return s;
+    }
+    HY_RETURN_IF_ERROR(ReviveEngine(e, s));
+  }
+}
+
+// Runs fn(e) for every engine at once (rank 0); the first error.
+Status PpoWorker::ForEachEngine(const std::function<Status(size_t)>& fn) {
+  std::vector<Status> st(engines_.size());
+  std::vector<std::thread> threads;
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    threads.emplace_back([&, e] { st[e] = fn(e); });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& s : st) HY_RETURN_IF_ERROR(s);
+  return Status::OK();
+}
+
+// rank 0's status to every rank (the others pass OK).
+Status PpoWorker::ShareStatus(const Status& mine) {
+  std::vector<uint8_t> bytes;
+  if (comm_->rank() == 0) {
+    bytes.push_back(static_cast<uint8_t>(mine.code()));
+    const std::string m(mine.message());
+    bytes.insert(bytes.end(), m.begin(), m.end());
+  }
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(bytes));
+  if (all.empty() || all[0].empty()) return Status::Internal("no status");
+  if (all[0][0] == 0) return Status::OK();
+  return Status(static_cast<StatusCode>(all[0][0]),
+                std::string(all[0].begin() + 1, all[0].end()));
+}
+
+Status PpoWorker::SyncEngines(int64_t version, IterationReport* report) {
+  const auto start = Clock::now();
+  if (weight_file_ == nullptr) HY_RETURN_IF_ERROR(SetupEngines());
+  std::vector<ConstBytes> src;
+  std::vector<MutableBytes> dst;
+  for (int t = 0; t < actor_->num_tensors(); ++t) {
+    at::Tensor local = actor_->LocalSlice(actor_->params(), t);
+    src.emplace_back(static_cast<const uint8_t*>(local.data_ptr()),
+                     static_cast<size_t>(local.numel() * 4));
+    const WeightFileEntry& e = weight_layout_.tensors[static_cast<size_t>(t)];
+    dst.push_back(weight_file_->bytes(e.offset, e.bytes));
+  }
+  reshard::SharedDestinationStats stats;
+  HY_RETURN_IF_ERROR(reshard::RunToSharedDestination(
+      *engine_plan_, comm_->rank(), 0, src, dst, weight_layout_.dtype, &stats));
+  HY_ASSIGN_OR_RETURN(auto sums, comm_->SumAcrossRanks(
+                                     {static_cast<double>(stats.bytes_written)}));
+  // Every rank's bytes are in the file (the collective above is the
+  // barrier); rank 0 has the engines load them.
+  Status loaded;
+  if (comm_->rank() == 0) {
+    engine_version_ = version;
+    loaded = ForEachEngine([this](size_t e) { return LoadEngine(e); });
+  }
+  HY_RETURN_IF_ERROR(ShareStatus(loaded));
+  engine_version_ = version;
+  report->rollout_engine = "vllm";
+  report->weight_sync_ms = MsSince(start);
+  report->weight_sync_bytes = static_cast<int64_t>(sums[0]);
+  if (options_.metrics != nullptr) {
+    options_.metrics->weight_sync_duration->Observe(report->weight_sync_ms /
+                                                    1000.0);
+    options_.metrics->weight_sync_bytes->Increment(
+        static_cast<double>(report->weight_sync_bytes));
+    options_.metrics->weight_version->Set(static_cast<double>(version));
+  }
+  return Status::OK();
+}
+
+// Rank 0: engine e's share of the requests, redone until it comes from
+// the current version.
+Status PpoWorker::GenerateOnEngine(size_t e,
+                                   const std::vector<SampleRequest>& requests,
+                                   const SamplingParams& params,
+                                   std::vector<SampleResult>* out,
+                                   int64_t* retries) {
+  EngineClient& c = *engines_[e];
+  const std::string want = std::to_string(engine_version_);
+  int attempts = 0;
+  for (;;) {
+    Status s;
+    Result<std::string> before = c.WeightVersion();
+    if (!before.ok()) {
+      s = before.status();
+    } else if (*before != want) {
+      s = Status::Unavailable("holds version '" + *before + "', not " + want);
+    } else {
+      Result<std::vector<SampleResult>> r = c.Generate("", requests, params);
+      Result<std::string> after =
+          r.ok() ? c.WeightVersion() : Result<std::string>(r.status());
+      if (!after.ok()) {
+        s = after.status();
+      } else if (*after != want) {
+        // Restarted (dummy weights) or updated while generating.
+        s = Status::Unavailable("generated across versions " + want +
+                                " -> '" + *after + "'");
+      } else {
+        *out = std::move(r).value();
+        return Status::OK();
+      }
+    }
+    if (++attempts > config_.rollout.vllm.max_restarts) return s;
+    ++*retries;
+    HY_RETURN_IF_ERROR(ReviveEngine(e, s));
+    HY_RETURN_IF_ERROR(LoadEngine(e));
+  }
+}
+
+Result<at::Tensor> PpoWorker::GenerateOnEngines(
+    const std::vector<Prompt>& items, uint64_t iteration,
+    const RolloutConfig& rc, at::Tensor* logprobs, IterationReport* report) {
+  const int64_t total = static_cast<int64_t>(items.size());
+  const int64_t R = rc.response_length;
+  const TokenSpec& spec = source_->token_spec();
+  std::vector<uint8_t> payload;
+  Status st;
+  if (comm_->rank() == 0) {
+    SamplingParams params;
+    params.max_tokens = static_cast<int>(R);
+    params.temperature = rc.temperature;
+    params.top_k = rc.top_k;
+    params.top_p = rc.top_p;
+    params.stop_token_ids = spec.eos;
+    const size_t E = engines_.size();
+    std::vector<std::vector<SampleRequest>> shares(E);
+    for (int64_t j = 0; j < total; ++j) {
+      SampleRequest q;
+      q.prompt = items[static_cast<size_t>(j)].tokens;
+      q.seed = Mix(config_.trainer.seed ^ Mix(iteration ^ Mix(static_cast<uint64_t>(j))));
+      shares[static_cast<size_t>(j * static_cast<int64_t>(E) / total)]
+          .push_back(std::move(q));
+    }
+    std::vector<std::vector<SampleResult>> results(E);
+    std::vector<int64_t> retries(E, 0);
+    st = ForEachEngine([&](size_t e) {
+      return GenerateOnEngine(e, shares[e], params, &results[e], &retries[e]);
+    });
+    if (st.ok()) {
+      int64_t redone = 0;
+      for (int64_t r : retries) redone += r;
+      Put(&payload, engine_version_);
+      Put(&payload, redone);
+      Put(&payload, engine_restarts_);
+      for (const auto& share : results) {
+        for (const SampleResult& s : share) {
+          for (int64_t t = 0; t < R; ++t) {
+            const bool in = t < static_cast<int64_t>(s.tokens.size());
+            Put(&payload, static_cast<int64_t>(in ? s.tokens[t] : spec.pad));
+            Put(&payload, in ? s.logprobs[t] : 0.0f);
+          }
+        }
+      }
+    }
+  }
+  HY_RETURN_IF_ERROR(ShareStatus(st));
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(payload));
+  const std::vector<uint8_t>& in = all[0];
+  size_t at = 0;
+  int64_t version = 0, redone = 0, restarts = 0;
+  if (!Get(in, &at, &version) || !Get(in, &at, &redone) ||
+      !Get(in, &at, &restarts) ||
+      in.size() - at != static_cast<size_t>(total * R * 12)) {
+    return Status::Internal("rollout: a malformed batch from rank 0");
+  }
+  at::Tensor responses = at::empty({total, R}, at::kLong);
+  *logprobs = at::empty({total, R}, at::kFloat);
+  int64_t* tok = responses.data_ptr<int64_t>();
+  float* lp = logprobs->data_ptr<float>();
+  for (int64_t i = 0; i < total * R; ++i) {
+    Get(in, &at, &tok[i]);
+    Get(in, &at, &lp[i]);
+  }
+  report->weight_version = version;
+  report->rollout_retries = redone;
+  report->engine_restarts = restarts;
+  return responses;
+}
+
+void PpoWorker::ReportMismatch(const Experience& exp,
+                               IterationReport* report) const {
+  if (!exp.engine_logp.defined() || !exp.old_logp.defined()) return;
+  at::Tensor diff = (exp.old_logp.cpu() - exp.engine_logp).abs() * exp.mask;
+  const double n = exp.mask.sum().item<double>();
+  report->logprob_abs_diff_mean = n > 0 ? diff.sum().item<double>() / n : 0;
+  report->logprob_abs_diff_max = diff.max().item<double>();
+}
+
+}  // namespace hy::trainer

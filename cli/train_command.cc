@@ -302,6 +302,10 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("--device", f->device,
                   "cpu or cuda (trainer.device); cuda: one GPU per worker, "
                   "GPU LOCAL_RANK mod the visible GPUs");
+  cmd->add_option("--rollout-engine", f->rollout_engine,
+                  "hy (hy's own decoder) or vllm (vLLM engines hyctl train "
+                  "starts, or rollout.vllm.urls) (rollout.engine)")
+      ->check(CLI::IsMember({"hy", "vllm"}));
   cmd->add_option("--model", f->model,
                   "Start from a Hugging Face model directory: config.json "
                   "and safetensors of a LlamaForCausalLM, Qwen2ForCausalLM "

@@ -137,6 +137,7 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   }
   if (!f.model.empty()) c.model.path = f.model;
   if (!f.device.empty()) c.trainer.device = f.device;
+  if (!f.rollout_engine.empty()) c.rollout.engine = f.rollout_engine;
   if (!f.data.empty()) c.data.train_files = f.data;
   if (!f.val_data.empty()) c.data.val_files = f.val_data;
   if (f.nproc_opt->count()) c.trainer.nproc = f.nproc;

@@ -31,6 +31,8 @@ struct TrainFlags {
   std::string store, store_root, resume;
   std::string model;  // A Hugging Face model directory (model.path).
   std::string device;  // --device: trainer.device ("" keeps the config's).
+  // --rollout-engine: rollout.engine ("" keeps the config's).
+  std::string rollout_engine;
   std::vector<std::string> data, val_data;  // JSONL prompt files.
   bool allow_other_run = false;
   std::string format;

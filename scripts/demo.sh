@@ -17,7 +17,7 @@ H=${HYCTL:-build/bin/hyctl}
 engine=()
 if [ "${1:-}" = --vllm ]; then
   shift
-  engine=(--set rollout.engine=vllm)
+  engine=(--rollout-engine vllm)
 fi
 R=${HY_DEMO_DIR:-runs/demo-$(date +%s)}
 mkdir -p "$R"

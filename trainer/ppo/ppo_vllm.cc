@@ -136,6 +136,15 @@ Status PpoWorker::SetupEngines() {
   }
   engine_dir_ = Env("HY_VLLM_ENGINE_DIR");
   engine_loaded_.assign(engines_.size(), false);
+  if (recovered_step_ >= 0 || saved_engine_version_ >= 0) {
+    Log("resumed at step " + std::to_string(start_iteration_) +
+        (saved_engine_version_ >= 0
+             ? " (its checkpoint recorded engine version " +
+                   std::to_string(saved_engine_version_) + ")"
+             : std::string()) +
+        ": the engines get step " + std::to_string(start_iteration_) +
+        " before any rollout");
+  }
   Log("rollout on " + std::to_string(engines_.size()) +
       " vLLM engine(s) (" + vc.dtype + "), weights through " + path + " (" +
       std::to_string(weight_layout_.size >> 20) + " MiB)");

@@ -283,6 +283,8 @@ class PpoWorker {
   std::string engine_dir_;  // Engines' pid files (hyctl train's); or "".
   int64_t engine_version_ = -1;
   int64_t engine_restarts_ = 0;
+  // Resumed: the engines' version the checkpoint recorded (-1: none).
+  int64_t saved_engine_version_ = -1;
   std::vector<bool> engine_loaded_;  // Has loaded weights once (rank 0).
 
   std::unique_ptr<checkpoint::Checkpointer> checkpointer_;

@@ -200,6 +200,12 @@ def test_weights_arrive_exactly(family, data, tmp_path):
         for args, last in [(["--store", store, "--iterations", 3], 3),
                            (["--resume", store, "--iterations", 5], 5)]:
             p = hyctl("train", *common, *args, env=env)
+            if "--resume" in args:
+                # Saved after iteration 3 (step 3), when the engine held
+                # version 2; synced to step 3 before any rollout.
+                assert ("resumed at step 3 (its checkpoint recorded engine "
+                        "version 2): the engines get step 3 before any "
+                        "rollout") in p.stderr, p.stderr
             lines = [j for j in json_lines(p.stdout) if "iteration" in j
                      and "reward_mean" in j]
             assert [j["iteration"] for j in lines] == list(
@@ -275,8 +281,64 @@ def test_demo_learns_on_vllm_through_an_engine_kill(data, tmp_path):
 def test_two_ranks_two_engines(data, tmp_path):
     p = hyctl("train", "--config", DEMO, "--data", data / "train.jsonl",
               "--store", tmp_path / "two", "--iterations", 4,
-              "--set", "rollout.engine=vllm", "--set", "rollout.vllm.engines=2",
+              "--rollout-engine", "vllm", "--set", "rollout.vllm.engines=2",
               "-o", "json")
     its = [j for j in json_lines(p.stdout) if "reward_mean" in j]
     assert [j["weight_version"] for j in its] == [0, 1, 2, 3]
     assert p.stderr.count("ready at http://127.0.0.1:") == 2, p.stderr
+
+
+def test_trainer_rank_killed_then_engines_resynced(data, tmp_path):
+    """A trainer rank lost: the workers restart from the last committed
+    step, the engine hyctl train started stays up, and the restarted rank
+    0 loads the restored step into it before its first rollout."""
+    store = tmp_path / "rank"
+    killed = []
+
+    def on_line(line):
+        if line.startswith('{"iteration":7,') and not killed:
+            pid = int((store / "node-1" / "worker.pid").read_text())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    code, out, err = run_live(
+        ["train", "--config", DEMO, "--data", data / "train.jsonl",
+         "--store", store, "--iterations", 12, "--set",
+         "checkpoint.save_every=2", "--set", "rollout.engine=vllm",
+         "-o", "json"], on_line)
+    assert code == 0, err[-3000:]
+    assert killed and "restart 1" in err, err[-3000:]
+    assert err.count("starting 1 vLLM engine") == 1
+    assert err.count("ready at http://") == 1  # Never restarted.
+    its = [j for j in json_lines(out) if "reward_mean" in j]
+    # Steps after the last commit are done again, each by its version.
+    assert its[-1]["iteration"] == 12
+    assert {j["iteration"] for j in its} == set(range(1, 13))
+    for j in its:
+        assert j["weight_version"] == j["iteration"] - 1
+
+
+def test_hung_engine_is_killed_and_replaced(data, tmp_path):
+    """An engine that stops answering (SIGSTOP) times out, rank 0 kills its
+    process group, the keeper starts a new one and the iteration goes on
+    with the same step."""
+    store = tmp_path / "hung"
+    stopped = []
+
+    def on_line(line):
+        if line.startswith('{"iteration":5,') and not stopped:
+            pgid = int((store / "engines" / "engine-0.pid").read_text())
+            os.killpg(pgid, signal.SIGSTOP)
+            stopped.append(pgid)
+
+    code, out, err = run_live(
+        ["train", "--config", DEMO, "--data", data / "train.jsonl",
+         "--store", store, "--iterations", 8, "--set",
+         "rollout.engine=vllm", "--set", "rollout.vllm.request_timeout_s=10",
+         "-o", "json"], on_line)
+    assert code == 0, err[-3000:]
+    assert stopped and "does not answer; killing it" in err, err[-3000:]
+    its = [j for j in json_lines(out) if "reward_mean" in j]
+    assert [j["iteration"] for j in its] == list(range(1, 9))
+    assert [j["weight_version"] for j in its] == list(range(8))
+    assert its[-1]["engine_restarts"] >= 1

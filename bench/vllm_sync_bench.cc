@@ -1,0 +1,254 @@
+// hy's weight sync into a running vLLM engine, as rollout.engine vllm does
+// it, at a model's size: `--ranks` processes each hold their FSDP piece
+// (f32) of the model in --model-dir's config.json, write it into the
+// shared weight file (reshard::RunToSharedDestination, planned fsdp=N ->
+// whole tensors), then the engine loads the file (EngineClient::
+// UpdateWeights: start, update, finish with a version, prefix-cache reset).
+// Per repetition: the time from "the optimizer step is done" to "the
+// engine serves the new weights", its two parts, the ranks' and the
+// engine's peak resident memory above what they held before (the engine:
+// every process of --engine-pgid), and beside it a memcpy of the file's
+// bytes (the limit). bench/vllm_sync_bench.py runs this beside verl's way
+// and an engine restart. The engine's key: HY_VLLM_API_KEY.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "bench_flags.h"
+#include "hy/common/process_memory.h"
+#include "hy/reshard/model_spec.h"
+#include "hy/reshard/plan.h"
+#include "hy/reshard/shard_map.h"
+#include "hy/reshard/shared_destination.h"
+#include "hy/trainer/config/model_config.h"
+#include "hy/trainer/hf/hf_model.h"
+#include "hy/trainer/vllm/engine_client.h"
+#include "hy/trainer/vllm/weight_file.h"
+
+namespace hy {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct RankReport {
+  double seconds = 0;
+  double extra_mb = 0;  // VmHWM during the write minus VmRSS before.
+};
+
+// Sum over the processes of group `pgid` of a /proc/<pid>/status field, kB.
+int64_t GroupKb(pid_t pgid, const char* field, bool reset) {
+  int64_t total = 0;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return 0;
+  for (dirent* e; (e = readdir(d)) != nullptr;) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0 || getpgid(pid) != pgid) continue;
+    const std::string base = "/proc/" + std::to_string(pid);
+    if (reset) std::ofstream(base + "/clear_refs") << "5";
+    std::ifstream in(base + "/status");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(field, 0) == 0) {
+        total += std::atoll(line.c_str() + std::strlen(field));
+      }
+    }
+  }
+  closedir(d);
+  return total;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app("hy's weight sync into a running vLLM engine");
+  std::string model_dir, url, dtype_name = "bfloat16";
+  int ranks = 2, reps = 3;
+  int engine_pgid = 0;
+  bool json = false;
+  app.add_option("--model-dir", model_dir, "Directory with config.json")
+      ->required();
+  app.add_option("--url", url, "The engine (http://host:port)")->required();
+  app.add_option("--engine-pgid", engine_pgid,
+                 "The engine's process group (its memory is measured)");
+  app.add_option("--ranks", ranks, "Trainer ranks (FSDP pieces)")
+      ->check(bench::AtLeast(1));
+  app.add_option("--reps", reps, "Repetitions")->check(bench::AtLeast(1));
+  app.add_option("--dtype", dtype_name, "The engine's: bfloat16 | float32");
+  bench::AddJsonFlag(&app, &json);
+  if (int code = bench::ParseFlags(&app, argc, argv); code >= 0) return code;
+
+  auto fail = [](const Status& s) {
+    std::cerr << "hy_bench_vllm_sync: " << s.ToString() << "\n";
+    return 1;
+  };
+  Result<trainer::ModelConfig> mc = trainer::ReadHfConfig(model_dir);
+  if (!mc.ok()) return fail(mc.status());
+  const auto metas = trainer::ModelTensors(*mc, trainer::ModelRole::kActor);
+  auto spec = reshard::ModelSpec::Build(metas, reshard::ModelRules::Default());
+  if (!spec.ok()) return fail(spec.status());
+  auto dtype = trainer::EngineDType(dtype_name);
+  if (!dtype.ok()) return fail(dtype.status());
+  auto layout = trainer::LayoutWeightFile(metas, mc->tie_word_embeddings,
+                                          *dtype);
+  if (!layout.ok()) return fail(layout.status());
+  auto train = reshard::Layout::Make(1, 1, 1, ranks).value();
+  auto whole = reshard::Layout::Make(1, 1, 1, 1).value();
+  reshard::Topology topo;
+  topo.world_size = ranks;
+  topo.ranks_per_node = ranks;
+  auto plan = reshard::Plan(train, whole, *spec, topo);
+  if (!plan.ok()) return fail(plan.status());
+  auto map = reshard::ShardMap::Build(train, *spec);
+  if (!map.ok()) return fail(map.status());
+  const std::string path =
+      "/dev/shm/hy-bench-weights-" + std::to_string(getpid());
+  auto file = trainer::SharedWeightFile::Create(path, layout->size);
+  if (!file.ok()) return fail(file.status());
+  std::vector<MutableBytes> dst;
+  for (const auto& e : layout->tensors) {
+    dst.push_back((*file)->bytes(e.offset, e.bytes));
+  }
+
+  // The ranks: each holds its pieces and writes them on "go".
+  std::vector<pid_t> pids;
+  std::vector<int> to(ranks), from(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    int a[2], b[2];
+    if (pipe(a) != 0 || pipe(b) != 0) return fail(Status::IOError("pipe"));
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(a[1]);
+      close(b[0]);
+      std::vector<std::vector<float>> pieces;
+      std::vector<ConstBytes> src;
+      std::mt19937 rng(static_cast<unsigned>(r + 1));
+      std::normal_distribution<float> normal(0, 0.02f);
+      for (int t = 0; t < map->num_tensors(); ++t) {
+        pieces.emplace_back(
+            static_cast<size_t>(map->Get(r, t).num_elements));
+        for (float& f : pieces.back()) f = normal(rng);
+      }
+      for (const auto& p : pieces) {
+        src.emplace_back(reinterpret_cast<const uint8_t*>(p.data()),
+                         p.size() * 4);
+      }
+      char cmd;
+      while (read(a[0], &cmd, 1) == 1 && cmd == 'g') {
+        ResetPeakResident();
+        const int64_t before = ResidentBytes();
+        const auto t0 = Clock::now();
+        Status s = reshard::RunToSharedDestination(*plan, r, 0, src, dst,
+                                                   *dtype);
+        RankReport rep{Since(t0),
+                       (PeakResidentBytes() - before) / 1048576.0};
+        if (!s.ok()) rep.seconds = -1;
+        if (write(b[1], &rep, sizeof(rep)) != sizeof(rep)) _exit(1);
+      }
+      _exit(0);
+    }
+    close(a[0]);
+    close(b[1]);
+    to[r] = a[1];
+    from[r] = b[0];
+    pids.push_back(pid);
+  }
+  // Ready: every rank holds its pieces (the first "go" waits for that).
+  const char* key = std::getenv("HY_VLLM_API_KEY");
+  trainer::EngineClient engine(url, key != nullptr ? key : "", 600);
+  Status init = engine.InitWeightTransfer(path);
+  if (!init.ok()) return fail(init);
+  const std::string manifest = layout->ManifestJson();
+
+  struct Rep {
+    double total = 0, write = 0, load = 0, memcpy_s = 0;
+    double rank_extra_mb = 0, engine_extra_mb = 0;
+  };
+  std::vector<Rep> out;
+  std::vector<uint8_t> a(layout->size, 1), b(layout->size, 2);
+  for (int i = -1; i < reps; ++i) {  // i = -1: warm-up (first touch).
+    Rep rep;
+    int64_t engine_before = 0;
+    if (engine_pgid > 0) engine_before = GroupKb(engine_pgid, "VmRSS:", true);
+    const auto t0 = Clock::now();
+    for (int r = 0; r < ranks; ++r) {
+      if (write(to[r], "g", 1) != 1) return fail(Status::IOError("rank"));
+    }
+    for (int r = 0; r < ranks; ++r) {
+      RankReport rr;
+      if (read(from[r], &rr, sizeof(rr)) != sizeof(rr) || rr.seconds < 0) {
+        return fail(Status::Internal("rank " + std::to_string(r) + " failed"));
+      }
+      rep.rank_extra_mb = std::max(rep.rank_extra_mb, rr.extra_mb);
+    }
+    rep.write = Since(t0);
+    const auto t1 = Clock::now();
+    Status s = engine.UpdateWeights(manifest, layout->size,
+                                    "bench-" + std::to_string(i + 1));
+    if (!s.ok()) return fail(s);
+    rep.load = Since(t1);
+    rep.total = Since(t0);
+    if (engine_pgid > 0) {
+      rep.engine_extra_mb =
+          (GroupKb(engine_pgid, "VmHWM:", false) - engine_before) / 1024.0;
+    }
+    const auto t2 = Clock::now();
+    std::memcpy(b.data(), a.data(), a.size());
+    rep.memcpy_s = Since(t2);
+    if (i >= 0) out.push_back(rep);
+  }
+  for (int r = 0; r < ranks; ++r) close(to[r]);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+
+  auto median = [&](double Rep::*f) {
+    std::vector<double> v;
+    for (const Rep& r : out) v.push_back(r.*f);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double mb = static_cast<double>(layout->size) / 1048576.0;
+  if (json) {
+    std::printf(
+        "{\"bench\":\"vllm_sync\",\"ranks\":%d,\"reps\":%d,\"dtype\":\"%s\","
+        "\"model_mb\":%.1f,\"tensors\":%zu,\"sync_s\":%.4f,\"write_s\":%.4f,"
+        "\"load_s\":%.4f,\"memcpy_s\":%.4f,\"rank_extra_rss_mb\":%.1f,"
+        "\"engine_extra_rss_mb\":%.1f}\n",
+        ranks, reps, dtype_name.c_str(), mb,
+        layout->tensors.size() + layout->aliases.size(), median(&Rep::total),
+        median(&Rep::write), median(&Rep::load), median(&Rep::memcpy_s),
+        median(&Rep::rank_extra_mb), median(&Rep::engine_extra_mb));
+  } else {
+    std::printf("hy weight sync, %d ranks -> 1 engine, %.1f MiB (%s), "
+                "median of %d\n",
+                ranks, mb, dtype_name.c_str(), reps);
+    std::printf("  %-34s %8.3f s\n", "sync (write + engine load)",
+                median(&Rep::total));
+    std::printf("  %-34s %8.3f s\n", "  ranks write the shared file",
+                median(&Rep::write));
+    std::printf("  %-34s %8.3f s\n", "  engine loads it",
+                median(&Rep::load));
+    std::printf("  %-34s %8.3f s\n", "memcpy of the file's bytes",
+                median(&Rep::memcpy_s));
+    std::printf("  %-34s %8.1f MiB\n", "rank peak RSS above before",
+                median(&Rep::rank_extra_mb));
+    std::printf("  %-34s %8.1f MiB\n", "engine peak RSS above before",
+                median(&Rep::engine_extra_mb));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hy
+
+int main(int argc, char** argv) { return hy::Run(argc, argv); }

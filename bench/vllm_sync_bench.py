@@ -1,0 +1,396 @@
+"""Weight sync into a vLLM engine: hy against verl's colocated way, an
+engine restart and a memcpy, side by side in one run.
+
+Model: the Qwen2-0.5B shape of configs/scale-qwen2-0.5b.yaml (494M
+parameters, tied, bf16 in the engine; --model demo: the README demo's),
+random weights, 2 trainer ranks, one engine (tensor parallel 1), median of
+--reps. Each row is the time from "the optimizer step is done" to "the
+engine serves the new weights", and the peak resident memory above what
+each side held before:
+
+  hy        bench/vllm_sync_bench.cc: 2 rank processes write their FSDP
+            pieces into the shared weight file, the engine (vllm serve with
+            hy_vllm, as hyctl train starts it) loads it through the weight
+            transfer API and layerwise reload.
+  verl      verl's colocated hybrid engine on the CPU: vLLM in the trainer's
+            rank-0 process (VLLM_ENABLE_V1_MULTIPROCESSING=0); each
+            parameter all-gathered from the 2 ranks (FSDP2's dim-0 shards,
+            torch.distributed over Gloo), cast to bf16 and streamed through
+            collective_rpc into the worker's reload_weights(weights_iterator).
+  restart   the model exported as an HF directory (safetensors) and a fresh
+            engine started on it, up to /health.
+  memcpy    one memcpy of the engine's bytes (the limit).
+
+Also the README demo's iteration time on vLLM against hy's own rollout
+(--demo-iterations; 0 skips it).
+
+Run with vLLM's interpreter after the build:
+  .venv-vllm/bin/python3 bench/vllm_sync_bench.py [--json] [--reps 3]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent
+HYCTL = Path(os.environ.get("HYCTL", SRC / "build" / "bin" / "hyctl"))
+SYNC_BIN = Path(os.environ.get("HY_BENCH_VLLM_SYNC",
+                               SRC / "build" / "bin" / "hy_bench_vllm_sync"))
+
+SHAPES = {
+    "0.5b": dict(hidden_size=896, intermediate_size=4864,
+                 num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936,
+                 tokenizer=SRC / "tests/data/tokenizers/qwen3"),
+    "demo": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=2,
+                 vocab_size=272, tokenizer=SRC / "configs/demo-tokenizer"),
+}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_kb(pid, field):
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith(field):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def group_pids(pgid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.getpgid(int(d)) == pgid:
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def reset_peak(pid):
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def model_dir(root, shape):
+    from transformers import Qwen2Config
+    s = dict(SHAPES[shape])
+    tok = s.pop("tokenizer")
+    d = root / f"model-{shape}"
+    d.mkdir(parents=True, exist_ok=True)
+    Qwen2Config(**s, head_dim=64 if shape == "0.5b" else 32,
+                architectures=["Qwen2ForCausalLM"],
+                tie_word_embeddings=True, max_position_embeddings=512,
+                torch_dtype="bfloat16").save_pretrained(d)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        if (tok / f).exists():
+            shutil.copy(tok / f, d / f)
+    return d
+
+
+class Engine:
+    def __init__(self, model, log_path, dummy=True):
+        self.port = free_port()
+        self.key = os.urandom(16).hex()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ, PYTHONPATH=str(SRC / "python"),
+                   VLLM_SERVER_DEV_MODE="1", HY_VLLM_API_KEY=self.key,
+                   VLLM_CPU_KVCACHE_SPACE="1",
+                   VLLM_CPU_OMP_THREADS_BIND="nobind")
+        self.log = open(log_path, "w")
+        t0 = time.time()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+             "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(self.port), "--dtype", "bfloat16",
+             "--load-format", "dummy" if dummy else "auto",
+             "--enforce-eager", "--max-model-len", "64",
+             "--worker-extension-cls", "hy_vllm.worker.HyWorkerExtension",
+             "--weight-transfer-config", '{"backend": "hy_shm"}',
+             "--middleware", "hy_vllm.auth.RequireRunKey"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited; see {log_path}")
+            try:
+                urllib.request.urlopen(self.url + "/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        self.start_s = time.time() - t0
+        self.rss_mb = sum(rss_kb(p, "VmRSS:") for p in
+                          group_pids(self.proc.pid)) / 1024
+
+    def close(self):
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+
+
+def run_hy(model, reps, root):
+    e = Engine(model, root / "engine-hy.log")
+    try:
+        out = subprocess.run(
+            [str(SYNC_BIN), "--model-dir", str(model), "--url", e.url,
+             "--engine-pgid", str(e.proc.pid), "--ranks", "2",
+             "--reps", str(reps), "--json"],
+            env=dict(os.environ, HY_VLLM_API_KEY=e.key),
+            capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"{SYNC_BIN} exited {out.returncode}: "
+                               f"{out.stderr}")
+        r = json.loads(out.stdout)
+        r["engine_start_s"] = e.start_s
+        return r
+    finally:
+        e.close()
+
+
+# verl's colocated way ---------------------------------------------------
+
+def _shapes(model):
+    from transformers import AutoConfig, AutoModelForCausalLM
+    import torch
+    cfg = AutoConfig.from_pretrained(model)
+    with torch.device("meta"):
+        m = AutoModelForCausalLM.from_config(cfg)
+    return [(n, tuple(p.shape)) for n, p in m.named_parameters()]
+
+
+def _verl_rank(rank, model, reps, port, q):
+    import datetime
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    shapes = _shapes(model)
+    g = torch.Generator().manual_seed(rank)
+    # FSDP2: each parameter's dim 0 split over the ranks.
+    pieces = {}
+    for n, s in shapes:
+        rows = (s[0] + 1) // 2
+        t = torch.empty((rows,) + s[1:])
+        t.normal_(0, 0.02, generator=g)
+        pieces[n] = t
+    llm = None
+    if rank == 0:
+        # vLLM in this process (its own world of one as the default group).
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
+        from vllm import LLM
+        llm = LLM(model=str(model), load_format="dummy", dtype="bfloat16",
+                  enforce_eager=True, max_model_len=64, seed=0)
+    # The trainer's group: Gloo over its own store, beside vLLM's.
+    store = dist.TCPStore("127.0.0.1", port, 2, rank == 0,
+                          timeout=datetime.timedelta(seconds=900))
+    pg = dist.ProcessGroupGloo(store, rank, 2,
+                               datetime.timedelta(seconds=900))
+    tied = "lm_head.weight" not in dict(shapes)
+
+    def gathered():
+        for n, s in shapes:
+            piece = pieces[n]
+            parts = [torch.empty_like(piece) for _ in range(2)]
+            pg.allgather([parts], [piece]).wait()
+            full = torch.cat(parts)[: s[0]].to(torch.bfloat16)
+            yield n, full
+            if tied and n == "model.embed_tokens.weight":
+                yield "lm_head.weight", full
+
+    times, extra = [], []
+    for i in range(reps + 1):
+        pg.barrier().wait()
+        reset_peak(os.getpid())
+        before = rss_kb(os.getpid(), "VmRSS:")
+        t0 = time.time()
+        if rank == 0:
+            llm.collective_rpc("reload_weights", kwargs={
+                "weights_iterator": gathered(), "is_checkpoint_format": True})
+            llm.reset_prefix_cache()
+        else:
+            for _ in gathered():
+                pass
+        pg.barrier().wait()
+        if i > 0:
+            times.append(time.time() - t0)
+            extra.append((rss_kb(os.getpid(), "VmHWM:") - before) / 1024)
+    q.put((rank, times, extra))
+
+
+def run_verl(model, reps):
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_verl_rank, args=(r, model, reps, port, q))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    res = {}
+    while len(res) < 2:
+        try:
+            r, t, x = q.get(timeout=5)
+            res[r] = (t, x)
+        except Exception:  # queue.Empty: a rank that died says nothing.
+            for p in procs:
+                if p.exitcode not in (None, 0):
+                    for o in procs:
+                        o.kill()
+                    raise RuntimeError(f"verl rank exited {p.exitcode}")
+    for p in procs:
+        p.join()
+    return {"sync_s": statistics.median(res[0][0]),
+            "rank0_extra_rss_mb": statistics.median(res[0][1]),
+            "rank1_extra_rss_mb": statistics.median(res[1][1])}
+
+
+def run_restart(model, reps, root):
+    import torch
+    from safetensors.torch import save_file
+    shapes = _shapes(model)
+    times, writes, starts, rss = [], [], [], []
+    for i in range(reps):
+        d = root / f"export-{i}"
+        shutil.copytree(model, d)
+        t0 = time.time()
+        g = torch.Generator().manual_seed(i)
+        sd = {n: torch.empty(s, dtype=torch.bfloat16).normal_(0, 0.02,
+                                                             generator=g)
+              for n, s in shapes if n != "lm_head.weight"}
+        save_file(sd, str(d / "model.safetensors"))
+        del sd
+        w = time.time() - t0
+        e = Engine(d, root / f"engine-restart-{i}.log", dummy=False)
+        times.append(time.time() - t0)
+        writes.append(w)
+        starts.append(e.start_s)
+        rss.append(e.rss_mb)
+        e.close()
+        shutil.rmtree(d)
+    return {"sync_s": statistics.median(times),
+            "export_s": statistics.median(writes),
+            "engine_start_s": statistics.median(starts),
+            "engine_rss_mb": statistics.median(rss)}
+
+
+def run_demo(iterations, root):
+    data = root / "demo-train.jsonl"
+    subprocess.run([str(HYCTL), "data", "gen-arith", str(data), "--count",
+                    "20000", "--seed", "1", "--ops", "+", "--max-digits", "1"],
+                   check=True, capture_output=True)
+    out = {}
+    for engine in ("hy", "vllm"):
+        p = subprocess.run(
+            [str(HYCTL), "train", "--config", str(SRC / "configs/demo.yaml"),
+             "--data", str(data), "--store", str(root / f"demo-{engine}"),
+             "--iterations", str(iterations), "--set",
+             f"rollout.engine={engine}", "-o", "json"],
+            check=True, capture_output=True, text=True)
+        its = [json.loads(l) for l in p.stdout.splitlines()
+               if l.startswith('{"iteration"')]
+        ms = [j["iteration_ms"] for j in its[3:]]  # After the warm-up.
+        out[engine] = {"iteration_ms": statistics.median(ms),
+                       "rollout_ms": statistics.median(
+                           j["rollout_ms"] for j in its[3:]),
+                       "sync_ms": statistics.median(
+                           j.get("weight_sync_ms", j["reshard_ms"])
+                           for j in its[3:])}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=sorted(SHAPES), default="0.5b")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--restart-reps", type=int, default=3)
+    ap.add_argument("--demo-iterations", type=int, default=30)
+    ap.add_argument("--skip", nargs="*", default=[],
+                    choices=["hy", "verl", "restart", "demo"])
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    if a.reps < 1 or a.restart_reps < 1 or a.demo_iterations < 0:
+        ap.error("--reps and --restart-reps must be >= 1")
+    root = Path(tempfile.mkdtemp(prefix="hy-vllm-bench-"))
+    try:
+        model = model_dir(root, a.model)
+        res = {"model": a.model, "reps": a.reps}
+        if "hy" not in a.skip:
+            log("hy ...")
+            res["hy"] = run_hy(model, a.reps, root)
+        if "verl" not in a.skip:
+            log("verl ...")
+            res["verl"] = run_verl(model, a.reps)
+        if "restart" not in a.skip:
+            log("restart ...")
+            res["restart"] = run_restart(model, a.restart_reps, root)
+        if a.demo_iterations > 0 and "demo" not in a.skip:
+            log("demo ...")
+            res["demo"] = run_demo(a.demo_iterations, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if a.json:
+        print(json.dumps(res))
+        return
+    hy = res.get("hy")
+    print(f"weight sync into one vLLM engine, model {a.model}"
+          + (f" ({hy['model_mb']:.0f} MiB bf16)" if hy else "")
+          + f", 2 trainer ranks, median of {a.reps}")
+    print(f"{'way':<10} {'sync s':>9} {'x memcpy':>9} {'x hy':>7} "
+          f"{'trainer +MiB':>13} {'engine +MiB':>12}")
+    mc = hy["memcpy_s"] if hy else None
+    def row(name, s, tr, en):
+        print(f"{name:<10} {s:9.3f} {s / mc if mc else float('nan'):9.2f} "
+              f"{s / hy['sync_s'] if hy else float('nan'):7.2f} "
+              f"{tr:>13} {en:>12}")
+    if hy:
+        row("hy", hy["sync_s"], f"{hy['rank_extra_rss_mb']:.0f}",
+            f"{hy['engine_extra_rss_mb']:.0f}")
+    if "verl" in res:
+        v = res["verl"]
+        row("verl", v["sync_s"],
+            f"{v['rank0_extra_rss_mb']:.0f}/{v['rank1_extra_rss_mb']:.0f}",
+            "(in rank 0)")
+    if "restart" in res:
+        r = res["restart"]
+        row("restart", r["sync_s"], "-", f"{r['engine_rss_mb']:.0f} total")
+    if hy:
+        row("memcpy", hy["memcpy_s"], "-", "-")
+    if "demo" in res:
+        d = res["demo"]
+        print(f"demo iteration (median after 3): hy rollout "
+              f"{d['hy']['iteration_ms']:.0f} ms, vLLM "
+              f"{d['vllm']['iteration_ms']:.0f} ms "
+              f"(rollout {d['hy']['rollout_ms']:.0f} vs "
+              f"{d['vllm']['rollout_ms']:.0f} ms, sync "
+              f"{d['hy']['sync_ms']:.1f} vs {d['vllm']['sync_ms']:.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -49,6 +49,23 @@ std::string RandomKey() {
   return out;
 }
 
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// In a forked child: `argv` with `env` added to the environment; exits 127
+// (saying why on stderr) when it cannot be run.
+[[noreturn]] void ExecWith(const std::vector<std::string>& argv,
+                           const Env& env) {
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  std::vector<char*> args;
+  for (const std::string& a : argv) {
+    args.push_back(const_cast<char*>(a.c_str()));
+  }
+  args.push_back(nullptr);
+  execv(args[0], args.data());
+  std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+  _exit(127);
+}
+
 // Runs `argv` with `env` added, its output captured; returns the exit
 // status and the output's last lines.
 int RunCapture(const std::vector<std::string>& argv,
@@ -62,13 +79,7 @@ int RunCapture(const std::vector<std::string>& argv,
     dup2(fds[1], 2);
     close(fds[0]);
     close(fds[1]);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
+    ExecWith(argv, env);
   }
   close(fds[1]);
   std::string out;
@@ -160,13 +171,7 @@ pid_t SpawnEngine(const trainer::TrainConfig& c, const EnginePlan& plan,
       dup2(fd, 2);
       close(fd);
     }
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
+    ExecWith(argv, env);
   }
   std::ofstream(plan.dir + "/engine-" + std::to_string(e) + ".pid")
       << pid << "\n";

@@ -90,6 +90,7 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("actor.ppo_mini_batch_size", &c->actor.ppo_mini_batch_size, kAtLeast1);
   add("actor.clip_ratio", &c->actor.clip_ratio, kPositive);
   add("actor.entropy_coeff", &c->actor.entropy_coeff, kNonNegative);
+  add("actor.tis_cap", &c->actor.tis_cap, kNonNegative);  // 0: off.
   optim("critic", &c->critic.optim);
   add("critic.cliprange_value", &c->critic.cliprange_value, kPositive);
   add("critic.value_loss_coeff", &c->critic.value_loss_coeff, kNonNegative);

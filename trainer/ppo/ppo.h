@@ -26,10 +26,19 @@ struct PolicyLoss {
 };
 
 // Clipped surrogate: ratio = exp(clamp(logp - old_logp, -20, 20)),
-// per-token loss max(-A * ratio, -A * clamp(ratio, 1 - eps, 1 + eps)).
+// per-token loss max(-A * ratio, -A * clamp(ratio, 1 - eps, 1 + eps)),
+// each token's loss times `weights` where defined (truncated importance
+// sampling); the clip and KL statistics count tokens unweighted.
 PolicyLoss ClippedPolicyLoss(const at::Tensor& logp, const at::Tensor& old_logp,
                              const at::Tensor& advantages,
-                             const at::Tensor& mask, double clip_ratio);
+                             const at::Tensor& mask, double clip_ratio,
+                             const at::Tensor& weights = at::Tensor());
+
+// Truncated importance-sampling weights [B, T] of the tokens a rollout
+// engine sampled: min(exp(old_logp - engine_logp), cap), no gradient.
+// REQUIRES: cap > 0.
+at::Tensor TruncatedIsWeights(const at::Tensor& old_logp,
+                              const at::Tensor& engine_logp, double cap);
 
 // Clipped value loss: 0.5 * max((v - R)^2, (v_old + clamp(v - v_old, -c, c)
 // - R)^2), summed over masked tokens.

@@ -58,6 +58,7 @@ Experience Rows(const Experience& exp, const std::vector<int64_t>& rows,
   sub.values = pick(exp.values);
   sub.advantages = pick(exp.advantages);
   sub.returns = pick(exp.returns);
+  if (exp.engine_logp.defined()) sub.engine_logp = pick(exp.engine_logp);
   return sub;
 }
 
@@ -126,8 +127,15 @@ Status PpoWorker::Update(int64_t iteration, const Experience& exp,
           HY_ASSIGN_OR_RETURN(at::Tensor logp,
                               ScoreRows(*actor_, *pass, sub, 0,
                                         sub.responses.size(0), &entropy));
+          // actor.tis_cap: each token's policy loss weighted by its
+          // truncated importance ratio to the engine that sampled it.
+          const at::Tensor tis =
+              ac.tis_cap > 0 && sub.engine_logp.defined()
+                  ? TruncatedIsWeights(sub.old_logp, sub.engine_logp,
+                                       ac.tis_cap)
+                  : at::Tensor();
           PolicyLoss pl = ClippedPolicyLoss(logp, sub.old_logp, sub.advantages,
-                                            sub.mask, ac.clip_ratio);
+                                            sub.mask, ac.clip_ratio, tis);
           at::Tensor ent_sum = (entropy * sub.mask).sum();
           at::Tensor loss = (pl.loss_sum - ac.entropy_coeff * ent_sum) / tokens;
           HY_RETURN_IF_ERROR(pass->Backward(loss));

@@ -80,6 +80,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"actor.ppo_mini_batch_size", S(c.actor.ppo_mini_batch_size)},
       {"actor.clip_ratio", D(c.actor.clip_ratio)},
       {"actor.entropy_coeff", D(c.actor.entropy_coeff)},
+      {"actor.tis_cap", D(c.actor.tis_cap)},
       {"critic.cliprange_value", D(c.critic.cliprange_value)},
       {"critic.value_loss_coeff", D(c.critic.value_loss_coeff)},
       {"rollout.tensor_model_parallel_size",
@@ -212,6 +213,7 @@ TrainConfig Modified() {
   c.actor.ppo_mini_batch_size = 16;
   c.actor.clip_ratio = 0.28;
   c.actor.entropy_coeff = 1e-3;
+  c.actor.tis_cap = 2.5;
   c.critic.cliprange_value = 0.2;
   c.critic.value_loss_coeff = 1.5;
   c.rollout.engine = "vllm";

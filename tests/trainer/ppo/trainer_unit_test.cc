@@ -71,6 +71,28 @@ TEST(PolicyLossTest, MaskAndClipFraction) {
   EXPECT_EQ(pl.clipped, 1.0);
 }
 
+// Truncated importance sampling (actor.tis_cap): each token's loss and
+// gradient scale by min(pi_old / pi_engine, cap); the weights carry no
+// gradient and the clip statistics stay unweighted.
+TEST(PolicyLossTest, TruncatedImportanceWeights) {
+  at::Tensor old = at::log(at::tensor({0.5, 0.2, 0.1}, at::kDouble)).view({1, 3});
+  at::Tensor eng = at::log(at::tensor({0.25, 0.4, 0.001}, at::kDouble)).view({1, 3});
+  at::Tensor w = TruncatedIsWeights(old, eng, 5.0);
+  EXPECT_NEAR(w[0][0].item<double>(), 2.0, 1e-12);
+  EXPECT_NEAR(w[0][1].item<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(w[0][2].item<double>(), 5.0, 1e-12);  // 100, truncated.
+  at::Tensor logp = old.clone().requires_grad_(true);  // ratio 1
+  at::Tensor adv = at::ones({1, 3}, at::kDouble);
+  at::Tensor mask = at::tensor({1.0, 1.0, 0.0}, at::kDouble).view({1, 3});
+  PolicyLoss pl = ClippedPolicyLoss(logp, old, adv, mask, 0.2, w);
+  EXPECT_NEAR(pl.loss_sum.item<double>(), -(2.0 + 0.5), 1e-12);
+  pl.loss_sum.backward();
+  EXPECT_NEAR(logp.grad()[0][0].item<double>(), -2.0, 1e-12);
+  EXPECT_NEAR(logp.grad()[0][1].item<double>(), -0.5, 1e-12);
+  EXPECT_EQ(logp.grad()[0][2].item<double>(), 0.0);
+  EXPECT_EQ(pl.clipped, 0.0);
+}
+
 TEST(ValueLossTest, ClippedAgainstOldValues) {
   at::Tensor v = at::tensor({1.0, 0.0}, at::kDouble).view({1, 2});
   at::Tensor old = at::tensor({0.0, 0.0}, at::kDouble).view({1, 2});

@@ -56,6 +56,12 @@ struct ActorConfig {
   int ppo_mini_batch_size = 32;  // Samples per optimizer step.
   double clip_ratio = 0.2;       // epsilon of the clipped surrogate.
   double entropy_coeff = 0.0;
+  // Truncated importance sampling against the training-inference mismatch
+  // (rollout.engine vllm): each response token's policy loss is weighted
+  // by min(exp(old_logp - engine_logp), tis_cap), the engine's log-prob
+  // being that of the distribution it sampled from (verl's
+  // tis_imp_ratio_cap). 0: off.
+  double tis_cap = 0.0;
 };
 
 struct CriticConfig {

@@ -176,8 +176,7 @@ Status PpoWorker::ReviveEngine(size_t e, const Status& why) {
     Log("vLLM engine " + std::to_string(e) + " (" + c.url() +
         ") failed: " + why.ToString() + "; waiting for it");
   }
-  if (why.code() == StatusCode::kUnavailable &&
-      why.message().find("imed out") != std::string::npos) {
+  if (why.code() == StatusCode::kDeadlineExceeded) {
     KillEngine(e);  // Hung: the keeper restarts it.
   }
   const auto start = Clock::now();
@@ -218,8 +217,9 @@ Status PpoWorker::LoadEngine(size_t e) {
       engine_loaded_[e] = true;
       return s;
     }
-    if (s.code() != StatusCode::kUnavailable ||
-        ++attempts > config_.rollout.vllm.max_restarts) {
+    const bool engine_failed = s.code() == StatusCode::kUnavailable ||
+                               s.code() == StatusCode::kDeadlineExceeded;
+    if (!engine_failed || ++attempts > config_.rollout.vllm.max_restarts) {
       return s;
     }
     HY_RETURN_IF_ERROR(ReviveEngine(e, s));

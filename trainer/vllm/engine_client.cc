@@ -65,13 +65,17 @@ std::unique_ptr<Handle> MakeHandle(const std::string& url,
   return h;
 }
 
-// The status of a finished transfer: Unavailable for a transport failure
-// or a 5xx, Internal for another non-2xx.
+// The status of a finished transfer: DeadlineExceeded when it timed out,
+// Unavailable for another transport failure or a 5xx, Internal for
+// another non-2xx.
 Status Outcome(const Handle& h, CURLcode code, const std::string& what) {
   if (code != CURLE_OK) {
-    return Status::Unavailable(what + ": " +
-                               (h.error[0] != 0 ? std::string(h.error)
-                                                : curl_easy_strerror(code)));
+    const std::string msg =
+        what + ": " +
+        (h.error[0] != 0 ? std::string(h.error) : curl_easy_strerror(code));
+    // No answer in time: a hung engine, not a gone one.
+    return code == CURLE_OPERATION_TIMEDOUT ? Status::DeadlineExceeded(msg)
+                                            : Status::Unavailable(msg);
   }
   long http = 0;
   curl_easy_getinfo(h.curl, CURLINFO_RESPONSE_CODE, &http);

@@ -1,6 +1,7 @@
 // EngineClient's failures without an engine: a port nobody listens on is
-// Unavailable (the caller waits for a restart), as is a server that never
-// answers (a hung engine: the request times out).
+// Unavailable (the caller waits for a restart); a server that never
+// answers (a hung engine) times out as DeadlineExceeded (the caller has it
+// killed).
 
 #include "hy/trainer/vllm/engine_client.h"
 
@@ -53,12 +54,12 @@ TEST(EngineClientTest, NoServerIsUnavailable) {
   EXPECT_EQ(g.status().code(), StatusCode::kUnavailable);
 }
 
-TEST(EngineClientTest, AHungServerTimesOutAsUnavailable) {
+TEST(EngineClientTest, AHungServerTimesOutAsDeadlineExceeded) {
   SilentServer s;
   EngineClient c("http://127.0.0.1:" + std::to_string(s.port()), "key", 1);
   const auto start = std::chrono::steady_clock::now();
   Status st = c.UpdateWeights("[]", 0, "3");
-  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
   EXPECT_NE(st.message().find("imed out"), std::string::npos) << st.ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }

@@ -6,9 +6,11 @@
 // sample, all in flight at once (vLLM batches them).
 //
 // Every request carries the run's key (Authorization: Bearer). A refused
-// connection, a timeout or a 5xx is Unavailable (the engine is gone or
-// sick: the caller waits for its restart and redoes the work); a 4xx or a
-// response that does not parse is Internal, with the engine's message.
+// connection or a 5xx is Unavailable (the engine is gone or sick: the
+// caller waits for its restart and redoes the work), a request that timed
+// out is DeadlineExceeded (the engine hangs: the caller has it killed and
+// restarted); a 4xx or a response that does not parse is Internal, with
+// the engine's message.
 //
 // Thread-safety: an EngineClient may be used from one thread at a time;
 // distinct clients (engines) from distinct threads.

@@ -51,6 +51,24 @@ constexpr int64_t kLeftoverTimeoutMs = 1000;
 
 }  // namespace
 
+metrics::CheckpointFailureCause FailureCause(const Status& error) {
+  using C = metrics::CheckpointFailureCause;
+  const std::string text = error.ToString();
+  auto has = [&text](const char* s) {
+    return text.find(s) != std::string::npos;
+  };
+  // strerror(ENOSPC) and (EDQUOT), which RocksDB's messages quote too.
+  if (has("No space left on device") || has("Disk quota exceeded")) {
+    return C::kNoSpace;
+  }
+  if (error.code() == StatusCode::kIOError || has("IOError") || has("IO error")) return C::kIo;
+  if (error.code() == StatusCode::kUnavailable ||
+      error.code() == StatusCode::kDeadlineExceeded) {
+    return C::kPeer;
+  }
+  return C::kOther;
+}
+
 std::string RankStorePath(const std::string& root, int rank,
                           const std::vector<int>& nodes) {
   if (nodes.empty()) return recovery::PrimaryStorePath(root, rank);
@@ -320,10 +338,18 @@ void Checkpointer::Impl::Finish(uint64_t step,
   const double seconds = std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - save_start)
                              .count();
+  if (!s.ok() && options.metrics != nullptr) {
+    options.metrics->checkpoint_failures(FailureCause(s))->Increment();
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (s.ok()) {
     status.committed_step = static_cast<int64_t>(step);
     status.last_durable_seconds = seconds;
+    status.consecutive_failures = 0;
+  } else {
+    ++status.failures;
+    ++status.consecutive_failures;
+    status.failed_step = static_cast<int64_t>(step);
   }
   status.in_flight_step = -1;
   status.last_error = std::move(s);

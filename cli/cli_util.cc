@@ -16,6 +16,8 @@ std::string ExitCodeHelp() {
          "  2   not found (a named step, store or object does not exist)\n"
          "  3   data loss (stored data is corrupt or truncated)\n"
          "  64  bad usage (unknown option, missing or invalid argument)\n"
+         "  74  train: checkpoints cannot be written (disk full, write "
+         "error); not restarted\n"
          "  " +
          std::to_string(recovery::kExitPeerFailed) +
          "  train: a worker stopped because a peer failed, no restart "

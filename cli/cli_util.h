@@ -26,6 +26,10 @@ enum ExitCode : int {
   kExitNotFound = 2,  // A named thing (version, store, metric) is missing.
   kExitDataLoss = 3,  // Stored data is corrupt or truncated.
   kExitUsage = 64,    // Bad command line (EX_USAGE).
+  // train: checkpoints cannot be written (a full disk, a write error): the
+  // final one failed, or checkpoint.on_failure stop ended the run; never
+  // restarted (EX_IOERR).
+  kExitCheckpointFailed = 74,
   // train: a well-formed config that cannot run here (a device this
   // machine lacks, data or a tokenizer that does not load) (EX_CONFIG).
   kExitConfig = 78,

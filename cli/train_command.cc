@@ -135,6 +135,8 @@ void OnStopSignal(int sig) {
   raise(sig);
 }
 
+// Then unblocks them: the launcher starts workers with them blocked, and
+// one that arrived meanwhile is delivered now.
 void CatchStopSignals() {
   struct sigaction sa = {};
   sa.sa_handler = OnStopSignal;
@@ -142,12 +144,20 @@ void CatchStopSignals() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
 
 int Work(const TrainConfig& c, const TrainFlags& f) {
   const char* rank_env = Env("RANK");
   const int rank = rank_env != nullptr ? std::atoi(rank_env) : 0;
   const bool json = f.format == "json";
+  // First: a stop from here on is a stop (the run checks it before its
+  // first iteration and then after each).
+  CatchStopSignals();
   auto registry = std::make_shared<metrics::Registry>();
   Result<metrics::HyMetrics> m = metrics::HyMetrics::Register(*registry);
   if (!m.ok()) return ReportArgs("train", m.status());
@@ -218,7 +228,6 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     std::lock_guard<std::mutex> lock(mu);
     std::cerr << line << std::endl;
   };
-  CatchStopSignals();
   o.stop_signal = [] { return static_cast<int>(g_stop_signal); };
   Result<trainer::RunSummary> summary = trainer::RunWorker(c, o);
   endpoints.Push();
@@ -240,7 +249,23 @@ int Work(const TrainConfig& c, const TrainFlags& f) {
     if (e.IsInvalidArgument()) return kExitConfig;
     return ExitCodeFor(e);
   }
-  if (rank == 0) {
+  if (!summary->checkpoint_failure.empty()) {
+    if (rank == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      std::cerr << "hyctl train: " << summary->checkpoint_failure << std::endl;
+    }
+    return kExitCheckpointFailed;
+  }
+  if (rank == 0 && summary->stopped_by != 0 && summary->iterations == 0) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::cerr << "hyctl train: stopped by " << strsignal(summary->stopped_by)
+              << " before the first iteration: nothing was trained"
+              << (summary->checkpoint_step >= 0
+                      ? "; the run is as it was, committed step " +
+                            std::to_string(summary->checkpoint_step)
+                      : std::string("; nothing is saved"))
+              << std::endl;
+  } else if (rank == 0) {
     std::lock_guard<std::mutex> lock(mu);
     (json ? std::cerr : std::cout) << SummaryText(*summary) << std::endl;
     if (summary->stopped_by != 0) {

@@ -38,6 +38,7 @@ std::vector<tb::TaggedValue> IterationScalars(
       {"checkpoint/step", static_cast<double>(r.checkpoint_step)},
       {"checkpoint/blocking_ms", r.checkpoint_ms},
       {"checkpoint/durable_ms", r.checkpoint_durable_ms},
+      {"checkpoint/failures", static_cast<double>(r.checkpoint_failures)},
   };
   if (r.rollout_engine != "hy") {
     v.push_back({"time/weight_sync_ms", r.weight_sync_ms});

@@ -242,6 +242,14 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
       dup2(err[1], STDERR_FILENO);
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != launcher) _exit(1);
+      // A stop that arrives while the worker starts up waits for it: the
+      // worker unblocks these once it catches them (train_command.cc), so
+      // a Ctrl-C during start-up is a stop, not a worker killed.
+      sigset_t stops;
+      sigemptyset(&stops);
+      sigaddset(&stops, SIGINT);
+      sigaddset(&stops, SIGTERM);
+      sigprocmask(SIG_BLOCK, &stops, nullptr);
       execve(o.executable.c_str(), argv_c.data(), env_c.data());
       const char msg[] = "hyctl train: cannot exec the worker\n";
       (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);

@@ -15,7 +15,10 @@
 // again (a terminal's Ctrl-C and Slurm's scancel signal every process of
 // the job, a user presses Ctrl-C twice): absorbed, by the launcher and by
 // the workers alike; one after that kills. Workers get PR_SET_PDEATHSIG,
-// so they die with a launcher that is killed outright.
+// so they die with a launcher that is killed outright. Workers start with
+// SIGINT and SIGTERM blocked (the exec keeps the mask): hyctl's worker
+// unblocks them once its handlers are in place, so a stop during start-up
+// is delivered then instead of killing a worker half started.
 //
 // Thread-safety: call RunLauncher from a single-threaded process (it forks,
 // and installs SIGINT / SIGTERM / SIGCHLD handlers while it runs).

@@ -11,7 +11,13 @@ std::string IterationText(const trainer::IterationReport& r,
                           int64_t total_iterations) {
   const int width = static_cast<int>(std::to_string(total_iterations).size());
   std::string ckpt = r.checkpoint_state;
-  if (ckpt.empty()) {
+  if (ckpt.rfind("failed", 0) == 0) {
+    // The error itself was logged once, in words, when it happened.
+    ckpt = "FAILED (" + std::to_string(r.checkpoint_failures) +
+           " so far), newest saved " +
+           (r.checkpoint_step < 0 ? std::string("none")
+                                  : "step " + std::to_string(r.checkpoint_step));
+  } else if (ckpt.empty()) {
     ckpt = r.checkpoint_step < 0 ? "-"
                                  : "step " + std::to_string(r.checkpoint_step);
   }
@@ -78,6 +84,8 @@ std::string IterationJson(const trainer::IterationReport& r) {
   j["checkpoint_state"] = r.checkpoint_state;
   j["checkpoint_ms"] = r.checkpoint_ms;
   j["checkpoint_durable_ms"] = r.checkpoint_durable_ms;
+  j["checkpoint_failures"] = r.checkpoint_failures;
+  j["checkpoint_failure_cause"] = r.checkpoint_failure_cause;
   j["peak_rss_mb"] = r.peak_rss_mb;
   nlohmann::ordered_json phases = nlohmann::ordered_json::object();
   for (const auto& p : r.phase_peak_rss_mb) phases[p.phase] = p.mb;

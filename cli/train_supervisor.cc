@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
@@ -134,9 +135,17 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
     o.stop_grace_seconds = c.trainer.stop_grace_seconds;
     const Status s = RunLauncher(o, &code, &res);
     if (s.ok() && res.stopped_by != 0) {
-      std::cerr << "hyctl train: stopped by " << strsignal(res.stopped_by)
-                << "; the workers saved and exited (continue with --resume "
-                << root << ")" << std::endl;
+      if (checkpoint::Checkpointer::LatestCommittedStep(root).ok()) {
+        std::cerr << "hyctl train: stopped by " << strsignal(res.stopped_by)
+                  << "; the workers saved and exited (continue with "
+                     "--resume "
+                  << root << ")" << std::endl;
+      } else {
+        std::cerr << "hyctl train: stopped by " << strsignal(res.stopped_by)
+                  << " before anything was saved (start it again; there is "
+                     "nothing to resume)"
+                  << std::endl;
+      }
     }
     if (s.ok()) return kExitOk;
     std::cerr << "hyctl train: " << s.message() << std::endl;
@@ -160,6 +169,14 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
         std::cerr << "hyctl train: configuration error (rank " << r
                   << " says why above); not restarting" << std::endl;
         return kExitConfig;
+      }
+    }
+    for (int r = 0; r < o.nproc; ++r) {
+      if (Exited(res.wait_status[r], kExitCheckpointFailed)) {
+        std::cerr << "hyctl train: checkpoints cannot be written (said "
+                     "above); not restarting: a restart cannot make room"
+                  << std::endl;
+        return kExitCheckpointFailed;
       }
     }
     std::vector<int> survivors;

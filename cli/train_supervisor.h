@@ -13,8 +13,9 @@
 // After a failure it restarts them on the surviving nodes: a node is lost
 // when its directory is gone (a machine and its disk); a worker that died
 // on a node whose directory is still there is restarted on it (a process
-// crash). It does not restart after a configuration error (exit 78), a
-// failure a worker found unrecoverable, --max-restarts restarts, or when
+// crash). It does not restart after a configuration error (exit 78),
+// checkpoints that cannot be written (exit 74), a failure a worker found
+// unrecoverable, --max-restarts restarts, or when
 // fewer than --min-nodes nodes are left. A SIGINT / SIGTERM stops the run
 // after the workers save.
 //

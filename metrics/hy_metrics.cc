@@ -103,6 +103,12 @@ std::vector<FamilyDef> MakeCatalogue() {
        "Latest committed step minus latest fully replicated step.",
        {},
        {}},
+      {"hy_checkpoint_failures_total",
+       T::kCounter,
+       "Checkpoints this rank could not save, commit or replicate, by cause "
+       "(no_space, io, peer, other).",
+       {"cause"},
+       {}},
       {"hy_damaged_chunks_total",
        T::kCounter,
        "Stored chunks found damaged (checksum or decode failure) by a read, "
@@ -306,6 +312,10 @@ std::string_view LabelValue(RecoveryPhase v) {
                                          "replicate", "resume"});
 }
 std::string_view LabelValue(RestartCause v) { return Lookup(v, kCauses); }
+std::string_view LabelValue(CheckpointFailureCause v) {
+  return Lookup(
+      v, std::array<std::string_view, 4>{"no_space", "io", "peer", "other"});
+}
 
 Result<RestartCause> ParseRestartCause(std::string_view value) {
   for (size_t i = 0; i < kCauses.size(); ++i) {
@@ -398,6 +408,12 @@ Result<HyMetrics> HyMetrics::Register(Registry& r) {
         gauge("hy_checkpoint_last_replicated_step");
     m.replication_lag_steps = gauge("hy_replication_lag_steps");
     m.damaged_chunks = counter("hy_damaged_chunks_total");
+    for (size_t i = 0; i < m.checkpoint_failures_.size(); ++i) {
+      m.checkpoint_failures_[i] = counter(
+          "hy_checkpoint_failures_total",
+          {{"cause", std::string(LabelValue(
+                         static_cast<CheckpointFailureCause>(i)))}});
+    }
     if (fresh) {
       m.checkpoint_last_committed_step->Set(-1);
       m.checkpoint_last_replicated_step->Set(-1);

@@ -54,8 +54,9 @@ packages=(
   python3-dev python3-venv
   # Tokenizer: pre-tokenizer regexes (PCRE2), NFC (ICU).
   libpcre2-dev libicu-dev
-  # Network namespaces for the multi-host test.
-  iproute2
+  # Network namespaces for the multi-host test; a real terminal (tmux) for
+  # the Ctrl-C test.
+  iproute2 tmux
   # TensorBoard events files: protobuf (libprotobuf-dev, protoc) for the
   # Event / Summary messages, Boost.CRC (header-only) for TFRecord's CRC32C
   # (Debian 12 has no libcrc32c-dev); cairo draws hyctl plot's PNG.

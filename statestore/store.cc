@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "hy/common/gpu.h"
+#include "info_log.h"
 #include "store_impl.h"
 
 namespace hy::statestore {
@@ -21,8 +22,21 @@ const char* const kChunksCf = "chunks";
 const char* const kManifestsCf = "manifests";
 const char* const kMetaCf = "meta";
 
-rocksdb::ColumnFamilyOptions ChunkCfOptions() {
+// RocksDB resumes writes by itself after a full disk (its SstFileManager's
+// recovery, every 5 s) only once the largest memtable of the DB
+// (write_buffer_size) fits in the free space: 64 MiB by default. hy's
+// memtables hold records only (chunk data is ingested as SST files), so a
+// small one lets a store take saves again as soon as a few MB are free.
+constexpr size_t kWriteBufferBytes = 4 << 20;
+
+rocksdb::ColumnFamilyOptions RecordCfOptions() {
   rocksdb::ColumnFamilyOptions o;
+  o.write_buffer_size = kWriteBufferBytes;
+  return o;
+}
+
+rocksdb::ColumnFamilyOptions ChunkCfOptions() {
+  rocksdb::ColumnFamilyOptions o = RecordCfOptions();
   // Chunk data is ingested as SST files whose key ranges (one epoch each)
   // never overlap, so they land in the bottom level and never need
   // compacting; Gc reclaims space by dropping or repacking whole epochs.
@@ -50,6 +64,9 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
     case rocksdb::Status::kInvalidArgument:
       return Status::InvalidArgument(msg);
     case rocksdb::Status::kIOError:
+      // A full disk is a resource running out, not a broken device: the
+      // trainer counts it apart (checkpoint failures by cause).
+      if (s.IsNoSpace()) return Status::ResourceExhausted(msg);
       return Status::IOError(msg);
     case rocksdb::Status::kBusy:
     case rocksdb::Status::kTimedOut:
@@ -149,12 +166,16 @@ Status RocksStore::Init() {
   rocksdb::DBOptions dbo;
   dbo.paranoid_checks = true;
   dbo.max_background_jobs = 2;
+  // Read-only and secondary opens write no log.
+  if (!options_.read_only && options_.secondary_path.empty()) {
+    dbo.info_log = InfoLog::Open(path_);
+  }
   chunk_cf_options_ = ChunkCfOptions();
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {rocksdb::kDefaultColumnFamilyName, RecordCfOptions()},
       {kChunksCf, chunk_cf_options_},
-      {kManifestsCf, rocksdb::ColumnFamilyOptions()},
-      {kMetaCf, rocksdb::ColumnFamilyOptions()}};
+      {kManifestsCf, RecordCfOptions()},
+      {kMetaCf, RecordCfOptions()}};
   rocksdb::Status rs;
   if (!options_.secondary_path.empty()) {
     dbo.max_open_files = -1;  // Required of secondary instances.
@@ -270,11 +291,12 @@ Status RocksStore::CreateAtomically() {
     rocksdb::DBOptions dbo;
     dbo.create_if_missing = true;
     dbo.create_missing_column_families = true;
+    dbo.info_log = InfoLog::Open(tmp.string());
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {rocksdb::kDefaultColumnFamilyName, RecordCfOptions()},
         {kChunksCf, ChunkCfOptions()},
-        {kManifestsCf, rocksdb::ColumnFamilyOptions()},
-        {kMetaCf, rocksdb::ColumnFamilyOptions()}};
+        {kManifestsCf, RecordCfOptions()},
+        {kMetaCf, RecordCfOptions()}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     HY_RETURN_IF_ERROR(
@@ -313,9 +335,37 @@ Status RocksStore::Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
 
 Status RocksStore::WriteSynced(rocksdb::WriteBatch* batch,
                                const std::string& what) {
+  HY_RETURN_IF_ERROR(ResumeAfterFailedWrite(what));
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  return FromRocks(db_->Write(wo, batch), what);
+  Status s = FromRocks(db_->Write(wo, batch), what);
+  if (!s.ok()) NoteFailedWrite(s);
+  return s;
+}
+
+void RocksStore::NoteFailedWrite(const Status& error) {
+  std::lock_guard<std::mutex> lock(write_error_mu_);
+  write_error_ = error;
+  failed_write_ = true;
+}
+
+Status RocksStore::ResumeAfterFailedWrite(const std::string& what) {
+  if (!failed_write_) return Status::OK();
+  // OK at once when RocksDB holds no background error.
+  const rocksdb::Status rs = db_->Resume();
+  std::lock_guard<std::mutex> lock(write_error_mu_);
+  if (rs.ok()) {
+    failed_write_ = false;
+    write_error_ = Status::OK();
+    return Status::OK();
+  }
+  // Still failing: said as the write that failed first (its code, so a
+  // full disk stays ResourceExhausted), with why resuming did not work.
+  return Status(write_error_.code(),
+                what + ": the store refuses writes since an earlier one "
+                       "failed (" +
+                    std::string(write_error_.message()) +
+                    "); resuming it: " + rs.ToString());
 }
 
 }  // namespace hy::statestore

@@ -8,6 +8,7 @@
 #ifndef HY_STATESTORE_STORE_IMPL_H_
 #define HY_STATESTORE_STORE_IMPL_H_
 
+#include <atomic>
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 
@@ -121,6 +122,9 @@ class RocksStore : public Store {
   // Writes `chunks` (any order; sorted here) as one SST and ingests it as a
   // new epoch. Sets *epoch.
   Status WriteEpoch(std::vector<EncodedChunk>* chunks, uint64_t* epoch);
+  // Writes `chunks` (sorted) of `epoch` into a new SST file for ingestion.
+  Status WriteSst(const std::string& file,
+                  const std::vector<EncodedChunk>& chunks, uint64_t epoch);
   // Decodes the chunk `ref` into `out` (ref.raw_length bytes) and checks it
   // against its address. DataLoss if missing or corrupt.
   Status ReadChunk(const ChunkRef& ref, MutableBytes out);
@@ -157,9 +161,18 @@ class RocksStore : public Store {
   Status DeleteEpochData(uint64_t epoch);
   Status Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
              std::string* value);  // NotFound passes through as NotFound.
+  // Every write to the DB goes through these two: a write that failed (a
+  // full disk, say) leaves RocksDB refusing all later writes (its
+  // background error) until DB::Resume(); the next write first resumes, so
+  // that once there is room the store takes saves again.
   Status WriteSynced(rocksdb::WriteBatch* batch, const std::string& what);
+  Status ResumeAfterFailedWrite(const std::string& what);
+  void NoteFailedWrite(const Status& error);
 
   const std::string path_;
+  std::atomic<bool> failed_write_{false};
+  std::mutex write_error_mu_;
+  Status write_error_;  // The failed write's error, while failed_write_.
   std::string run_id_;  // As recorded in the meta CF.
   const StoreOptions options_;
   rocksdb::DB* db_ = nullptr;

@@ -5,6 +5,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <set>
@@ -15,6 +16,8 @@
 #include "store_impl.h"
 
 namespace hy::statestore {
+
+namespace fs = std::filesystem;
 
 Status CheckShard(const TensorMeta& meta, const ShardGeometry& geometry,
                   std::set<std::string>* names) {
@@ -168,21 +171,39 @@ Status RocksStore::WriteEpoch(std::vector<EncodedChunk>* chunks,
 
   const std::string file =
       path_ + "/hy-ingest-" + std::to_string(*epoch) + ".sst";
+  Status s = WriteSst(file, *chunks, *epoch);
+  if (s.ok()) s = ResumeAfterFailedWrite("ingesting " + file);
+  if (s.ok()) {
+    rocksdb::IngestExternalFileOptions io;
+    io.move_files = true;
+    io.snapshot_consistency = false;
+    s = FromRocks(db_->IngestExternalFile(chunks_, {file}, io),
+                  "ingesting " + file);
+    if (!s.ok()) NoteFailedWrite(s);
+  }
+  if (!s.ok()) {
+    // What a failed write left (a full disk, say) goes at once, not at the
+    // next open: the space is what the next save needs. The unsealed epoch
+    // record is Gc's to remove.
+    std::error_code ec;
+    fs::remove(file, ec);
+  }
+  return s;
+}
+
+Status RocksStore::WriteSst(const std::string& file,
+                            const std::vector<EncodedChunk>& chunks,
+                            uint64_t epoch) {
   rocksdb::SstFileWriter writer(
       rocksdb::EnvOptions(),
       rocksdb::Options(rocksdb::DBOptions(), chunk_cf_options_), chunks_);
   HY_RETURN_IF_ERROR(FromRocks(writer.Open(file), "creating " + file));
-  for (const EncodedChunk& c : *chunks) {
+  for (const EncodedChunk& c : chunks) {
     HY_RETURN_IF_ERROR(
-        FromRocks(writer.Put(keys::Chunk(*epoch, c.address), c.value),
+        FromRocks(writer.Put(keys::Chunk(epoch, c.address), c.value),
                   "writing " + file));
   }
-  HY_RETURN_IF_ERROR(FromRocks(writer.Finish(), "finishing " + file));
-  rocksdb::IngestExternalFileOptions io;
-  io.move_files = true;
-  io.snapshot_consistency = false;
-  return FromRocks(db_->IngestExternalFile(chunks_, {file}, io),
-                   "ingesting " + file);
+  return FromRocks(writer.Finish(), "finishing " + file);
 }
 
 }  // namespace hy::statestore

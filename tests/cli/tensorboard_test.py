@@ -61,6 +61,7 @@ ITERATION_TAGS = {
     "checkpoint_step": "checkpoint/step",
     "checkpoint_ms": "checkpoint/blocking_ms",
     "checkpoint_durable_ms": "checkpoint/durable_ms",
+    "checkpoint_failures": "checkpoint/failures",
 }
 VALIDATION_TAGS = {
     "exact_match": "val/exact_match",

@@ -67,6 +67,7 @@ TEST(HyMetricsTest, EveryRequiredMetricWithTypeAndLabels) {
       {"hy_checkpoint_last_committed_step", MetricType::kGauge, {}},
       {"hy_checkpoint_last_replicated_step", MetricType::kGauge, {}},
       {"hy_replication_lag_steps", MetricType::kGauge, {}},
+      {"hy_checkpoint_failures_total", MetricType::kCounter, {"cause"}},
       {"hy_damaged_chunks_total", MetricType::kCounter, {}},
       {"hy_peer_heartbeat_age_seconds", MetricType::kGauge, {"peer"}},
       {"hy_recovery_duration_seconds", MetricType::kHistogram, {"phase"}},

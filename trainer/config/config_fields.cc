@@ -150,6 +150,10 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("checkpoint.staging_mb", &k.staging_mb, kNonNegative);
   add("checkpoint.read_in_place", &k.read_in_place);
   add("checkpoint.keep_superseded", &k.keep_superseded);
+  add("checkpoint.on_failure", &k.on_failure,
+      OneOf("must be stop or continue", "|stop|continue|"));
+  add("checkpoint.max_consecutive_failures", &k.max_consecutive_failures,
+      kAtLeast1);
   add("metrics.port", &c->metrics.port, kPort);
   add("metrics.bind", &c->metrics.bind);
   add("metrics.pushgateway", &c->metrics.pushgateway);

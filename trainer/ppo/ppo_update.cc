@@ -193,6 +193,16 @@ Status PpoWorker::SftWarmup() {
   const auto start = Clock::now();
   double loss_window = 0;
   for (int step = 0; step < tc.sft_steps; ++step) {
+    // A stop (Ctrl-C) during the warm-up ends it: the run then stops
+    // before its first iteration, having trained nothing worth saving.
+    HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
+    if (stop != 0) {
+      early_stop_ = stop;
+      Log("sft: stopped at step " + std::to_string(step) + " of " +
+          std::to_string(tc.sft_steps) + " (signal " + std::to_string(stop) +
+          ")");
+      return Status::OK();
+    }
     std::vector<std::vector<int>> seqs;
     std::vector<int64_t> prompt_lens;
     int64_t max_len = 0;

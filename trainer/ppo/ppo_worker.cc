@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cpu_threads.h"
+#include "hy/checkpoint/checkpoint.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/reshard/model_spec.h"
 #include "hy/trainer/config/device.h"
@@ -299,6 +300,18 @@ Result<RunSummary> PpoWorker::Run() {
   if (options_.max_iterations >= 0) {
     end = std::min(end, start_iteration_ + options_.max_iterations);
   }
+  // A stop that came while the run started (a Ctrl-C during start-up,
+  // recovery or the SFT warm-up): nothing is trained, so nothing is saved;
+  // a resume point's save in flight still completes below.
+  if (early_stop_ == 0) {
+    HY_ASSIGN_OR_RETURN(early_stop_, AgreeToStop());
+  }
+  if (early_stop_ != 0) {
+    summary.stopped_by = early_stop_;
+    end = start_iteration_;
+    Log("stopping before the first iteration (signal " +
+        std::to_string(early_stop_) + "): nothing trained");
+  }
   if (val_source_ != nullptr && start_iteration_ < end) {
     HY_ASSIGN_OR_RETURN(summary.val_start, Validate(start_iteration_));
   }
@@ -343,8 +356,11 @@ Result<RunSummary> PpoWorker::Run() {
     peaks.End(PhasePeaks::kUpdate);
     data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
     HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
+    // Stopping because checkpoints keep failing: no further attempt.
+    const bool unsaved_stop = stop == kStopCheckpointsFailing;
     const bool last = it + 1 == end || stop != 0;
-    if (save_every > 0 && ((it + 1) % save_every == 0 || last)) {
+    if (save_every > 0 && !unsaved_stop &&
+        ((it + 1) % save_every == 0 || last)) {
       // What the step waits for: the previous checkpoint, and copying
       // this one's data, or with read_in_place its blobs only (the shards
       // are read in the background; the next update waits for that).
@@ -372,6 +388,7 @@ Result<RunSummary> PpoWorker::Run() {
                : " not saved (" + cs.last_error.ToString() + ")") +
           " under the new layout, within " + std::to_string(secs) + " s");
     }
+    NoteCheckpointFailures(cs, &report);
     if (!cs.last_error.ok()) {
       report.checkpoint_state = "failed: " + cs.last_error.ToString();
     } else if (report.checkpoint_state.empty() &&
@@ -395,6 +412,14 @@ Result<RunSummary> PpoWorker::Run() {
     rewards.push_back(report.reward_mean);
     ++summary.iterations;
     if (options_.on_iteration) options_.on_iteration(report);
+    if (unsaved_stop) {
+      // The checkpoint in flight decides the count the line gives.
+      checkpointer_->Wait().IgnoreError();
+      IterationReport after;
+      NoteCheckpointFailures(checkpointer_->status(), &after);
+      summary.checkpoint_failure = CheckpointStopLine(it + 1);  // The cli says it.
+      break;
+    }
     if (stop != 0) {
       summary.stopped_by = stop;
       Log("stopping after iteration " + std::to_string(it) + " (signal " +
@@ -418,12 +443,31 @@ Result<RunSummary> PpoWorker::Run() {
     }
     summary.first10_reward = first / static_cast<double>(k);
     summary.last10_reward = last / static_cast<double>(k);
-    if (val_source_ != nullptr && summary.stopped_by == 0) {
+    if (val_source_ != nullptr && summary.stopped_by == 0 &&
+        summary.checkpoint_failure.empty()) {
       HY_ASSIGN_OR_RETURN(summary.val_end, Validate(end));
     }
   }
   (void)last_saved;
-  HY_RETURN_IF_ERROR(checkpointer_->Wait());
+  const Status final_save = checkpointer_->Wait();
+  if (!final_save.ok()) {
+    // A peer that vanished is the launcher's to mend (a restart); a
+    // checkpoint that cannot be written is the operator's: the run ends
+    // and says what was lost.
+    if (checkpoint::FailureCause(final_save) ==
+        metrics::CheckpointFailureCause::kPeer) {
+      return final_save;
+    }
+    if (summary.checkpoint_failure.empty()) {
+      summary.checkpoint_failure =
+          DescribeCheckpointFailure(checkpointer_->status().failed_step,
+                                    final_save) +
+          ". Make room (or mend the disk) under " +
+          config_.checkpoint.store_root +
+          " and continue with hyctl train --resume " +
+          config_.checkpoint.store_root + " [" + final_save.ToString() + "]";
+    }
+  }
   summary.checkpoint_step = checkpointer_->status().committed_step;
   summary.seconds = Seconds(run_start);
   summary.recovered_step = recovered_step_;
@@ -434,15 +478,20 @@ Result<RunSummary> PpoWorker::Run() {
 }
 
 Result<int> PpoWorker::AgreeToStop() {
-  if (!options_.stop_signal) return 0;
-  const int mine = options_.stop_signal();
-  HY_ASSIGN_OR_RETURN(
-      auto all, comm_->AllGatherBytes({static_cast<uint8_t>(
-                    mine > 0 && mine < 256 ? mine : (mine != 0 ? 255 : 0))}));
+  int mine = options_.stop_signal ? options_.stop_signal() : 0;
+  if (mine <= 0 || mine >= kStopCheckpointsFailing) mine = mine != 0 ? 255 : 0;
+  if (CheckpointsExhausted()) mine = kStopCheckpointsFailing;
+  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(
+                                    {static_cast<uint8_t>(mine)}));
+  // A rank whose checkpoints keep failing outvotes a signal: the signal's
+  // stop would try to save once more.
+  int stop = 0;
   for (const auto& a : all) {
-    if (!a.empty() && a[0] != 0) return a[0];
+    if (a.empty() || a[0] == 0) continue;
+    if (a[0] == kStopCheckpointsFailing) return kStopCheckpointsFailing;
+    if (stop == 0) stop = a[0];
   }
-  return 0;
+  return stop;
 }
 
 Result<RunSummary> RunWorker(const TrainConfig& config,

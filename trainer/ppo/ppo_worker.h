@@ -73,6 +73,10 @@ class PhasePeaks {
   bool ok_;
 };
 
+// AgreeToStop's value when the ranks stop because checkpoints keep failing
+// (checkpoint.on_failure stop); signal numbers are below it.
+inline constexpr int kStopCheckpointsFailing = 200;
+
 class PpoWorker {
  public:
   PpoWorker(const TrainConfig& config, const WorkerOptions& options);
@@ -99,6 +103,7 @@ class PpoWorker {
   // Collective: whether any rank is a restart (IsRestart()).
   // The stop signal some rank saw (WorkerOptions::stop_signal), agreed
   // on by all ranks; 0 for none. Collective.
+  // Or kStopCheckpointsFailing, when any rank's CheckpointsExhausted().
   Result<int> AgreeToStop();
   Result<bool> AnyRankRestarted();
   void StartHeartbeat();
@@ -109,6 +114,21 @@ class PpoWorker {
   // the parameters and optimizer state (checkpoint.read_in_place), adds
   // the wait to the report and completes that checkpoint's blocking time.
   void WaitForCheckpointRead(IterationReport* report);
+
+  // ppo_checkpoint_failure.cc
+  // "checkpoint: step N not saved: <why, naming the store root and, for a
+  // full disk, its free space>; newest saved step M".
+  std::string DescribeCheckpointFailure(int64_t step,
+                                        const Status& error) const;
+  // Fills the report's failure count and, for each checkpoint found failed
+  // since the last call, logs one line (rank 0) and sets its cause.
+  void NoteCheckpointFailures(const checkpoint::CheckpointStatus& cs,
+                              IterationReport* report);
+  // Whether checkpoint.on_failure stop asks this rank to stop: the last
+  // max_consecutive_failures checkpoints failed.
+  bool CheckpointsExhausted() const;
+  // What the run says when it stops for that, after `iterations_done`.
+  std::string CheckpointStopLine(int64_t iterations_done) const;
 
   // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
   void ObserveCheckpointBlocking();
@@ -265,6 +285,9 @@ class PpoWorker {
   std::unique_ptr<recovery::Heartbeat> heartbeat_;
   int64_t recovered_step_ = -1;
   bool awaiting_replicas_ = false;  // The resume point's save in flight.
+  uint64_t failures_seen_ = 0;  // Checkpoint failures reported so far.
+  // The stop signal the ranks agreed on during the SFT warm-up; 0 none.
+  int early_stop_ = 0;
   std::chrono::steady_clock::time_point replicate_start_;
 
   // Rollout side.

@@ -61,6 +61,9 @@
 namespace hy::reshard {
 class Transport;
 }
+namespace hy::metrics {
+enum class CheckpointFailureCause;  // hy/metrics/hy_metrics.h
+}
 
 namespace hy::checkpoint {
 
@@ -123,7 +126,20 @@ struct CheckpointStatus {
   // Of the newest committed checkpoint: seconds from Save's call to its
   // commit (and replication, when configured); 0 none yet.
   double last_durable_seconds = 0;
+  // Checkpoints that failed (not saved, not committed, or committed but
+  // not fully replicated) since Open; of them, those since the newest that
+  // succeeded; and the newest failed step (-1: none).
+  uint64_t failures = 0;
+  int consecutive_failures = 0;
+  int64_t failed_step = -1;
 };
+
+// Why a checkpoint failed, from its error (the coordinator's error quotes
+// the ranks' own, so the text is read too): a full disk or quota
+// (no_space) before any other write error (io), a rank that did not answer
+// (peer), else other. Also counted, per failure, in
+// hy_checkpoint_failures_total{cause}.
+metrics::CheckpointFailureCause FailureCause(const Status& error);
 
 class Checkpointer {
  public:

@@ -71,6 +71,10 @@ enum class RecoveryPhase {
 // (hy_recoveries_total): a worker process exited or was killed while its
 // node stayed (process_exit), or a node and its disk were lost (node_lost).
 enum class RestartCause { kProcessExit, kNodeLost, kCount };
+// Why a checkpoint failed (hy_checkpoint_failures_total): the disk is full
+// or over quota (no_space), another write or read error (io), a rank did
+// not answer in time (peer), anything else (other).
+enum class CheckpointFailureCause { kNoSpace, kIo, kPeer, kOther, kCount };
 
 // The label value of each enumerator ("train_to_rollout", "gloo", "delta",
 // "transfer", "remote", "replicate", "node_lost", ...).
@@ -82,6 +86,7 @@ std::string_view LabelValue(ReshardPhase v);
 std::string_view LabelValue(ReshardBytesKind v);
 std::string_view LabelValue(RecoveryPhase v);
 std::string_view LabelValue(RestartCause v);
+std::string_view LabelValue(CheckpointFailureCause v);
 
 // Returns the cause named `value` ("process_exit", "node_lost"), or
 // InvalidArgument.
@@ -154,6 +159,9 @@ struct HyMetrics {
   Counter* restarts(RestartCause cause) const {
     return restarts_[static_cast<size_t>(cause)];
   }
+  Counter* checkpoint_failures(CheckpointFailureCause cause) const {
+    return checkpoint_failures_[static_cast<size_t>(cause)];
+  }
 
   prometheus::Family<Histogram>* reshard_duration_family = nullptr;
   prometheus::Family<Gauge>* peer_heartbeat_age_family = nullptr;
@@ -196,6 +204,8 @@ struct HyMetrics {
   std::array<Counter*, static_cast<size_t>(RestartCause::kCount)>
       recoveries_{};
   std::array<Counter*, static_cast<size_t>(RestartCause::kCount)> restarts_{};
+  std::array<Counter*, static_cast<size_t>(CheckpointFailureCause::kCount)>
+      checkpoint_failures_{};
 };
 
 }  // namespace hy::metrics

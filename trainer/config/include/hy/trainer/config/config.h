@@ -208,6 +208,14 @@ struct CheckpointConfig {
   // of dropping them once the new generation's first checkpoint is
   // replicated (hy/recovery/retention.h): for a post-mortem comparison.
   bool keep_superseded = false;
+  // A checkpoint that cannot be saved (a full disk, a write error, a rank
+  // that does not answer) is reported once, counted and training goes on;
+  // after max_consecutive_failures failed in a row, "stop" ends the run
+  // (its workers exit kExitCheckpointFailed, no restart: a restart cannot
+  // make room) and "continue" trains on unsaved. The final checkpoint
+  // failing ends the run so either way.
+  std::string on_failure = "stop";
+  int max_consecutive_failures = 3;
 };
 
 struct MetricsConfig {

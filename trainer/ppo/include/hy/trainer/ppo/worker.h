@@ -84,6 +84,12 @@ struct IterationReport {
   // The newest committed checkpoint's time from its start to its commit
   // (and replication) on rank 0: the durable time; 0 none yet.
   double checkpoint_durable_ms = 0;
+  // Checkpoints that failed in this process so far, and why the one found
+  // failed this iteration did (a hy_checkpoint_failures_total cause:
+  // "no_space", "io", "peer", "other"; "" when none failed this
+  // iteration).
+  int64_t checkpoint_failures = 0;
+  std::string checkpoint_failure_cause;
   // Per rank: its peak resident memory during this iteration (VmHWM, reset
   // at the iteration's start; from the process start where the kernel does
   // not allow the reset), MB.
@@ -135,6 +141,11 @@ struct RunSummary {
   // The signal that stopped the run early (WorkerOptions::stop_signal), 0
   // when it ran to its end.
   int stopped_by = 0;
+  // Set when the run ended with its state not saved: the final checkpoint
+  // failed, or checkpoint.max_consecutive_failures failed in a row under
+  // checkpoint.on_failure stop. Says which step was lost and which is the
+  // newest saved; the cli exits kExitCheckpointFailed.
+  std::string checkpoint_failure;
 };
 
 struct WorkerOptions {

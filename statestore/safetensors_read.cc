@@ -250,6 +250,34 @@ Result<SafetensorsLayout> ParseSafetensors(ConstBytes file) {
 
 // ---- SafetensorsReader ------------------------------------------------------
 
+Result<std::map<std::string, std::string>> ParseSafetensorsIndex(
+    std::string_view json, const std::string& where) {
+  const Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  auto map = j.is_object() ? j.find("weight_map") : j.end();
+  if (j.is_discarded() || map == j.end() || !map->is_object()) {
+    return Status::DataLoss(where + ": not JSON with a weight_map object");
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [name, file] : map->items()) {
+    if (name.empty()) {
+      return Status::DataLoss(where + ": weight_map has an empty tensor name");
+    }
+    if (!file.is_string()) {
+      return Status::DataLoss(where + ": weight_map." + name +
+                              " is not a file name");
+    }
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f == "." || f == ".." ||
+        f.find_first_of(std::string("/\\\0", 3)) != std::string::npos) {
+      return Status::DataLoss(where + ": weight_map." + name + " is " +
+                              internal::Quote(f) +
+                              ", not a file name in the index's directory");
+    }
+    out[name] = f;
+  }
+  return out;
+}
+
 Result<std::unique_ptr<SafetensorsReader>> SafetensorsReader::Open(
     const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

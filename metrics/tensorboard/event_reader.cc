@@ -61,7 +61,11 @@ Result<EventFile> ReadEventFile(const std::string& path) {
   std::ostringstream buf;
   buf << in.rdbuf();
   if (in.bad()) return Status::IOError("reading " + path);
-  const std::string bytes = buf.str();
+  return ParseEventFile(buf.str(), path);
+}
+
+Result<EventFile> ParseEventFile(std::string_view bytes,
+                                 const std::string& path) {
   EventFile file;
   file.path = path;
   size_t offset = 0;

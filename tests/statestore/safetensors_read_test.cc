@@ -165,5 +165,40 @@ TEST_F(SafetensorsTest, OpenErrors) {
   EXPECT_EQ(dir.status().code(), StatusCode::kIOError) << dir.status();
 }
 
+TEST(SafetensorsIndexTest, ParsesTheWeightMap) {
+  auto map = ParseSafetensorsIndex(
+      R"({"metadata":{"total_size":24},"weight_map":{)"
+      R"("a.weight":"model-00001-of-00002.safetensors",)"
+      R"("b.weight":"model-00002-of-00002.safetensors"}})",
+      "dir/model.safetensors.index.json");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(*map, (std::map<std::string, std::string>{
+                      {"a.weight", "model-00001-of-00002.safetensors"},
+                      {"b.weight", "model-00002-of-00002.safetensors"}}));
+}
+
+TEST(SafetensorsIndexTest, RefusesWhatIsNotAnIndexOrLeavesTheDirectory) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "not JSON with a weight_map"},
+      {"[1]", "not JSON with a weight_map"},
+      {R"({"weight_map":[]})", "not JSON with a weight_map"},
+      {R"({"weight_map":{"a":3}})", "weight_map.a is not a file name"},
+      {R"({"weight_map":{"":"x.safetensors"}})", "empty tensor name"},
+      {R"({"weight_map":{"a":"../secret.safetensors"}})", "not a file name in"},
+      {R"({"weight_map":{"a":"/etc/passwd"}})", "not a file name in"},
+      {R"({"weight_map":{"a":"sub\\x.safetensors"}})", "not a file name in"},
+      {R"({"weight_map":{"a":".."}})", "not a file name in"},
+      {R"({"weight_map":{"a":""}})", "not a file name in"},
+  };
+  for (const auto& [json, want] : cases) {
+    auto map = ParseSafetensorsIndex(json, "idx.json");
+    ASSERT_FALSE(map.ok()) << json;
+    EXPECT_TRUE(map.status().IsDataLoss()) << map.status();
+    EXPECT_NE(map.status().message().find(want), std::string::npos)
+        << json << ": " << map.status();
+    EXPECT_NE(map.status().message().find("idx.json"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace hy::statestore

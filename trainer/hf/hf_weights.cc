@@ -57,19 +57,8 @@ Result<std::map<std::string, std::string>> WeightMap(const std::string& dir) {
   std::ifstream in(index, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
-  auto j = nlohmann::json::parse(text.str(), nullptr, false);
-  auto map = j.is_object() ? j.find("weight_map") : j.end();
-  if (j.is_discarded() || map == j.end() || !map->is_object()) {
-    return Status::DataLoss(index + ": not JSON with a weight_map object");
-  }
-  for (const auto& [name, file] : map->items()) {
-    if (!file.is_string()) {
-      return Status::DataLoss(index + ": weight_map." + name +
-                              " is not a file name");
-    }
-    out[name] = file.get<std::string>();
-  }
-  return out;
+  if (in.bad()) return Status::IOError("reading " + index);
+  return statestore::ParseSafetensorsIndex(text.str(), index);
 }
 
 }  // namespace

@@ -77,6 +77,17 @@ struct SafetensorsLayout {
 // problem and the tensor.
 Result<SafetensorsLayout> ParseSafetensors(ConstBytes file);
 
+// The file name of the index of a model saved in several safetensors files
+// (Hugging Face's sharded checkpoints), and its parse: the "weight_map"
+// object, tensor name -> the file in the same directory that holds it.
+inline constexpr std::string_view kSafetensorsIndexName =
+    "model.safetensors.index.json";
+// Returns DataLoss, naming `where`, unless `json` is an object whose
+// "weight_map" maps non-empty names to plain file names (no directory
+// part, not "." or "..": an index cannot point outside its directory).
+Result<std::map<std::string, std::string>> ParseSafetensorsIndex(
+    std::string_view json, const std::string& where);
+
 // A safetensors file opened for reading: the header parsed and validated, the
 // file mapped read-only so tensor data is served without copies.
 //

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hy/common/result.h"
@@ -49,6 +50,9 @@ struct EventFile {
 // a last record cut short is not an error (EventFile::truncated_tail_bytes).
 // Returns IOError / NotFound when the file cannot be read.
 Result<EventFile> ReadEventFile(const std::string& path);
+// The same for a file's bytes already in memory; `path` names it in errors.
+Result<EventFile> ParseEventFile(std::string_view bytes,
+                                 const std::string& path);
 
 struct ScalarPoint {
   int64_t step = 0;

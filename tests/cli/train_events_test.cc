@@ -72,6 +72,7 @@ TEST_P(TrainEventsEngineTest, EveryJsonFigureIsAScalar) {
       {"checkpoint_step", "checkpoint/step"},
       {"checkpoint_ms", "checkpoint/blocking_ms"},
       {"checkpoint_durable_ms", "checkpoint/durable_ms"},
+      {"checkpoint_failures", "checkpoint/failures"},
       {"peak_rss_mb", "memory/peak_rss_mb"},
       {"phase_peak_rss_mb", "memory/phase_peak_rss_mb/rollout"},
       {"weight_sync_bytes", "rollout/weight_sync_bytes"},
@@ -83,7 +84,7 @@ TEST_P(TrainEventsEngineTest, EveryJsonFigureIsAScalar) {
   };
   for (const auto& [key, value] : j.items()) {
     if (key == "iteration" || key == "checkpoint_state" ||
-        key == "rollout_engine") {
+        key == "rollout_engine" || key == "checkpoint_failure_cause") {
       continue;  // Text.
     }
     std::string tag;

@@ -145,6 +145,9 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
        c.checkpoint.read_in_place ? "true" : "false"},
       {"checkpoint.keep_superseded",
        c.checkpoint.keep_superseded ? "true" : "false"},
+      {"checkpoint.on_failure", c.checkpoint.on_failure},
+      {"checkpoint.max_consecutive_failures",
+       S(c.checkpoint.max_consecutive_failures)},
       {"metrics.port", S(c.metrics.port)},
       {"metrics.bind", c.metrics.bind},
       {"metrics.pushgateway", c.metrics.pushgateway},
@@ -243,7 +246,8 @@ TrainConfig Modified() {
                true,
                true,
                0.125};
-  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false, true};
+  c.checkpoint = {"runs/a \"b\": c #d", 0, 5, 1234, 2, 777, 64, false, true,
+                  "continue", 7};
   c.metrics = {0, "0.0.0.0", "localhost:9091"};
   return c;
 }

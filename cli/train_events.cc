@@ -1,6 +1,8 @@
 #include "train_events.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <sstream>
 #include <utility>
 
@@ -74,19 +76,39 @@ std::vector<tb::TaggedValue> ValidationScalars(
 }
 
 TrainEvents::TrainEvents(std::string run_root, std::string config_yaml,
-                         std::function<void(const std::string&)> warn)
+                         std::function<void(const std::string&)> warn,
+                         double retry_seconds)
     : dir_(TensorBoardDir(run_root)),
       config_yaml_(std::move(config_yaml)),
-      warn_(std::move(warn)) {}
+      warn_(std::move(warn)),
+      retry_seconds_(retry_seconds) {}
+
+namespace {
+
+double MonotonicSeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 void TrainEvents::Fail(const Status& s) {
-  if (!status_.ok()) return;
-  status_ = s;
-  writer_.reset();
-  if (warn_) {
-    warn_("hyctl train: TensorBoard events are no longer written (" +
-          s.ToString() + "); training goes on");
+  if (writer_ != nullptr) {
+    // A file this process opened while failing holds only copies of what
+    // is still pending: it goes. The first one keeps what it did write.
+    const std::string path = writer_->path();
+    writer_.reset();
+    if (!status_.ok()) std::remove(path.c_str());
   }
+  retry_at_ = MonotonicSeconds() + retry_seconds_;
+  if (status_.ok() && warn_) {
+    warn_("hyctl train: TensorBoard events cannot be written (" +
+          s.ToString() +
+          "); they are kept in memory and written again once they can be; "
+          "training goes on");
+  }
+  status_ = s;
 }
 
 Status TrainEvents::Begin(int64_t first_step) {
@@ -116,32 +138,69 @@ Status TrainEvents::Begin(int64_t first_step) {
   return writer_->Flush();
 }
 
-Status TrainEvents::Write(int64_t step,
-                          const std::vector<tb::TaggedValue>& values) {
-  HY_RETURN_IF_ERROR(writer_->Scalars(step, values));
-  return writer_->Flush();
+void TrainEvents::Drain() {
+  if (pending_.empty()) return;
+  if (writer_ == nullptr) {
+    if (!status_.ok() && MonotonicSeconds() < retry_at_) return;
+    if (const Status s = Begin(pending_.front().start_step); !s.ok()) {
+      Fail(s);
+      return;
+    }
+  }
+  Status s;
+  for (const Entry& e : pending_) {
+    s = e.text_tag.empty() ? writer_->Scalars(e.step, e.values)
+                           : writer_->Text(e.step, e.text_tag, e.text);
+    if (!s.ok()) break;
+  }
+  if (s.ok()) s = writer_->Flush();
+  if (!s.ok()) {
+    Fail(s);
+    return;
+  }
+  if (!status_.ok() && warn_) {
+    warn_("hyctl train: TensorBoard events are written again (" +
+          std::to_string(pending_.size()) + " report(s) written late)");
+  }
+  status_ = Status::OK();
+  pending_.clear();
 }
 
 void TrainEvents::OnIteration(const trainer::IterationReport& r) {
-  if (!status_.ok()) return;
   const int64_t step = r.iteration + 1;
-  Status s = writer_ == nullptr ? Begin(step) : Status::OK();
-  if (s.ok() && !r.checkpoint_state.empty()) {
-    s = writer_->Text(step, "checkpoint/state", r.checkpoint_state);
+  if (!begun_) {
+    begun_ = true;
+    if (const Status s = Begin(step); !s.ok()) Fail(s);
   }
-  if (s.ok()) s = Write(step, IterationScalars(r));
-  if (!s.ok()) Fail(s);
+  if (!r.checkpoint_state.empty()) {
+    pending_.push_back({step, step, {}, "checkpoint/state", r.checkpoint_state});
+  }
+  pending_.push_back({step, step, IterationScalars(r), "", ""});
+  if (pending_.size() > kMaxPendingEvents) {
+    pending_.erase(pending_.begin(),
+                   pending_.begin() + (pending_.size() - kMaxPendingEvents));
+    if (!dropped_ && warn_) {
+      warn_("hyctl train: TensorBoard events: more than " +
+            std::to_string(kMaxPendingEvents) +
+            " reports could not be written; the oldest are dropped");
+    }
+    dropped_ = true;
+  }
+  Drain();
 }
 
 void TrainEvents::OnValidation(const trainer::ValidationReport& r) {
-  if (!status_.ok()) return;
   // The first validation of a process comes before its first iteration,
   // r.iteration + 1.
-  Status s = writer_ == nullptr ? Begin(r.iteration + 1) : Status::OK();
-  if (s.ok() && earlier_validation_steps_.count(r.iteration) == 0) {
-    s = Write(r.iteration, ValidationScalars(r));
+  if (!begun_) {
+    begun_ = true;
+    if (const Status s = Begin(r.iteration + 1); !s.ok()) Fail(s);
   }
-  if (!s.ok()) Fail(s);
+  if (earlier_validation_steps_.count(r.iteration) == 0) {
+    pending_.push_back(
+        {r.iteration, r.iteration + 1, ValidationScalars(r), "", ""});
+  }
+  Drain();
 }
 
 }  // namespace hy::cli

@@ -14,8 +14,13 @@
 // (step k, before the START's step) is written only when no earlier
 // process wrote one at step k, so that it too stays one point per step.
 //
-// Writing is best-effort: an error is reported once through `warn` and the
-// rest of the run writes no events; training goes on.
+// Writing is best-effort and never stops training. A write error (a full
+// disk) is reported once through `warn`; the writer's file is given up (it
+// may end in a cut record, which readers skip) and what could not be
+// written is kept in memory (at most kMaxPendingEvents reports) and written
+// again, into a new file that starts with a START at its first step, once
+// writing works again (tried at most every kRetrySeconds). So a run whose
+// disk filled and was freed still shows one point per step.
 //
 // Ownership: owns its writer. Thread-safety: none; the worker's callbacks
 // call it from one thread.
@@ -58,22 +63,37 @@ std::vector<metrics::tensorboard::TaggedValue> ValidationScalars(
 
 class TrainEvents {
  public:
+  static constexpr size_t kMaxPendingEvents = 100000;
+  static constexpr double kRetrySeconds = 10;
+
   // Writes nothing until the first report. `config_yaml` is the effective
   // config; `warn` gets the one line about a failed write (may be null).
+  // `retry_seconds`: how long after a failed write it tries again.
   TrainEvents(std::string run_root, std::string config_yaml,
-              std::function<void(const std::string&)> warn);
+              std::function<void(const std::string&)> warn,
+              double retry_seconds = kRetrySeconds);
 
   void OnIteration(const trainer::IterationReport& report);
   void OnValidation(const trainer::ValidationReport& report);
 
-  // The first error met (OK while writing works).
+  // The error writing is failing with; OK while it works.
   const Status& status() const { return status_; }
+  // Reports not written yet (kept while writing fails).
+  size_t pending() const { return pending_.size(); }
+
 
  private:
-  // Opens the file, writes START and the config at `first_step`.
+  // One report to write: scalars, or a text at `step`.
+  struct Entry {
+    int64_t step = 0;
+    int64_t start_step = 0;  // The START a new file would begin with.
+    std::vector<metrics::tensorboard::TaggedValue> values;
+    std::string text_tag, text;
+  };
+  // Opens a new file, writes START and the config at `first_step`.
   Status Begin(int64_t first_step);
-  Status Write(int64_t step,
-               const std::vector<metrics::tensorboard::TaggedValue>& values);
+  // Writes what is pending (opening a file first if none is open).
+  void Drain();
   void Fail(const Status& s);
 
   std::string dir_;
@@ -83,6 +103,11 @@ class TrainEvents {
   // Steps of val/exact_match earlier processes left before this one's
   // START: a validation there is not written again.
   std::set<int64_t> earlier_validation_steps_;
+  bool begun_ = false;  // The first Begin was tried.
+  std::vector<Entry> pending_;
+  bool dropped_ = false;  // Said that pending reports were dropped.
+  double retry_seconds_;
+  double retry_at_ = 0;  // Monotonic seconds; while failing.
   Status status_;
 };
 

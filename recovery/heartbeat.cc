@@ -18,7 +18,9 @@ Heartbeat::Heartbeat(reshard::KeyValueStore* kv, int rank, int world_size,
       world_size_(world_size),
       options_(options),
       on_failure_(std::move(on_failure)) {
+  round_done_ = Clock::now().time_since_epoch().count();
   thread_ = std::thread([this] { Loop(); });
+  watchdog_ = std::thread([this] { Watch(); });
 }
 
 Heartbeat::~Heartbeat() { Stop(); }
@@ -29,7 +31,37 @@ void Heartbeat::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   if (thread_.joinable()) thread_.join();
+}
+
+void Heartbeat::Fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stop_ && on_failure_) on_failure_(why);
+  stop_ = true;
+  cv_.notify_all();
+}
+
+void Heartbeat::Watch() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(options_.period_ms),
+                   [this] { return stop_; });
+      if (stop_) return;
+    }
+    const Clock::duration since =
+        Clock::now().time_since_epoch() - Clock::duration(round_done_.load());
+    // A round is a Set and world_size - 1 Gets, every period.
+    if (since > std::chrono::milliseconds(options_.timeout_ms +
+                                          options_.period_ms)) {
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%.1f",
+                    std::chrono::duration<double>(since).count());
+      return Fail(std::string("heartbeat store: no answer for ") + secs +
+                  " s (its host, rank 0, hangs or is cut off)");
+    }
+  }
 }
 
 void Heartbeat::Loop() {
@@ -39,11 +71,7 @@ void Heartbeat::Loop() {
   };
   std::vector<Seen> seen(world_size_);
   uint64_t beat = 0;
-  auto fail = [this](const std::string& why) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!stop_ && on_failure_) on_failure_(why);
-    stop_ = true;
-  };
+  auto fail = [this](const std::string& why) { Fail(why); };
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -75,6 +103,7 @@ void Heartbeat::Loop() {
                     " s");
       }
     }
+    round_done_ = Clock::now().time_since_epoch().count();
   }
 }
 

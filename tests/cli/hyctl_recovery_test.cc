@@ -313,6 +313,37 @@ TEST_F(HyctlRecoveryTest, FewerNodesThanMinNodesEndsWithAClearError) {
       << job.err();
 }
 
+// A rank that hangs (SIGSTOP) rather than dies: its sockets stay open, so
+// no collective fails and the launcher sees no exit. Rank 0 is the worst
+// case: it hosts the store the heartbeats go through, so the others' store
+// calls block instead of failing; their heartbeat watchdog must see that.
+TEST_F(HyctlRecoveryTest, HungRankZeroIsDetectedAndTheJobFinishes) {
+  constexpr int kIterations = 12;
+  Job job(dir_ + "/job", SmallArgs(root_, kIterations));
+  ASSERT_TRUE(job.WaitFor([&] { return job.Lines().size() >= 4; }))
+      << job.err();
+  const pid_t rank0 = WorkerPid(root_, 0);
+  ASSERT_GT(rank0, 0);
+  const auto stopped = Clock::now();
+  ASSERT_EQ(kill(rank0, SIGSTOP), 0) << std::strerror(errno);
+  ASSERT_TRUE(job.WaitFor(
+      [&] { return job.err().find("restarting on") != std::string::npos; },
+      60))
+      << "a hung rank 0 was not detected within 60 s:\n" << job.err();
+  const double detect =
+      std::chrono::duration<double>(Clock::now() - stopped).count();
+  EXPECT_EQ(job.Wait(), 0) << job.err();
+  const std::string err = job.err();
+  EXPECT_NE(err.find("heartbeat store: no answer for"), std::string::npos)
+      << err;
+  auto reader = hy::checkpoint::CheckpointReader::Open(root_);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ((*reader)->step(), static_cast<uint64_t>(kIterations));
+  std::printf("hung rank 0 detected and the job restarted %.1f s after "
+              "SIGSTOP (heartbeat timeout 3 s)\n",
+              detect);
+}
+
 // Opt-in (HY_SOAK=1): 20 random failures in one long run, workers killed
 // at random moments (every fifth one with its node directory, while more
 // than two nodes are left); the run must finish and no recovery may go back

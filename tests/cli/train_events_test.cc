@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -156,19 +157,35 @@ TEST(TrainEventsTest, RestartsAndResumesLeaveOnePointPerStep) {
   EXPECT_EQ(run->texts.at("config")[2].text, "    a: 3\n");
 }
 
-TEST(TrainEventsTest, AWriteErrorStopsTheEventsNotTheRun) {
+TEST(TrainEventsTest, AWriteErrorKeepsTheEventsUntilTheyCanBeWritten) {
   TempDir root;
   // The events directory's place is taken by a file.
   root.WriteFile("tensorboard", "not a directory");
   std::vector<std::string> warnings;
   TrainEvents e(root.path(), "a: 1",
-                [&](const std::string& w) { warnings.push_back(w); });
+                [&](const std::string& w) { warnings.push_back(w); },
+                /*retry_seconds=*/0);
   e.OnIteration(Report(0, 1));
-  e.OnIteration(Report(1, 1));
+  e.OnIteration(Report(1, 2));
   EXPECT_FALSE(e.status().ok());
-  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(e.pending(), 2u);
+  ASSERT_EQ(warnings.size(), 1u);  // Said once.
   EXPECT_NE(warnings[0].find("training goes on"), std::string::npos)
       << warnings[0];
+  // Writing works again: the kept steps are written, then the new one.
+  std::filesystem::remove(root.path() + "/tensorboard");
+  e.OnIteration(Report(2, 3));
+  EXPECT_TRUE(e.status().ok()) << e.status();
+  EXPECT_EQ(e.pending(), 0u);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[1].find("written again (3 report(s) written late"),
+            std::string::npos)
+      << warnings[1];
+  auto run = metrics::tensorboard::ReadRunEvents(TensorBoardDir(root.path()));
+  ASSERT_TRUE(run.ok()) << run.status();
+  std::vector<int64_t> steps;
+  for (const auto& p : run->scalars.at("ppo/reward_mean")) steps.push_back(p.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3}));
 }
 
 }  // namespace

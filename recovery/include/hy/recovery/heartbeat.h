@@ -2,7 +2,11 @@
 // TCPStore). Each rank's thread bumps "hb/<rank>" every period and reads
 // every other rank's counter; a counter that has not moved for `timeout`,
 // or a store that stops answering (its host, rank 0, died), is a failure,
-// reported once through the callback, from the heartbeat thread.
+// reported once through the callback, from the heartbeat thread. A store
+// whose host hangs (SIGSTOP, a stuck machine) keeps its sockets open and a
+// store call then blocks for the store's own timeout (minutes): a watchdog
+// thread reports a round that has not finished within `timeout` as a
+// failure too, from the watchdog thread.
 //
 // Collectives that fail (a peer's connection reset) and the launcher seeing
 // a process exit are the other two detectors; this one catches a rank that
@@ -51,6 +55,8 @@ class Heartbeat {
 
  private:
   void Loop();
+  void Watch();  // The watchdog thread.
+  void Fail(const std::string& why);
 
   reshard::KeyValueStore* kv_;
   const int rank_;
@@ -60,7 +66,11 @@ class Heartbeat {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // Guarded by mu_.
+  // When the heartbeat thread last finished a round (or started), in
+  // steady_clock ticks.
+  std::atomic<int64_t> round_done_{0};
   std::thread thread_;
+  std::thread watchdog_;
 };
 
 }  // namespace hy::recovery

@@ -86,6 +86,9 @@ struct CheckpointReader::Impl {
   // Opens old rank `r`'s chosen copy and adds its shards to the index.
   Status AddRank(const recovery::CopyEntry& copy, int r);
   // Opens `copy` for old rank `r` and checks it holds the same commit.
+  // Opens `copy` read-only; a prepared one adopts the commit decision
+  // another store holds (Store::AdoptCommit), else DataLoss.
+  Result<std::unique_ptr<Store>> OpenCopyStore(const recovery::CopyEntry& copy);
   Result<std::unique_ptr<Store>> OpenCopy(const recovery::CopyEntry& copy,
                                           int r);
   // After `damage` reading old rank r's copy: marks it bad and switches to
@@ -154,14 +157,7 @@ Status CheckpointReader::Impl::AddRank(const recovery::CopyEntry& copy, int r) {
   const std::string what = StepName(commit.step) + " (committed with " +
                            std::to_string(commit.world_size) +
                            " ranks): rank " + std::to_string(r);
-  if (copy.state != recovery::CopyState::kCommitted) {
-    return Status::DataLoss(
-        what + "'s store " + path +
-        " holds its part prepared but not rank 0's commit decision (the "
-        "rank stopped before copying it); recovery (or reopening that "
-        "rank's Checkpointer) copies it");
-  }
-  Result<std::unique_ptr<Store>> opened = OpenReadOnly(path);
+  Result<std::unique_ptr<Store>> opened = OpenCopyStore(copy);
   if (!opened.ok()) {
     return Status::DataLoss(what + "'s store " + path +
                             " cannot be opened: " + opened.status().ToString());
@@ -208,10 +204,33 @@ Status CheckpointReader::Impl::AddRank(const recovery::CopyEntry& copy, int r) {
   return Status::OK();
 }
 
-Result<std::unique_ptr<Store>> CheckpointReader::Impl::OpenCopy(
-    const recovery::CopyEntry& copy, int r) {
+Result<std::unique_ptr<Store>> CheckpointReader::Impl::OpenCopyStore(
+    const recovery::CopyEntry& copy) {
+  if (copy.state == recovery::CopyState::kAborted) {
+    return Status::DataLoss(copy.where.path + " aborted the version");
+  }
   HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
                       OpenReadOnly(copy.where.path));
+  if (copy.state == recovery::CopyState::kPrepared) {
+    // Prepared, not committed here: readable when the coordinator decided
+    // commit (its record is in another store); the rank died before it
+    // copied the decision (recovery or its next Checkpointer copies it).
+    const statestore::CommitRecord* decided = catalog.FindCommit(copy.version);
+    if (decided == nullptr) {
+      return Status::DataLoss(copy.where.path +
+                              " holds its part prepared, and no store holds "
+                              "a commit decision for it");
+    }
+    statestore::CommitRecord mine = *decided;
+    mine.ranks = copy.ranks;
+    HY_RETURN_IF_ERROR(store->AdoptCommit(mine));
+  }
+  return store;
+}
+
+Result<std::unique_ptr<Store>> CheckpointReader::Impl::OpenCopy(
+    const recovery::CopyEntry& copy, int r) {
+  HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenCopyStore(copy));
   HY_ASSIGN_OR_RETURN(statestore::Manifest m, store->ReadManifest(step));
   const statestore::CommitRecord& c = m.commit;
   if (c.step != commit.step || c.world_size != commit.world_size ||
@@ -233,7 +252,9 @@ Status CheckpointReader::Impl::SwitchCopy(int r, const Status& damage) {
   bad.insert(recovery::CopyKey(source[r], r));
   std::vector<const recovery::CopyEntry*> others;
   for (const recovery::CopyEntry& e : catalog.entries()) {
-    if (e.version != step || e.state != recovery::CopyState::kCommitted ||
+    if (e.version != step || e.state == recovery::CopyState::kAborted ||
+        (e.state == recovery::CopyState::kPrepared &&
+         catalog.FindCommit(e.version) == nullptr) ||
         std::find(e.ranks.begin(), e.ranks.end(), r) == e.ranks.end() ||
         bad.count(recovery::CopyKey(e, r)) > 0) {
       continue;

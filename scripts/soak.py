@@ -180,13 +180,22 @@ def main():
         its, _ = run.snapshot()
         before = newest_committed(its, t)
         os.kill(victim, sig)
-        back = training_after(t + 0.5)
+        # Training again: the first iteration the restarted workers report.
+        restarted = run.wait_for(lambda: any(
+            ti > t and ", restart " in line and "starting" in line
+            for ti, line in run.snapshot()[1]), 600)
+        t_restart = min((ti for ti, line in run.snapshot()[1]
+                         if ti > t and ", restart " in line
+                         and "starting" in line), default=None)
+        back = training_after(t_restart) if restarted else None
         _, err = run.snapshot()
         resumed = [int(m.group(1)) for ti, line in err if ti > t
                    for m in [re.search(r"recovered step (\d+)", line)] if m]
         f = {"kind": kind, "at_s": round(t, 1), "worker_pid": victim,
              "committed_before": before,
              "resumed_step": resumed[0] if resumed else None,
+             "restarted_after_s": round(t_restart - t, 2) if restarted
+             else None,
              "training_again_s": round(back - t, 2) if back else None}
         f["steps_lost"] = (max(0, before - f["resumed_step"])
                            if f["resumed_step"] is not None else None)
@@ -305,13 +314,18 @@ def main():
         print(f"soak: {report['minutes']} min, {a.nproc} ranks, {final} "
               f"iterations, {restarts} restarts, exit {rc}")
         print(f"{'fault':<14}{'at s':>8}{'committed':>11}{'resumed':>9}"
-              f"{'lost':>6}{'back after s':>14}")
+              f"{'lost':>6}{'restart s':>11}{'training s':>12}")
         for f in faults:
             back = f.get("training_again_s", f.get("saving_again_s"))
             print(f"{f['kind']:<14}{f['at_s']:>8}"
                   f"{str(f.get('committed_before', '-')):>11}"
                   f"{str(f.get('resumed_step', '-')):>9}"
-                  f"{str(f['steps_lost']):>6}{str(back):>14}")
+                  f"{str(f['steps_lost']):>6}"
+                  f"{str(f.get('restarted_after_s', '-')):>11}"
+                  f"{str(back):>12}")
+        print("  (restart s: fault to the workers' restart; training s: "
+              "fault to the first iteration after it, or for the write "
+              "failure, room made to the next commit)")
         for k, c in checks.items():
             print(f"  {'ok  ' if c else ('--  ' if c is None else 'FAIL')} {k}")
         print(f"  tensorboard: {tb_note}")

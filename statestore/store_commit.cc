@@ -212,6 +212,37 @@ Result<std::vector<RankManifest>> RocksStore::ReadRankParts(uint64_t version) {
   return parts;
 }
 
+Status RocksStore::AdoptCommit(const CommitRecord& commit) {
+  if (commit.world_size < 1) {
+    return Status::InvalidArgument("commit record with world size " +
+                                   std::to_string(commit.world_size));
+  }
+  const std::string v = std::to_string(commit.version);
+  std::string ignored;
+  Status s = Get(meta_, keys::Committed(commit.version), &ignored);
+  if (s.ok()) return Status::OK();
+  if (!s.IsNotFound()) return s;
+  s = Get(meta_, keys::Aborted(commit.version), &ignored);
+  if (s.ok()) {
+    return Status::FailedPrecondition("version " + v + " was aborted in " +
+                                      path_);
+  }
+  if (!s.IsNotFound()) return s;
+  for (int r : commit.LocalRanks()) {
+    s = Get(meta_, keys::Prepared(commit.version, static_cast<uint32_t>(r)),
+            &ignored);
+    if (s.IsNotFound()) {
+      return Status::FailedPrecondition("rank " + std::to_string(r) +
+                                        " has not prepared version " + v +
+                                        " in " + path_);
+    }
+    HY_RETURN_IF_ERROR(s);
+  }
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  adopted_[commit.version] = commit;
+  return Status::OK();
+}
+
 Result<Manifest> RocksStore::ReadManifest(uint64_t version) {
   std::shared_lock<std::shared_mutex> gc(gc_mu_);
   HY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> m,
@@ -228,13 +259,19 @@ Result<std::shared_ptr<const Manifest>> RocksStore::ReadManifestLocked(
   }
   std::string value;
   Status s = Get(meta_, keys::Committed(version), &value);
-  if (s.IsNotFound()) {
-    return Status::NotFound("version " + std::to_string(version) +
-                            " is not committed in " + path_);
-  }
-  HY_RETURN_IF_ERROR(s);
   Manifest m;
-  HY_ASSIGN_OR_RETURN(m.commit, DecodeCommitRecord(value));
+  if (s.IsNotFound()) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = adopted_.find(version);
+    if (it == adopted_.end()) {
+      return Status::NotFound("version " + std::to_string(version) +
+                              " is not committed in " + path_);
+    }
+    m.commit = it->second;
+  } else {
+    HY_RETURN_IF_ERROR(s);
+    HY_ASSIGN_OR_RETURN(m.commit, DecodeCommitRecord(value));
+  }
   HY_ASSIGN_OR_RETURN(std::vector<RankManifest> parts, ReadRankParts(version));
   std::vector<bool> seen(m.commit.world_size, false);
   const std::vector<int> local = m.commit.LocalRanks();

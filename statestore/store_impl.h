@@ -61,6 +61,7 @@ class RocksStore : public Store {
       uint64_t version, int rank, uint64_t buffer_bytes) override;
   Status Commit(const CommitRecord& commit) override;
   Status Abort(uint64_t version) override;
+  Status AdoptCommit(const CommitRecord& commit) override;
   Result<std::vector<VersionInfo>> ListVersions() override;
   Result<uint64_t> LatestCommitted() override;
   Result<Manifest> ReadManifest(uint64_t version) override;
@@ -194,6 +195,8 @@ class RocksStore : public Store {
 
   std::mutex cache_mu_;
   std::map<uint64_t, std::shared_ptr<const Manifest>> manifest_cache_;
+  // AdoptCommit's records, by version. Guarded by cache_mu_.
+  std::map<uint64_t, CommitRecord> adopted_;
 
   std::mutex verified_mu_;
   std::set<Hash128> verified_;  // Guarded by verified_mu_.

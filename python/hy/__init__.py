@@ -52,6 +52,7 @@ def _load_extension():
 
 _hy = _load_extension()
 
+from ._crash import crash_point  # noqa: E402
 from ._group import Group  # noqa: E402 (after the extension, on purpose)
 from ._values import Shard, leaves, split  # noqa: E402
 
@@ -123,6 +124,7 @@ class SaveHandle:
             mine["stats"] = self._handle.wait()
         except _hy.Error as e:
             mine["error"] = _error(e)
+        crash_point("save.prepared", g.rank)
         outcomes = g.all_gather(mine)
         failed = [f"rank {r}: {o['error'][1]}" for r, o in enumerate(outcomes)
                   if o.get("error")]
@@ -142,6 +144,8 @@ class SaveHandle:
                 except _hy.Error:
                     pass
             decision = {"commit": not why, "why": why}
+            if not why:
+                crash_point("save.decided", g.rank)
         decision = g.all_gather(decision)[0]
         if not decision["commit"]:
             if g.rank != 0 and "error" not in mine:
@@ -149,7 +153,9 @@ class SaveHandle:
             raise _hy.Aborted(
                 f"step {self._step} was not saved: {decision['why']}")
         if g.rank != 0:
+            crash_point("save.before_follow", g.rank)
             self._commit(totals)
+            crash_point("save.followed", g.rank)
         self.stats = dict(mine.get("stats", {}))
         self.stats["total_new_bytes"] = totals["new_bytes"]
         self._result = self._step

@@ -32,8 +32,9 @@ write_data; the coordinator's finish writes the metadata, commits its own
 store (the decision) and then copies the commit record into the other
 ranks' stores (they closed theirs after preparing). A save killed before
 the decision leaves the previous step the newest one loadable; one killed
-while copying the decision leaves the new step unreadable (DataLoss: a
-rank's part is prepared, not committed) until the next save settles it.
+after it, while copying the decision, leaves the new step loadable: a
+reader reads a part prepared in its store when the coordinator's store
+holds the commit (writing nothing), and the next save copies the decision.
 
 Needs DCP's collectives (use_collectives=True, the default) and a shared
 directory; DefaultSavePlanner's enable_plan_caching is refused (a cached
@@ -62,6 +63,7 @@ from torch.futures import Future
 
 from . import _hy
 from . import _store_path
+from ._crash import crash_point
 from ._values import as_array
 
 __all__ = ["HyStorageWriter", "HyStorageReader"]
@@ -252,9 +254,10 @@ class HyStorageWriter(StorageWriter):
         total = sum(wr.size_in_bytes for rs in results for wr in rs)
         # The decision first (the coordinator's store), then the copies.
         order = [self.rank] + [r for r in range(world) if r != self.rank]
-        for r in order:
+        for i, r in enumerate(order):
             _store(self.path, r).commit(version, step, world, r,
                                         _layout(world), total, 0, 0, now)
+            crash_point("dcp.decided" if i == 0 else "dcp.copied", self.rank)
         self._plan_data = None
 
     def storage_meta(self):

@@ -217,15 +217,37 @@ TEST(CheckpointTest, FollowerThatMissedTheCommitCopiesItOnOpen) {
     c.ranks = {0};
     ASSERT_TRUE((*store)->Commit(c).ok());
   }
-  Status s = CheckpointReader::Open(dir.path()).status();
-  EXPECT_TRUE(s.IsDataLoss()) << s;
-  EXPECT_NE(s.message().find("prepared but not rank 0's commit"),
-            std::string::npos)
-      << s;
+  // A reader loads the decided step at once, writing nothing: rank 1's
+  // part stays prepared until its Checkpointer (or recovery) settles it.
+  {
+    auto reader = CheckpointReader::Open(dir.path());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    EXPECT_EQ((*reader)->step(), 3u);
+    ExpectState(reader->get(), 1003);  // The dead run's data (v + 1000).
+  }
+  auto versions = RankVersions(dir.path(), 1);
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  ASSERT_EQ(versions->size(), 1u);
+  EXPECT_FALSE(versions->back().committed);
   ASSERT_TRUE(Checkpointer::Open(Options(dir.path(), 1, 2)).ok());
+  versions = RankVersions(dir.path(), 1);
+  ASSERT_TRUE(versions.ok()) << versions.status();
+  EXPECT_TRUE(versions->back().committed);
   auto reader = CheckpointReader::Open(dir.path());
   ASSERT_TRUE(reader.ok()) << reader.status();
-  ExpectState(reader->get(), 1003);  // The dead run's data (v + 1000).
+  ExpectState(reader->get(), 1003);
+}
+
+TEST(CheckpointTest, UndecidedPreparedPartsAreNeverRead) {
+  TempDir dir;
+  SaveAll(dir.path(), 2, 2);
+  // Step 3 prepared on both ranks, decided by none.
+  for (int r = 0; r < 2; ++r) SaveDeadPart(dir.path(), 2, r, 3);
+  auto reader = CheckpointReader::Open(dir.path());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->step(), 2u);
+  ExpectState(reader->get(), 2);
+  EXPECT_TRUE(CheckpointReader::Open(dir.path(), 3).status().IsNotFound());
 }
 
 }  // namespace

@@ -157,6 +157,29 @@ def test_killed_save_leaves_previous_step_and_next_save_commits(
     assert all(r["old_mismatches"] == [] for r in ranks), ranks
 
 
+@pytest.mark.parametrize("point", ["dcp.decided", "dcp.copied"])
+def test_crash_after_the_decision_leaves_the_new_step_loadable(
+        saved, tmp_path, point):
+    """The coordinator dies in finish() after its own store committed
+    (the decision), before or while copying it into the others' stores
+    (hy/_crash.py's HY_TEST_CRASH_AT): the new step loads at once, bit for
+    bit, although some parts are only prepared; the next save settles
+    them."""
+    src, tensors = saved
+    work = str(tmp_path)
+    shutil.copytree(os.path.join(src, "hy"), os.path.join(work, "hy"))
+    shutil.copy(os.path.join(src, "ref-1.pt"), work)
+    exits, _, err = launch("save", work, 4, STEPS=2,
+                           HY_TEST_CRASH_AT=f"{point}:0")
+    assert exits[0] == 86, f"exits {exits}\n{err[-6000:]}"
+    assert unsettled(work), "the coordinator copied every decision"
+    ranks = run_ok("load", work, 3, STEPS=2)  # Step 1's values, bitwise.
+    check_loaded(ranks, tensors)
+    run_ok("save", work, 4, STEPS=3)
+    assert committed_steps(work) == [0, 1, 2]
+    assert unsettled(work) == []
+
+
 def test_damaged_chunk_raises_never_loads(saved, tmp_path):
     src, _ = saved
     work = str(tmp_path)

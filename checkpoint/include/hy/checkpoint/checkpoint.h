@@ -204,10 +204,12 @@ class CheckpointReader {
   // store committed and whose every old rank's part has a committed copy
   // (primary or replica); the copies are opened read-only. Returns NotFound
   // if there is no store under `root`, nothing is committed, or `step` is
-  // not committed; DataLoss if an old rank's part has no copy (also when
-  // its store holds it prepared but never copied rank 0's commit: that rank
-  // died before it could; recovery settles that) or its shards contradict
-  // another rank's.
+  // not committed; DataLoss if an old rank's part has no copy or its
+  // shards contradict another rank's. A part that is prepared but not
+  // committed in its own store is read all the same when another store
+  // holds the version's commit record: the coordinator decided commit and
+  // that rank died before copying the decision (Store::AdoptCommit; nothing
+  // is written). A version no store committed is never read.
   // With generation >= 0, only versions that start of the job wrote count.
   // Stores of two runs under `root` (recovery::RecordedRunId: another job's
   // node directory copied in) are refused with FailedPrecondition naming

@@ -306,6 +306,16 @@ class Store {
   // aborted already or never saved (the record is written all the same).
   virtual Status Abort(uint64_t version) = 0;
 
+  // For a reader: treats `commit.version`, prepared here but not
+  // committed, as committed with `commit` for the life of this handle;
+  // nothing is written. For a part whose coordinator decided commit (the
+  // record comes from its store) while this rank died before copying the
+  // decision: readers load the decided step at once instead of waiting for
+  // recovery or the next save to settle it. OK if the version is committed
+  // here already. Returns FailedPrecondition if it was aborted here or a
+  // rank of commit.LocalRanks() has not prepared it.
+  virtual Status AdoptCommit(const CommitRecord& commit) = 0;
+
   // Every version the store knows, committed or merely prepared, ascending.
   virtual Result<std::vector<VersionInfo>> ListVersions() = 0;
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hy/common/crash_point.h"
+
 namespace hy::recovery {
 
 namespace {
@@ -34,6 +36,8 @@ Status CommitOverTransport(reshard::Transport* transport,
                            const Status& prepared,
                            const statestore::SaveStats& stats) {
   const int rank = transport->rank();
+  const int64_t step = static_cast<int64_t>(commit.step);
+  if (prepared.ok()) CrashPoint("commit.prepared", rank, step);
   // Phase 1: who prepared.
   HY_ASSIGN_OR_RETURN(
       std::vector<json> outcomes,
@@ -65,6 +69,7 @@ Status CommitOverTransport(reshard::Transport* transport,
                    ? own->Commit(commit)
                    : Status::Aborted("not every rank prepared: " + failed);
     if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
+    if (s.ok()) CrashPoint("commit.decided", rank, step);
     // No commit record written: record the abort, the decision readers see.
     if (!s.ok()) own->Abort(commit.version).IgnoreError();
     decision = {{"commit", s.ok()},
@@ -85,8 +90,10 @@ Status CommitOverTransport(reshard::Transport* transport,
       statestore::CommitRecord decided,
       statestore::DecodeCommitRecord(d.value("record", std::string())));
   decided.ranks = {rank};
+  CrashPoint("commit.before_follow", rank, step);
   Status s = own->Commit(decided);
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
+  if (s.ok()) CrashPoint("commit.followed", rank, step);
   return s;
 }
 

@@ -344,6 +344,54 @@ TEST_F(HyctlRecoveryTest, HungRankZeroIsDetectedAndTheJobFinishes) {
               detect);
 }
 
+// The trainer's commit (two-phase, over the transport) killed at each of
+// its points (hy/common/crash_point.h) at step 4 of a 2-rank run with no
+// restart left: the next reader loads the newest step rank 0 decided (4
+// once rank 0 wrote its decision, even where rank 1 never copied it; 2
+// before), and --resume goes on to the end from there.
+TEST_F(HyctlRecoveryTest, EveryCommitCrashPointLeavesTheDecidedStepLoadable) {
+  const struct {
+    const char* at;
+    uint64_t want;
+  } kPoints[] = {{"commit.prepared:1:4", 2},
+                 {"commit.prepared:0:4", 2},
+                 {"commit.decided:0:4", 4},
+                 {"commit.before_follow:1:4", 4},
+                 {"commit.followed:1:4", 4}};
+  std::string args = SmallArgs("ROOT", 8);
+  args.replace(args.find(" --nproc 4"), 10, " --nproc 2");
+  int i = 0;
+  for (const auto& p : kPoints) {
+    SCOPED_TRACE(p.at);
+    const std::string root = dir_ + "/run" + std::to_string(i++);
+    std::string a = args;
+    a.replace(a.find("ROOT"), 4, root);
+    setenv("HY_TEST_CRASH_AT", p.at, 1);
+    Job job(root + "-job", a + " --max-restarts 0");
+    unsetenv("HY_TEST_CRASH_AT");
+    EXPECT_NE(job.Wait(), 0) << job.err();
+    EXPECT_NE(job.err().find("hy: crash point " +
+                             std::string(p.at).substr(
+                                 0, std::string(p.at).find(':'))),
+              std::string::npos)
+        << job.err();
+    {
+      auto reader = hy::checkpoint::CheckpointReader::Open(root);
+      ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+      EXPECT_EQ((*reader)->step(), p.want);
+    }
+    Job resumed(root + "-resume",
+                " -o json --nproc 2 --resume " + root + " --iterations 8");
+    EXPECT_EQ(resumed.Wait(), 0) << resumed.err();
+    EXPECT_NE(resumed.err().find("recovered step " + std::to_string(p.want)),
+              std::string::npos)
+        << resumed.err();
+    auto reader = hy::checkpoint::CheckpointReader::Open(root);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    EXPECT_EQ((*reader)->step(), 8u);
+  }
+}
+
 // Opt-in (HY_SOAK=1): 20 random failures in one long run, workers killed
 // at random moments (every fifth one with its node directory, while more
 // than two nodes are left); the run must finish and no recovery may go back

@@ -166,5 +166,36 @@ TEST(HyctlTrainStopTest, SigintTwiceToTheProcessGroupSavesTheIterationReached) {
   fs::remove_all(dir);
 }
 
+TEST(HyctlTrainStopTest, SigtermToOneWorkerOnlyStopsTheRunAndSaves) {
+  const std::string dir =
+      ::testing::TempDir() + "hyctl-stop-one-" + std::to_string(getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string hyctl = std::string(kCleanEnv) + HYCTL_PATH;
+  const std::string cut = dir + "/cut";
+  // The signal reaches one worker (the newest child of hyctl), as a node
+  // agent's does: the ranks agree on it at the iteration's end.
+  CmdResult stopped =
+      TrainAndStop(dir, hyctl, "", 40, cut,
+                   "for c in /proc/[0-9]*; do "
+                   "[ \"$(cut -d' ' -f4 $c/stat 2>/dev/null)\" = \"$p\" ] "
+                   "&& w=${c#/proc/}; done; kill -TERM $w");
+  EXPECT_NE(stopped.out.find("rc=0"), std::string::npos)
+      << stopped.out << stopped.err;
+  const size_t reached = Lines(stopped.out, "\"iteration\"").size();
+  EXPECT_GE(reached, 2u);
+  EXPECT_LT(reached, 40u);
+  EXPECT_NE(stopped.err.find("stopped by Terminated after " +
+                             std::to_string(reached) +
+                             " iteration(s); committed step " +
+                             std::to_string(reached)),
+            std::string::npos)
+      << stopped.err;
+  uint64_t step = 0;
+  ReadAll(cut, &step);
+  EXPECT_EQ(step, reached);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace hy::cli

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "hy/common/crash_point.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/statestore/manifest.h"
 #include "hy/statestore/store.h"
@@ -47,10 +48,14 @@ Result<Store*> Replicator::ReplicaStore(int source_rank) {
 
 Status Replicator::StorePart(int source_rank, internal::PartReceiver* copy) {
   HY_RETURN_IF_ERROR(copy->Finish());
+  const int me = transport_->rank();
+  const int64_t step = static_cast<int64_t>(copy->commit().step);
+  CrashPoint("replicate.prepared", me, step);
   HY_ASSIGN_OR_RETURN(Store * store, ReplicaStore(source_rank));
   Status s = store->Commit(copy->commit());
   if (s.code() == StatusCode::kAlreadyExists) s = Status::OK();
   HY_RETURN_IF_ERROR(s);
+  CrashPoint("replicate.committed", me, step);
   // Versions of other generations stay until Retain, once every copy of
   // this one is durable.
   RetentionPolicy policy;

@@ -344,8 +344,9 @@ TEST_F(HyctlRecoveryTest, HungRankZeroIsDetectedAndTheJobFinishes) {
               detect);
 }
 
-// The trainer's commit (two-phase, over the transport) killed at each of
-// its points (hy/common/crash_point.h) at step 4 of a 2-rank run with no
+// The trainer's commit (two-phase, over the transport) and the replication
+// after it killed at each of their points (hy/common/crash_point.h) at
+// step 4 of a 2-rank run with no
 // restart left: the next reader loads the newest step rank 0 decided (4
 // once rank 0 wrote its decision, even where rank 1 never copied it; 2
 // before), and --resume goes on to the end from there.
@@ -357,7 +358,9 @@ TEST_F(HyctlRecoveryTest, EveryCommitCrashPointLeavesTheDecidedStepLoadable) {
                  {"commit.prepared:0:4", 2},
                  {"commit.decided:0:4", 4},
                  {"commit.before_follow:1:4", 4},
-                 {"commit.followed:1:4", 4}};
+                 {"commit.followed:1:4", 4},
+                 {"replicate.prepared:1:4", 4},
+                 {"replicate.committed:0:4", 4}};
   std::string args = SmallArgs("ROOT", 8);
   args.replace(args.find(" --nproc 4"), 10, " --nproc 2");
   int i = 0;

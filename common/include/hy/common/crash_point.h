@@ -17,6 +17,9 @@
 //                         others not told
 //   commit.before_follow  rank > 0: told commit, not committed here
 //   commit.followed       rank > 0: committed here
+// recovery/replicator.cc (the copies of a committed part on other nodes):
+//   replicate.prepared    the holder's copy is written, not committed
+//   replicate.committed   the holder's copy is committed
 //
 // Thread-safety: any thread.
 

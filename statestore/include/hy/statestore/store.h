@@ -9,8 +9,9 @@
 // the rank's manifest and its prepared record in one synced batch. A
 // coordinator then calls Commit(), which succeeds only once every rank of the
 // world has prepared, and makes the version visible with one synced write.
-// Readers see committed versions only; anything else is a leftover that Gc()
-// removes.
+// Readers see committed versions only (and, through AdoptCommit, a part
+// prepared here whose commit another store decided); anything else is a
+// leftover that Gc() removes.
 //
 // One process opens a store read-write (RocksDB's lock enforces it); ranks
 // that share a store are threads of that process (or clients of a store

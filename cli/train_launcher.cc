@@ -121,6 +121,17 @@ struct Child {
   bool running = false;
 };
 
+// Whether `pid` is stopped (SIGSTOP, a debugger): such a worker cannot
+// notice a peer's failure and exit by itself.
+bool IsStopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() &&
+         (stat[paren + 2] == 'T' || stat[paren + 2] == 't');
+}
+
 std::string DescribeExit(int rank, int status) {
   std::string out = "rank " + std::to_string(rank);
   if (WIFEXITED(status)) {
@@ -366,6 +377,16 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
     if (failed_at && !kill_at &&
         now - *failed_at > std::chrono::milliseconds(static_cast<int64_t>(
                                o.peer_exit_seconds * 1000))) {
+      stop_all(now);
+    }
+    // Waiting for workers that are all stopped (a hung rank SIGSTOPped)
+    // is waiting for nothing: they cannot exit by themselves.
+    if (failed_at && !kill_at &&
+        std::any_of(children.begin(), children.end(),
+                    [](const Child& c) { return c.running; }) &&
+        std::all_of(children.begin(), children.end(), [](const Child& c) {
+          return !c.running || IsStopped(c.pid);
+        })) {
       stop_all(now);
     }
     if (kill_at && now >= *kill_at) {

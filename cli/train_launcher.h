@@ -55,7 +55,8 @@ struct LaunchOptions {
   // After the first failure, how long the other workers get to notice it
   // and exit by themselves (recovery::kExitPeerFailed) before they are
   // killed (SIGKILL: a SIGTERM would ask them to save, which a job that
-  // lost a rank cannot). 0: at once.
+  // lost a rank cannot). 0: at once. Workers that are all stopped
+  // (SIGSTOP: a hung rank) are killed at once: they cannot exit.
   double peer_exit_seconds = 0;
   // A child of this process that is not a worker but that the run needs
   // (the vLLM engine keeper): its exit stops the workers as a worker's

@@ -316,7 +316,8 @@ TEST_F(HyctlRecoveryTest, FewerNodesThanMinNodesEndsWithAClearError) {
 // A rank that hangs (SIGSTOP) rather than dies: its sockets stay open, so
 // no collective fails and the launcher sees no exit. Rank 0 is the worst
 // case: it hosts the store the heartbeats go through, so the others' store
-// calls block instead of failing; their heartbeat watchdog must see that.
+// calls block instead of failing; their heartbeat watchdog must see that,
+// and the launcher must not wait for a stopped worker to exit.
 TEST_F(HyctlRecoveryTest, HungRankZeroIsDetectedAndTheJobFinishes) {
   constexpr int kIterations = 12;
   Job job(dir_ + "/job", SmallArgs(root_, kIterations));

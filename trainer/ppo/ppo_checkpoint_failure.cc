@@ -94,11 +94,13 @@ std::string PpoWorker::CheckpointStopLine(int64_t iterations_done) const {
          "checkpoint.max_consecutive_failures: " +
          Num(config_.checkpoint.max_consecutive_failures) +
          "); newest saved step " +
-         (saved >= 0 ? Num(saved) : std::string("none")) +
-         ". Make room (or mend the disk) under " +
-         config_.checkpoint.store_root +
-         " and continue with hyctl train --resume " +
-         config_.checkpoint.store_root;
+         (saved >= 0 ? Num(saved) : std::string("none")) + ResumeHint();
+}
+
+std::string PpoWorker::ResumeHint() const {
+  const std::string& root = config_.checkpoint.store_root;
+  return ". Make room (or mend the disk) under " + root +
+         " and continue with hyctl train --resume " + root;
 }
 
 }  // namespace hy::trainer

@@ -462,10 +462,7 @@ Result<RunSummary> PpoWorker::Run() {
       summary.checkpoint_failure =
           DescribeCheckpointFailure(checkpointer_->status().failed_step,
                                     final_save) +
-          ". Make room (or mend the disk) under " +
-          config_.checkpoint.store_root +
-          " and continue with hyctl train --resume " +
-          config_.checkpoint.store_root + " [" + final_save.ToString() + "]";
+          ResumeHint() + " [" + final_save.ToString() + "]";
     }
   }
   summary.checkpoint_step = checkpointer_->status().committed_step;

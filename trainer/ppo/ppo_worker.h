@@ -129,6 +129,8 @@ class PpoWorker {
   bool CheckpointsExhausted() const;
   // What the run says when it stops for that, after `iterations_done`.
   std::string CheckpointStopLine(int64_t iterations_done) const;
+  // ". Make room ... and continue with hyctl train --resume <root>".
+  std::string ResumeHint() const;
 
   // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
   void ObserveCheckpointBlocking();

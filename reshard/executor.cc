@@ -150,12 +150,12 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
         " ranks, the transport has rank " + std::to_string(m.rank) + " of " +
         std::to_string(m.transport->world_size()));
   }
-  if (plan.src.world_size() != m.world || plan.dst.world_size() != m.world) {
+  if (plan.src.world_size() > m.world || plan.dst.world_size() > m.world) {
     return Status::InvalidArgument(
-        "reshard: the plan changes the world size (" +
-        std::to_string(plan.src.world_size()) + " to " +
-        std::to_string(plan.dst.world_size()) +
-        " ranks); an executor runs plans within one world");
+        "reshard: the plan's layouts have " +
+        std::to_string(plan.src.world_size()) + " and " +
+        std::to_string(plan.dst.world_size()) + " ranks, more than its " +
+        std::to_string(m.world) + "-rank world");
   }
   if (static_cast<int>(src.size()) != n || static_cast<int>(dst.size()) != n) {
     return Status::InvalidArgument("reshard: expected " + std::to_string(n) +
@@ -166,8 +166,15 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   }
   for (int t = 0; t < n; ++t) {
     DType dtype = plan.spec.tensors[t].meta.dtype;
-    size_t want_src = plan.src.Get(m.rank, t).num_elements * DTypeSize(dtype);
-    size_t want_dst = plan.dst.Get(m.rank, t).num_elements *
+    // A rank beyond a layout's world holds (or receives) nothing.
+    const int64_t src_n = m.rank < plan.src.world_size()
+                              ? plan.src.Get(m.rank, t).num_elements
+                              : 0;
+    const int64_t dst_n = m.rank < plan.dst.world_size()
+                              ? plan.dst.Get(m.rank, t).num_elements
+                              : 0;
+    size_t want_src = static_cast<size_t>(src_n) * DTypeSize(dtype);
+    size_t want_dst = static_cast<size_t>(dst_n) *
                       DTypeSize(WireDType(dtype, m.options.wire));
     if (src[t].size() != want_src || dst[t].size() != want_dst) {
       return Status::InvalidArgument(

@@ -213,4 +213,54 @@ TransferPlan LocalCopiesAsSteps(const TransferPlan& plan, int num_steps) {
   return out;
 }
 
+TransferPlan PlanFromRanks(const TransferPlan& plan,
+                           const std::vector<bool>& from) {
+  TransferPlan out = plan;
+  auto taken = [&](const Transfer& t) {
+    return t.src_rank >= 0 && static_cast<size_t>(t.src_rank) < from.size() &&
+           from[static_cast<size_t>(t.src_rank)];
+  };
+  auto bytes = [&](const Transfer& t) {
+    return t.length * static_cast<int64_t>(
+                          DTypeSize(plan.spec.tensors[t.tensor].meta.dtype));
+  };
+  PlanStats& st = out.stats;
+  st.local_bytes = st.same_node_bytes = st.cross_node_bytes = 0;
+  st.num_transfers = 0;
+  out.local.clear();
+  for (const Transfer& t : plan.local) {
+    if (!taken(t)) continue;
+    out.local.push_back(t);
+    st.local_bytes += bytes(t);
+  }
+  const int world = plan.topology.world_size;
+  const int per_node = std::max(1, plan.topology.ranks_per_node);
+  std::vector<int64_t> sent(static_cast<size_t>(world), 0);
+  std::vector<int64_t> received(static_cast<size_t>(world), 0);
+  out.steps.clear();
+  for (const Step& step : plan.steps) {
+    Step kept;
+    for (const Transfer& t : step.transfers) {
+      if (!taken(t)) continue;
+      kept.transfers.push_back(t);
+      const int64_t b = bytes(t);
+      (t.src_rank / per_node == t.dst_rank / per_node ? st.same_node_bytes
+                                                      : st.cross_node_bytes) +=
+          b;
+      if (t.src_rank < world) sent[static_cast<size_t>(t.src_rank)] += b;
+      if (t.dst_rank >= 0 && t.dst_rank < world) {
+        received[static_cast<size_t>(t.dst_rank)] += b;
+      }
+    }
+    st.num_transfers += static_cast<int64_t>(kept.transfers.size());
+    if (!kept.transfers.empty()) out.steps.push_back(std::move(kept));
+  }
+  st.max_send_bytes = st.max_recv_bytes = 0;
+  for (int r = 0; r < world; ++r) {
+    st.max_send_bytes = std::max(st.max_send_bytes, sent[r]);
+    st.max_recv_bytes = std::max(st.max_recv_bytes, received[r]);
+  }
+  return out;
+}
+
 }  // namespace hy::reshard

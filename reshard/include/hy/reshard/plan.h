@@ -102,7 +102,8 @@ struct TransferPlan {
 // The layouts may have different world sizes (a job that grows or
 // shrinks): topology.world_size is then the larger, the ranks beyond the
 // source's world hold nothing and those beyond the destination's receive
-// nothing. Executors run only plans within one world (they refuse others).
+// nothing. An executor runs such a plan in the larger world (every rank of
+// it takes part; e.g. a gather of fsdp=N onto one rank's whole copy).
 // Returns InvalidArgument before planning if topology.world_size is not
 // the larger layout's world size ("world size mismatch: ..."), if
 // topology.ranks_per_node < 1, if bucket_bytes < 1, or as ShardMap::Build
@@ -118,6 +119,17 @@ Result<TransferPlan> Plan(const Layout& src, const Layout& dst,
 // (staging summed over ranks: exact for a one-rank plan).
 // REQUIRES: num_steps >= 1 and plan.steps is empty (an all-local plan).
 TransferPlan LocalCopiesAsSteps(const TransferPlan& plan, int num_steps);
+
+// The part of `plan` that the ranks with from[rank] true send: their local
+// copies and network transfers, steps left with nothing dropped. For a
+// destination some ranks write themselves (RunToSharedDestination: a
+// shared-memory file on their host) while the others reach it over a
+// transport: every rank runs an Executor on the part from the others.
+// The stats count the part's bytes by kind, its transfers and its largest
+// send and receive; peak staging is the whole plan's (an upper bound).
+// REQUIRES: from.size() == plan.topology.world_size.
+TransferPlan PlanFromRanks(const TransferPlan& plan,
+                           const std::vector<bool>& from);
 
 // The HybridFlow rollout grouping for a training layout tp=t,pp=p,dp=d
 // (fsdp=1): rollout tp=t_g, dp=world/t_g, ordered so that each rank's

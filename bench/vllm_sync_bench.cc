@@ -10,8 +10,16 @@
 // every process of --engine-pgid), and beside it a memcpy of the file's
 // bytes (the limit). bench/vllm_sync_bench.py runs this beside verl's way
 // and an engine restart. The engine's key: HY_VLLM_API_KEY.
+//
+// --remote-ranks K: the last K ranks stand for ranks on another host, as
+// under torchrun across hosts: they never touch the file and send their
+// pieces to rank 0 over c10d (Gloo on loopback here, hy's Executor on
+// reshard::PlanFromRanks), rank 0 unpacking them into the file.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,6 +35,8 @@
 
 #include "bench_flags.h"
 #include "hy/common/process_memory.h"
+#include "hy/reshard/c10d_transport.h"
+#include "hy/reshard/executor.h"
 #include "hy/reshard/model_spec.h"
 #include "hy/reshard/plan.h"
 #include "hy/reshard/shard_map.h"
@@ -74,7 +84,7 @@ int64_t GroupKb(pid_t pgid, const char* field, bool reset) {
 int Run(int argc, char** argv) {
   CLI::App app("hy's weight sync into a running vLLM engine");
   std::string model_dir, url, dtype_name = "bfloat16";
-  int ranks = 2, reps = 3;
+  int ranks = 2, reps = 3, remote_ranks = 0;
   int engine_pgid = 0;
   bool json = false;
   app.add_option("--model-dir", model_dir, "Directory with config.json")
@@ -85,6 +95,10 @@ int Run(int argc, char** argv) {
   app.add_option("--ranks", ranks, "Trainer ranks (FSDP pieces)")
       ->check(bench::AtLeast(1));
   app.add_option("--reps", reps, "Repetitions")->check(bench::AtLeast(1));
+  app.add_option("--remote-ranks", remote_ranks,
+                 "The last K ranks send over c10d (Gloo) instead of "
+                 "writing the file")
+      ->check(bench::AtLeast(0));
   app.add_option("--dtype", dtype_name, "The engine's: bfloat16 | float32");
   bench::AddJsonFlag(&app, &json);
   if (int code = bench::ParseFlags(&app, argc, argv); code >= 0) return code;
@@ -93,6 +107,10 @@ int Run(int argc, char** argv) {
     std::cerr << "hy_bench_vllm_sync: " << s.ToString() << "\n";
     return 1;
   };
+  if (remote_ranks >= ranks) {
+    return fail(Status::InvalidArgument(
+        "--remote-ranks must leave rank 0 on the engine's host"));
+  }
   Result<trainer::ModelConfig> mc = trainer::ReadHfConfig(model_dir);
   if (!mc.ok()) return fail(mc.status());
   const auto metas = trainer::ModelTensors(*mc, trainer::ModelRole::kActor);
@@ -110,6 +128,24 @@ int Run(int argc, char** argv) {
   topo.ranks_per_node = ranks;
   auto plan = reshard::Plan(train, whole, *spec, topo);
   if (!plan.ok()) return fail(plan.status());
+  std::vector<bool> remote(static_cast<size_t>(ranks), false);
+  for (int r = ranks - remote_ranks; r < ranks; ++r) remote[r] = true;
+  auto remote_plan = std::make_shared<const reshard::TransferPlan>(
+      reshard::PlanFromRanks(*plan, remote));
+  int port = 0;
+  if (remote_ranks > 0) {  // A free port for rank 0's c10d store.
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return fail(Status::IOError("no free port"));
+    }
+    port = ntohs(addr.sin_port);
+    close(fd);
+  }
   auto map = reshard::ShardMap::Build(train, *spec);
   if (!map.ok()) return fail(map.status());
   const std::string path =
@@ -144,13 +180,36 @@ int Run(int argc, char** argv) {
         src.emplace_back(reinterpret_cast<const uint8_t*>(p.data()),
                          p.size() * 4);
       }
+      std::unique_ptr<reshard::C10dTransport> transport;
+      std::unique_ptr<reshard::Executor> executor;
+      if (remote_ranks > 0) {
+        auto t = reshard::C10dTransport::Connect(r, ranks, "127.0.0.1", port);
+        if (!t.ok()) {
+          std::cerr << "rank " << r << ": " << t.status().ToString() << "\n";
+          _exit(1);
+        }
+        transport = std::move(t).value();
+        reshard::ExecutorOptions eo;
+        eo.wire = *dtype == DType::kBF16 ? reshard::WireFormat::kBf16
+                                         : reshard::WireFormat::kRaw;
+        executor = std::make_unique<reshard::Executor>(remote_plan,
+                                                       transport.get(), eo);
+      }
+      std::vector<MutableBytes> into(dst.size());
+      if (r == 0) into = dst;
       char cmd;
       while (read(a[0], &cmd, 1) == 1 && cmd == 'g') {
         ResetPeakResident();
         const int64_t before = ResidentBytes();
         const auto t0 = Clock::now();
-        Status s = reshard::RunToSharedDestination(*plan, r, 0, src, dst,
-                                                   *dtype);
+        Status s;
+        if (!remote[r]) {
+          s = reshard::RunToSharedDestination(*plan, r, 0, src, dst, *dtype);
+        }
+        if (s.ok() && executor != nullptr) {
+          s = executor->Run(src, into, nullptr);
+        }
+        if (!s.ok()) std::cerr << "rank " << r << ": " << s.ToString() << "\n";
         RankReport rep{Since(t0),
                        (PeakResidentBytes() - before) / 1048576.0};
         if (!s.ok()) rep.seconds = -1;
@@ -220,18 +279,19 @@ int Run(int argc, char** argv) {
   const double mb = static_cast<double>(layout->size) / 1048576.0;
   if (json) {
     std::printf(
-        "{\"bench\":\"vllm_sync\",\"ranks\":%d,\"reps\":%d,\"dtype\":\"%s\","
+        "{\"bench\":\"vllm_sync\",\"ranks\":%d,\"remote_ranks\":%d,"
+        "\"reps\":%d,\"dtype\":\"%s\","
         "\"model_mb\":%.1f,\"tensors\":%zu,\"sync_s\":%.4f,\"write_s\":%.4f,"
         "\"load_s\":%.4f,\"memcpy_s\":%.4f,\"rank_extra_rss_mb\":%.1f,"
         "\"engine_extra_rss_mb\":%.1f}\n",
-        ranks, reps, dtype_name.c_str(), mb,
+        ranks, remote_ranks, reps, dtype_name.c_str(), mb,
         layout->tensors.size() + layout->aliases.size(), median(&Rep::total),
         median(&Rep::write), median(&Rep::load), median(&Rep::memcpy_s),
         median(&Rep::rank_extra_mb), median(&Rep::engine_extra_mb));
   } else {
-    std::printf("hy weight sync, %d ranks -> 1 engine, %.1f MiB (%s), "
-                "median of %d\n",
-                ranks, mb, dtype_name.c_str(), reps);
+    std::printf("hy weight sync, %d ranks (%d over c10d) -> 1 engine, "
+                "%.1f MiB (%s), median of %d\n",
+                ranks, remote_ranks, mb, dtype_name.c_str(), reps);
     std::printf("  %-34s %8.3f s\n", "sync (write + engine load)",
                 median(&Rep::total));
     std::printf("  %-34s %8.3f s\n", "  ranks write the shared file",

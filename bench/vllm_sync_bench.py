@@ -19,6 +19,10 @@ each side held before:
             collective_rpc into the worker's reload_weights(weights_iterator).
   restart   the model exported as an HF directory (safetensors) and a fresh
             engine started on it, up to /health.
+  hy c10d   the same with rank 1 as if on another host: it sends its
+            pieces to rank 0 over c10d (Gloo, loopback), rank 0 unpacks
+            them into the file (what ranks on other hosts than the
+            engine's do).
   memcpy    one memcpy of the engine's bytes (the limit).
 
 Also the README demo's iteration time on vLLM against hy's own rollout
@@ -32,17 +36,16 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(SRC / "python"))
+from hy_vllm import serve  # noqa: E402
 HYCTL = Path(os.environ.get("HYCTL", SRC / "build" / "bin" / "hyctl"))
 SYNC_BIN = Path(os.environ.get("HY_BENCH_VLLM_SYNC",
                                SRC / "build" / "bin" / "hy_bench_vllm_sync"))
@@ -60,12 +63,6 @@ SHAPES = {
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_kb(pid, field):
@@ -114,60 +111,36 @@ def model_dir(root, shape):
     return d
 
 
-class Engine:
+class Engine(serve.Engine):
+    """hy_vllm.serve's engine (as hyctl train's keeper starts one), bf16,
+    with its start time and resident memory once ready."""
+
     def __init__(self, model, log_path, dummy=True):
-        self.port = free_port()
-        self.key = os.urandom(16).hex()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=str(SRC / "python"),
-                   VLLM_SERVER_DEV_MODE="1", HY_VLLM_API_KEY=self.key,
-                   VLLM_CPU_KVCACHE_SPACE="1",
-                   VLLM_CPU_OMP_THREADS_BIND="nobind")
-        self.log = open(log_path, "w")
-        t0 = time.time()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-             "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(self.port), "--dtype", "bfloat16",
-             "--load-format", "dummy" if dummy else "auto",
-             "--enforce-eager", "--max-model-len", "64",
-             "--worker-extension-cls", "hy_vllm.worker.HyWorkerExtension",
-             "--weight-transfer-config", '{"backend": "hy_shm"}',
-             "--middleware", "hy_vllm.auth.RequireRunKey"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True)
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited; see {log_path}")
-            try:
-                urllib.request.urlopen(self.url + "/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        self.start_s = time.time() - t0
+        super().__init__(model, log_path, dtype="bfloat16", dummy=dummy)
         self.rss_mb = sum(rss_kb(p, "VmRSS:") for p in
                           group_pids(self.proc.pid)) / 1024
-
-    def close(self):
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.log.close()
 
 
 def run_hy(model, reps, root):
     e = Engine(model, root / "engine-hy.log")
     try:
-        out = subprocess.run(
-            [str(SYNC_BIN), "--model-dir", str(model), "--url", e.url,
-             "--engine-pgid", str(e.proc.pid), "--ranks", "2",
-             "--reps", str(reps), "--json"],
-            env=dict(os.environ, HY_VLLM_API_KEY=e.key),
-            capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"{SYNC_BIN} exited {out.returncode}: "
-                               f"{out.stderr}")
-        r = json.loads(out.stdout)
+        runs = []
+        for remote in (0, 1):
+            out = subprocess.run(
+                [str(SYNC_BIN), "--model-dir", str(model), "--url", e.url,
+                 "--engine-pgid", str(e.proc.pid), "--ranks", "2",
+                 "--remote-ranks", str(remote), "--reps", str(reps),
+                 "--json"],
+                env=dict(os.environ, HY_VLLM_API_KEY=e.key),
+                capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{SYNC_BIN} exited {out.returncode}: "
+                                   f"{out.stderr}")
+            runs.append(json.loads(out.stdout))
+        r = runs[0]
         r["engine_start_s"] = e.start_s
+        # Rank 1 as if on another host: its piece to rank 0 over c10d.
+        r["c10d"] = runs[1]
         return r
     finally:
         e.close()
@@ -248,7 +221,7 @@ def run_verl(model, reps):
     import multiprocessing as mp
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = free_port()
+    port = serve.free_port()
     procs = [ctx.Process(target=_verl_rank, args=(r, model, reps, port, q))
              for r in range(2)]
     for p in procs:
@@ -372,6 +345,9 @@ def main():
     if hy:
         row("hy", hy["sync_s"], f"{hy['rank_extra_rss_mb']:.0f}",
             f"{hy['engine_extra_rss_mb']:.0f}")
+        c = hy["c10d"]
+        row("hy c10d", c["sync_s"], f"{c['rank_extra_rss_mb']:.0f}",
+            f"{c['engine_extra_rss_mb']:.0f}")
     if "verl" in res:
         v = res["verl"]
         row("verl", v["sync_s"],

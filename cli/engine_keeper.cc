@@ -140,27 +140,16 @@ pid_t SpawnEngine(const trainer::TrainConfig& c, const EnginePlan& plan,
   const std::string log = plan.dir + "/engine-" + std::to_string(e) + ".log";
   const auto env = EngineEnv(c, plan);
   const trainer::VllmConfig& vc = c.rollout.vllm;
+  // python/hy_vllm/serve.py knows vLLM's command line (hy's extension,
+  // backend, key middleware, sampling and log-prob modes) and execs it.
   std::vector<std::string> argv = {
-      plan.python, "-m", "vllm.entrypoints.openai.api_server",
+      plan.python, "-m", "hy_vllm.serve",
       "--model", plan.model_dir,
-      "--served-model-name", "hy",
-      "--host", "127.0.0.1",
       "--port", std::to_string(PortOf(plan.urls[e])),
       "--dtype", vc.dtype,
-      "--load-format", "dummy",
-      "--enforce-eager",
       "--max-model-len", std::to_string(c.model.max_position_embeddings),
       "--tensor-parallel-size", std::to_string(vc.tensor_parallel_size),
-      "--seed", std::to_string(c.trainer.seed),
-      "--worker-extension-cls", "hy_vllm.worker.HyWorkerExtension",
-      "--weight-transfer-config", "{\"backend\": \"hy_shm\"}",
-      "--middleware", "hy_vllm.auth.RequireRunKey",
-      "--generation-config", "vllm",
-      // The log-probs of the distribution sampled from (after temperature),
-      // as the trainer computes its own.
-      "--logprobs-mode", "processed_logprobs",
-      "--disable-log-stats",
-      "--disable-uvicorn-access-log"};
+      "--seed", std::to_string(c.trainer.seed)};
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();

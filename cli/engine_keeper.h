@@ -10,8 +10,9 @@
 // per-run key. Its errors are configuration errors (exit 78).
 //
 // EngineKeeper::Start forks a keeper process that starts each engine
-// (`python -m vllm.entrypoints.openai.api_server`, development routes on,
-// hy_vllm's worker extension, `hy_shm` backend and key middleware) in its
+// (`python -m hy_vllm.serve`, which execs vLLM's OpenAI server with the
+// development routes on, hy_vllm's worker extension, `hy_shm` backend and
+// key middleware: python/hy_vllm/serve.py holds that command line) in its
 // own process group with its output in <store>/engines/engine-<i>.log and
 // its process group in engine-<i>.pid (rank 0 kills a hung engine by it),
 // polls /health, and restarts an engine that exits after it was ready (up

@@ -1,9 +1,10 @@
 // PpoWorker with rollout.engine vllm: the weights go from the FSDP pieces
-// into the host's shared weight file (each rank writes its own piece,
-// planned by hy's planner: training layout fsdp=N -> one destination that
-// holds whole tensors), rank 0 has every engine load them as the step's
-// version, and rank 0 generates the batch on the engines and hands every
-// rank the responses and the engines' log-probs.
+// into the engines' shared weight file on rank 0's host (planned by hy's
+// planner: training layout fsdp=N -> one destination that holds whole
+// tensors; each rank on that host writes its own piece, ranks on other
+// hosts send theirs to rank 0 over c10d), rank 0 has every engine load
+// them as the step's version, and rank 0 generates the batch on the
+// engines and hands every rank the responses and the engines' log-probs.
 //
 // An engine that fails (refused connection, timeout, 5xx, or a version
 // other than the step's before or after its share) is waited for (hyctl
@@ -19,9 +20,11 @@
 #include <fstream>
 #include <thread>
 
-#include "hy/reshard/layout.h"
 #include "hy/metrics/hy_metrics.h"
+#include "hy/reshard/layout.h"
+#include "hy/reshard/plan.h"
 #include "hy/reshard/shared_destination.h"
+#include "hy/trainer/data/task.h"
 #include "ppo_worker.h"
 
 namespace hy::trainer {
@@ -54,13 +57,6 @@ std::string Env(const char* name) {
   return v != nullptr ? v : "";
 }
 
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer.
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 template <typename T>
 void Put(std::vector<uint8_t>* out, const T& v) {
   const auto* p = reinterpret_cast<const uint8_t*>(&v);
@@ -79,14 +75,18 @@ bool Get(const std::vector<uint8_t>& in, size_t* at, T* v) {
 
 Status PpoWorker::SetupEngines() {
   const VllmConfig& vc = config_.rollout.vllm;
-  for (const std::string& h : hosts_) {
-    if (h != hosts_.front()) {
-      return Status::InvalidArgument(
-          "rollout.engine vllm: the trainer's ranks run on more than one "
-          "host (" + hosts_.front() + ", " + h + "); the weights reach the "
-          "engines through a shared-memory file on one host");
-    }
+  // The engines and their weight file live on rank 0's host. Ranks there
+  // write their pieces into the file; ranks on other hosts send theirs to
+  // rank 0 over c10d (hy's executor, the engine's dtype on the wire).
+  const int world = comm_->world_size();
+  std::vector<bool> remote(static_cast<size_t>(world), false);
+  int local_ranks = 0;
+  for (int r = 0; r < world; ++r) {
+    remote[static_cast<size_t>(r)] =
+        hosts_[static_cast<size_t>(r)] != hosts_.front();
+    if (!remote[static_cast<size_t>(r)]) ++local_ranks;
   }
+  const bool here = !remote[static_cast<size_t>(comm_->rank())];
   HY_ASSIGN_OR_RETURN(const DType dtype, EngineDType(vc.dtype));
   std::vector<TensorMeta> metas;
   for (const reshard::TensorSpec& t : actor_->spec().tensors) {
@@ -102,25 +102,50 @@ Status PpoWorker::SetupEngines() {
     path = "/dev/shm/hy-weights-" +
            (run_id_.empty() ? Env("MASTER_PORT") : run_id_);
   }
+  // Every rank learns whether rank 0 made the file (a collective either
+  // way, so that no rank waits in a barrier for one that gave up).
+  Status made;
   if (comm_->rank() == 0) {
-    HY_ASSIGN_OR_RETURN(weight_file_,
-                        SharedWeightFile::Create(path, weight_layout_.size));
+    Result<std::unique_ptr<SharedWeightFile>> f =
+        SharedWeightFile::Create(path, weight_layout_.size);
+    if (f.ok()) {
+      weight_file_ = std::move(f).value();
+    } else {
+      made = f.status();
+    }
   }
-  HY_RETURN_IF_ERROR(comm_->transport()->Barrier());
-  if (comm_->rank() != 0) {
+  HY_RETURN_IF_ERROR(ShareStatus(made));
+  if (comm_->rank() != 0 && here) {
     HY_ASSIGN_OR_RETURN(weight_file_,
                         SharedWeightFile::Open(path, weight_layout_.size));
   }
-  const int world = comm_->world_size();
   HY_ASSIGN_OR_RETURN(reshard::Layout train,
                       reshard::Layout::Make(1, 1, 1, world));
   HY_ASSIGN_OR_RETURN(reshard::Layout whole, reshard::Layout::Make(1, 1, 1, 1));
   reshard::Topology topology;
   topology.world_size = world;
-  topology.ranks_per_node = world;
+  // Host-major ranks (torchrun's order) make rank 0's host the first node.
+  topology.ranks_per_node = local_ranks;
   HY_ASSIGN_OR_RETURN(reshard::TransferPlan plan,
                       reshard::Plan(train, whole, actor_->spec(), topology));
   engine_plan_ = std::make_shared<const reshard::TransferPlan>(std::move(plan));
+  if (local_ranks < world) {
+    engine_remote_plan_ = std::make_shared<const reshard::TransferPlan>(
+        reshard::PlanFromRanks(*engine_plan_, remote));
+    reshard::ExecutorOptions eo;
+    eo.wire = dtype == DType::kBF16 ? reshard::WireFormat::kBf16
+                                    : reshard::WireFormat::kRaw;
+    engine_executor_ = std::make_unique<reshard::Executor>(
+        engine_remote_plan_, comm_->transport(), eo);
+    if (comm_->rank() == 0) {
+      Log(std::to_string(world - local_ranks) + " of " +
+          std::to_string(world) + " ranks run on other hosts than the "
+          "engines' (" + hosts_.front() + "): they send their pieces (" +
+          std::to_string(engine_remote_plan_->stats.network_bytes() >> 20) +
+          " MiB as f32) to rank 0 over c10d");
+    }
+  }
+  engine_set_up_ = true;
   if (comm_->rank() != 0) return Status::OK();
   std::vector<std::string> urls = vc.urls;
   if (urls.empty()) urls = SplitList(Env("HY_VLLM_URLS"));
@@ -255,7 +280,7 @@ Status PpoWorker::ShareStatus(const Status& mine) {
 
 Status PpoWorker::SyncEngines(int64_t version, IterationReport* report) {
   const auto start = Clock::now();
-  if (weight_file_ == nullptr) HY_RETURN_IF_ERROR(SetupEngines());
+  if (!engine_set_up_) HY_RETURN_IF_ERROR(SetupEngines());
   std::vector<ConstBytes> src;
   std::vector<MutableBytes> dst;
   for (int t = 0; t < actor_->num_tensors(); ++t) {
@@ -263,13 +288,34 @@ Status PpoWorker::SyncEngines(int64_t version, IterationReport* report) {
     src.emplace_back(static_cast<const uint8_t*>(local.data_ptr()),
                      static_cast<size_t>(local.numel() * 4));
     const WeightFileEntry& e = weight_layout_.tensors[static_cast<size_t>(t)];
-    dst.push_back(weight_file_->bytes(e.offset, e.bytes));
+    // Only rank 0 receives from other hosts: its views of the file; the
+    // other ranks' destinations are empty.
+    dst.push_back(weight_file_ != nullptr
+                      ? weight_file_->bytes(e.offset, e.bytes)
+                      : MutableBytes());
   }
   reshard::SharedDestinationStats stats;
-  HY_RETURN_IF_ERROR(reshard::RunToSharedDestination(
-      *engine_plan_, comm_->rank(), 0, src, dst, weight_layout_.dtype, &stats));
-  HY_ASSIGN_OR_RETURN(auto sums, comm_->SumAcrossRanks(
-                                     {static_cast<double>(stats.bytes_written)}));
+  Status wrote;
+  if (weight_file_ != nullptr) {
+    wrote = reshard::RunToSharedDestination(*engine_plan_, comm_->rank(), 0,
+                                            src, dst, weight_layout_.dtype,
+                                            &stats);
+  }
+  double sent = 0;
+  if (engine_executor_ != nullptr) {
+    // Collective: every rank takes part, those on rank 0's host with
+    // nothing to send.
+    std::vector<MutableBytes> into(dst.size());
+    if (comm_->rank() == 0) into = dst;
+    reshard::ReshardStats rs;
+    Status moved = engine_executor_->Run(src, into, &rs);
+    if (wrote.ok()) wrote = moved;
+    sent = static_cast<double>(rs.wire_bytes_sent);
+  }
+  HY_RETURN_IF_ERROR(wrote);
+  HY_ASSIGN_OR_RETURN(auto sums,
+                      comm_->SumAcrossRanks(
+                          {static_cast<double>(stats.bytes_written) + sent}));
   // Every rank's bytes are in the file (the collective above is the
   // barrier); rank 0 has the engines load them.
   Status loaded;
@@ -351,7 +397,10 @@ Result<at::Tensor> PpoWorker::GenerateOnEngines(
     for (int64_t j = 0; j < total; ++j) {
       SampleRequest q;
       q.prompt = items[static_cast<size_t>(j)].tokens;
-      q.seed = Mix(config_.trainer.seed ^ Mix(iteration ^ Mix(static_cast<uint64_t>(j))));
+      // The seed hy's own rollout gives the sample's first token: a run
+      // is as repeatable on vLLM as on hy's decoder.
+      q.seed = SamplingSeed(config_.trainer.seed, iteration,
+                            static_cast<uint64_t>(j), 0);
       shares[static_cast<size_t>(j * static_cast<int64_t>(E) / total)]
           .push_back(std::move(q));
     }

@@ -302,8 +302,15 @@ class PpoWorker {
   // rollout.engine vllm.
   WeightFileLayout weight_layout_;
   std::string weight_manifest_;
+  // Mapped on the engines' host (rank 0's) only; null on the others.
   std::unique_ptr<SharedWeightFile> weight_file_;
   std::shared_ptr<const reshard::TransferPlan> engine_plan_;
+  // The ranks on other hosts than rank 0's send their pieces to rank 0
+  // over c10d, which writes them into the file: this plan's part from
+  // them, and its executor (null when every rank shares rank 0's host).
+  std::shared_ptr<const reshard::TransferPlan> engine_remote_plan_;
+  std::unique_ptr<reshard::Executor> engine_executor_;
+  bool engine_set_up_ = false;
   std::vector<std::unique_ptr<EngineClient>> engines_;  // Rank 0.
   std::string engine_dir_;  // Engines' pid files (hyctl train's); or "".
   int64_t engine_version_ = -1;

@@ -4,13 +4,16 @@ transformers themselves.
 1. vLLM missing or unusable is a configuration error (exit 78) naming why,
    before any worker starts.
 2. Weights arrive exactly, for a tied (Qwen3) and an untied (Llama) model:
-   the test starts a vLLM engine itself (dummy weights, float32, hy_vllm's
-   extension, backend and key) and hyctl train uses it by URL. After k
-   iterations the engine reports version k-1 (the step whose weights
-   generated iteration k), and its greedy tokens and log-probs for 16
-   prompts equal transformers' on `hyctl export-hf` of that step. A resume
-   syncs the engine again before its first rollout: the engine moves to the
-   new step and matches again, with different log-probs.
+   the test starts a vLLM engine itself (hy_vllm.serve: dummy weights,
+   float32, hy_vllm's extension, backend and key) and hyctl train uses it
+   by URL. After k iterations the engine reports version k-1 (the step
+   whose weights generated iteration k), and its greedy tokens and
+   log-probs for 16 prompts equal transformers' on `hyctl export-hf` of
+   that step, and its greedy tokens for 16 held-out prompts equal `hyctl
+   eval`'s of that step. A resume syncs the engine again before its first
+   rollout: the engine moves to the new step and matches again, with
+   different log-probs. Then (Qwen3) 2 ranks on 2 hosts: rank 1 in
+   namespaces of its own sends its pieces to rank 0 over c10d.
 3. The README demo on vLLM, its engine started by hyctl train and killed
    (SIGKILL to its process group) mid-run: the keeper restarts it, rank 0
    reloads the current step into it and redoes the rollout; every
@@ -30,15 +33,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
-import time
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
+
+sys.path.insert(0, str(Path(os.environ["HY_SOURCE_DIR"]) / "python"))
+from hy_vllm import serve  # noqa: E402  (imports no vLLM)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HYCTL = os.environ["HYCTL"]
@@ -63,12 +68,6 @@ def json_lines(text):
     return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     d = tmp_path_factory.mktemp("data")
@@ -79,65 +78,13 @@ def data(tmp_path_factory):
     return d
 
 
-class Engine:
-    """A vLLM server as hyctl train's keeper starts one (cli/engine_keeper.cc),
-    on a model directory whose weights hy replaces."""
+class Engine(serve.Engine):
+    """A float32 engine on a model directory whose weights hy replaces,
+    started as hyctl train's keeper starts one (hy_vllm.serve)."""
 
     def __init__(self, model_dir, log, dtype="float32"):
-        self.port = free_port()
-        self.key = os.urandom(16).hex()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, PYTHONPATH=str(SRC / "python"),
-                   VLLM_SERVER_DEV_MODE="1", HY_VLLM_API_KEY=self.key,
-                   VLLM_CPU_KVCACHE_SPACE="1",
-                   VLLM_CPU_OMP_THREADS_BIND="nobind")
-        self.log = open(log, "w")
-        self.proc = subprocess.Popen(
-            [VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server",
-             "--model", str(model_dir), "--served-model-name", "hy",
-             "--host", "127.0.0.1", "--port", str(self.port),
-             "--dtype", dtype, "--load-format", "dummy", "--enforce-eager",
-             "--max-model-len", "64", "--seed", "0",
-             "--worker-extension-cls", "hy_vllm.worker.HyWorkerExtension",
-             "--weight-transfer-config", '{"backend": "hy_shm"}',
-             "--middleware", "hy_vllm.auth.RequireRunKey",
-             "--generation-config", "vllm",
-             "--logprobs-mode", "processed_logprobs"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True)
-        deadline = time.time() + 600
-        while True:
-            assert self.proc.poll() is None, f"vLLM exited; see {log}"
-            try:
-                urllib.request.urlopen(self.url + "/health", timeout=2)
-                break
-            except OSError:
-                assert time.time() < deadline, f"vLLM did not start; {log}"
-                time.sleep(1)
-
-    def request(self, path, body=None, key=True):
-        req = urllib.request.Request(
-            self.url + path, method="POST" if body is not None else "GET",
-            data=json.dumps(body).encode() if body is not None else None,
-            headers={"Content-Type": "application/json",
-                     **({"Authorization": "Bearer " + self.key} if key else {})})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return json.loads(r.read())
-
-    def greedy(self, prompts, n):
-        out = []
-        for p in prompts:
-            c = self.request("/v1/completions", {
-                "prompt": p, "max_tokens": n, "temperature": 0,
-                "logprobs": 0, "return_token_ids": True, "ignore_eos": True})
-            ch = c["choices"][0]
-            out.append((ch["token_ids"], ch["logprobs"]["token_logprobs"]))
-        return out
-
-    def close(self):
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.log.close()
+        super().__init__(model_dir, log, dtype=dtype, python=VLLM_PYTHON,
+                         quiet=False)
 
 
 def transformers_greedy(model_dir, prompts, n):
@@ -197,7 +144,6 @@ def test_weights_arrive_exactly(family, data, tmp_path):
                   "--set", f"rollout.vllm.urls=[{engine.url}]",
                   "--set", "rollout.vllm.dtype=float32",
                   "--set", "checkpoint.save_every=1", "-o", "json", *extra]
-        prompts = prompts16()
         seen = []
         for args, last in [(["--store", store, "--iterations", 3], 3),
                            (["--resume", store, "--iterations", 5], 5)]:
@@ -217,19 +163,87 @@ def test_weights_arrive_exactly(family, data, tmp_path):
                 assert j["weight_version"] == j["iteration"] - 1
                 assert j["weight_sync_bytes"] > 0
                 assert 0 <= j["logprob_abs_diff_mean"] < 0.05, j
-            step = last - 1  # The engine holds the weights of this step.
-            assert engine.request("/weight_info")["weight_version"] == str(step)
-            hyctl("export-hf", store, tmp_path / f"hf{step}", "--step", step)
-            got = engine.greedy(prompts, 4)
-            want = transformers_greedy(tmp_path / f"hf{step}", prompts, 4)
-            for (gt, gl), (wt, wl) in zip(got, want):
-                assert gt == wt
-                assert max(abs(a - b) for a, b in zip(gl, wl)) < 2e-3
-            seen.append(got)
+            # The engine holds the weights of step last - 1.
+            seen.append(engine_matches(engine, store, last - 1, tmp_path))
         # The resume moved the engine on: new weights, new log-probs.
         assert any(a[1] != b[1] for a, b in zip(seen[0], seen[1]))
+        if family == "qwen3_tied":
+            two_hosts(engine, common, tmp_path)
     finally:
         engine.close()
+
+
+def engine_matches(engine, store, step, tmp_path):
+    """The engine holds `step` of `store`: its greedy tokens for 16 prompts
+    equal transformers' on export-hf of that step, log-probs within 2e-3."""
+    assert engine.request("/weight_info")["weight_version"] == str(step)
+    hf = tmp_path / f"hf-{store.name}-{step}"
+    hyctl("export-hf", store, hf, "--step", step)
+    got = engine.greedy(prompts16(), 4)
+    want = transformers_greedy(hf, prompts16(), 4)
+    for (gt, gl), (wt, wl) in zip(got, want):
+        assert gt == wt
+        assert max(abs(a - b) for a, b in zip(gl, wl)) < 2e-3
+    # And hy's own decoder (hyctl eval, f32) on 16 held-out prompts as the
+    # run encodes them: the same tokens up to its end of sequence.
+    val = tmp_path / "heldout.jsonl"
+    if not val.exists():
+        hyctl("data", "gen-arith", val, "--count", 16, "--seed", 9,
+              "--ops", "+", "--max-digits", 1)
+    texts = [json.loads(l)["prompt"] for l in val.read_text().splitlines()]
+    ids = [json.loads(l) for l in subprocess.run(
+        [HYCTL, "tokenize", "--tokenizer", SRC / "configs/demo-tokenizer"],
+        input="".join(json.dumps(t) + "\n" for t in texts), text=True,
+        capture_output=True, check=True).stdout.splitlines()]
+    samples = tmp_path / f"eval-{store.name}-{step}.jsonl"
+    hyctl("eval", store, val, "--step", step, "--dtype", "float32",
+          "--max-new-tokens", 4, "--samples", samples)
+    evals = [json.loads(l) for l in samples.read_text().splitlines()]
+    assert len(evals) == 16
+    for e, (tokens, _) in zip(evals, engine.greedy(ids, 4)):
+        r = e["response_ids"]
+        assert r and tokens[:len(r)] == r, (e, tokens)
+    return got
+
+
+def two_hosts(engine, common, tmp_path):
+    """2 trainer ranks on 2 hosts, the engine on rank 0's: rank 1 runs in
+    namespaces of its own (another hostname, so another node, and an empty
+    /dev/shm, so it cannot reach the engine's weight file) and sends its
+    FSDP pieces to rank 0 over c10d. The engine then holds exactly the
+    step's weights."""
+    probe = subprocess.run(["unshare", "-rmu", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("cannot make namespaces here (unshare -rmu): "
+                    + probe.stderr.decode())
+    store = tmp_path / "hosts"
+    port = serve.free_port()
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, HY_VLLM_API_KEY=engine.key, RANK=str(rank),
+                   WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   HY_RUN_ID="hosts-test", OMP_NUM_THREADS="1")
+        cmd = [HYCTL, "train", *map(str, common), "--store", str(store),
+               "--iterations", "3"]
+        if rank == 1:
+            cmd = ["unshare", "-rmu", "sh", "-c",
+                   "mount -t tmpfs none /dev/shm && hostname hy-host-b && "
+                   'exec "$0" "$@"', *cmd]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True,
+                                      cwd=SRC, env=env))
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+    out, err = outs[0]
+    assert "1 of 2 ranks run on other hosts than the engines'" in err, err
+    assert "(2 nodes)" in err, err
+    its = [j for j in json_lines(out) if "reward_mean" in j]
+    assert [j["weight_version"] for j in its] == [0, 1, 2]
+    # Every byte of the file: rank 0's own, rank 1's over c10d.
+    assert len({j["weight_sync_bytes"] for j in its}) == 1
+    engine_matches(engine, store, 2, tmp_path)
 
 
 def run_live(args, on_line):

@@ -7,9 +7,13 @@ and numpy state, saved by many ranks and loaded on any number of them.
 
 A checkpoint directory (a run root) holds one store per saving rank,
 <path>/node-<rank>/store, the layout `hyctl train` writes, so hyctl
-inspect / verify / gc / export / diff read it too. A version is a step
-number; it is committed on every rank's store or on none (two-phase commit:
-rank 0's store decides). Unchanged chunks are not written again, so a
+inspect / verify / gc / export / diff read it too. Every call that
+chooses a state takes a training step (`step=`, as hyctl's --step); a
+step is committed on every rank's store or on none (two-phase commit:
+rank 0's store decides). A store's internal version ids appear only where
+asked for by name (`version_id=`, as hyctl's --version-id). The older
+keywords (`version=`, `Checkpoints.versions()`, a positional version id in
+`reshard`) still work for this release and warn (DeprecationWarning). Unchanged chunks are not written again, so a
 second save of a state that changed a little writes little. Loading reads,
 for each target, only the regions it holds, from whichever stores hold
 them, so it needs the directory on storage every loading rank can read.
@@ -26,6 +30,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
 
@@ -80,6 +85,25 @@ __all__ = [
 
 _GEN_BITS = 16
 _OBJECTS_BLOB = "python.objects"
+
+
+def _deprecated(old: str, new: str) -> None:
+    """Warns a caller of the old keyword (two frames up: the user's call)."""
+    warnings.warn(f"{old} is deprecated: use {new} (hy speaks of steps, as "
+                  f"hyctl does); {old} goes in the next release",
+                  DeprecationWarning, stacklevel=3)
+
+
+def _step_or_version(step: Optional[int], version: Optional[int],
+                     what: str) -> Optional[int]:
+    """`step`, or the deprecated `version=` that meant a step."""
+    if version is None:
+        return step
+    _deprecated(f"{what}(version=)", f"{what}(step=)")
+    if step is not None and int(step) != int(version):
+        raise _hy.InvalidArgument(
+            f"{what}: step={step} and version={version} disagree")
+    return version
 
 
 def _store_path(path: str, rank: int) -> str:
@@ -261,20 +285,22 @@ def save(path: str, state_dict: dict, step: Optional[int] = None,
     return SaveHandle(g, store, saved, version, step).wait()
 
 
-def load(path: str, state_dict: dict, version: Optional[int] = None,
-         group: Any = None) -> int:
+def load(path: str, state_dict: dict, step: Optional[int] = None,
+         group: Any = None, *, version: Optional[int] = None) -> int:
     """Fills `state_dict`'s tensors, arrays and Shards in place (and
-    replaces its plain values) from step `version`, or the newest step
+    replaces its plain values) from step `step`, or the newest step
     committed with every part readable; returns the step. Each target reads
     only the regions it holds, whatever ranks saved them. Not collective
     (`group` is accepted for symmetry). Raises NotFound for a missing
     tensor or step, InvalidArgument for a dtype or shape that differs from
     the saved one, DataLoss for damaged data; targets are checked before
-    anything is written into them."""
+    anything is written into them. `version=` is the deprecated name of
+    `step=`."""
     del group
+    step = _step_or_version(step, version, "hy.load")
     if not glob.glob(os.path.join(path, "node-*")):
         raise _hy.NotFound(f"no hy checkpoint under {path}")
-    reader = _hy.Reader(path, -1 if version is None else int(version))
+    reader = _hy.Reader(path, -1 if step is None else int(step))
     pieces, plain = split(state_dict, writable=True)
     metas = reader.tensors()
     for p in pieces:
@@ -321,22 +347,31 @@ class Checkpoints:
     def _versions(self) -> Dict[str, List[dict]]:
         return {s: _hy.Store(s).versions() for s in self._stores}
 
-    def versions(self) -> List[int]:
+    def steps(self) -> List[int]:
         """The committed steps, ascending."""
         return sorted({v["step"] for vs in self._versions().values()
                        for v in vs if v["committed"]})
 
-    def tensors(self, version: Optional[int] = None) -> Dict[str, tuple]:
-        """name -> (dtype name, global shape) of a step (default: newest)."""
+    def versions(self) -> List[int]:
+        """Deprecated: steps() (it always returned the committed steps)."""
+        _deprecated("Checkpoints.versions()", "Checkpoints.steps()")
+        return self.steps()
+
+    def tensors(self, step: Optional[int] = None, *,
+                version: Optional[int] = None) -> Dict[str, tuple]:
+        """name -> (dtype name, global shape) of a step (default: newest).
+        Raises NotFound for a step that is not committed. `version=` is the
+        deprecated name of `step=`."""
+        step = _step_or_version(step, version, "Checkpoints.tensors")
         if len(self._stores) == 1 and self._stores[0] == self.path:
             store = _hy.Store(self.path)
             vs = [v for v in store.versions() if v["committed"] and (
-                version is None or v["step"] == version)]
+                step is None or v["step"] == step)]
             if not vs:
-                raise _hy.NotFound(f"step {version} is not committed")
+                raise _hy.NotFound(f"step {step} is not committed")
             return {k: (d, list(s)) for k, (d, s) in
                     store.tensors(vs[-1]["version"]).items()}
-        reader = _hy.Reader(self.path, -1 if version is None else version)
+        reader = _hy.Reader(self.path, -1 if step is None else step)
         return {k: (d, list(s)) for k, (d, s) in reader.tensors().items()}
 
     def verify(self) -> Dict[str, Any]:
@@ -385,22 +420,74 @@ def plan(tensors: Any, src: str, dst: str, rules: Optional[str] = None,
                     bucket_mib)
 
 
-def reshard(store: str, version: int, to: str, rules: Optional[str] = None,
-            new_version: Optional[int] = None) -> Dict[str, Any]:
-    """Commits version `version` of a store that holds every rank (one
-    written by `hyctl import`, `hyctl reshard` or a shared-store job) cut
-    for layout `to` (e.g. "tp=2,dp=2") as a new version, like `hyctl
-    reshard`: the tensors in the version's recorded order, split by
-    `rules` (YAML; default: the version's recorded rules, else the shipped
-    Llama/Qwen2 rules). The new version is `new_version`, else the one after
-    every version the store holds. Unchanged chunks are not written again.
-    Returns what was committed (version, tensors, bytes, chunks, per-rank
-    blobs that could not carry over). Raises InvalidArgument for a layout
-    or rules that do not fit, FailedPrecondition for one rank's store of a
-    multi-store checkpoint (hy.save's directories: hy.load already reads
-    those under any sharding), AlreadyExists for a taken new_version;
-    nothing is left half written."""
-    return _hy.reshard(store, version, to, rules or "", new_version)
+def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
+            version_id: Optional[int] = None, rules: Optional[str] = None,
+            new_version_id: Optional[int] = None,
+            **deprecated: Any) -> Dict[str, Any]:
+    """Commits step `step` (default: the newest committed) of a store that
+    holds every rank (one written by `hyctl import`, `hyctl reshard` or a
+    shared-store job) cut for layout `to` (e.g. "tp=2,dp=2") as a new
+    version of the same step, like `hyctl reshard`: the tensors in the
+    recorded order, split by `rules` (YAML; default: the recorded rules,
+    else the shipped Llama/Qwen2 rules). `version_id=` picks the store's
+    internal version id instead of a step (as hyctl's --version-id); the
+    new version's id is `new_version_id`, else the one after every version
+    the store holds. Unchanged chunks are not written again. Returns what
+    was committed (step, version, tensors, bytes, chunks, per-rank blobs
+    that could not carry over). Raises InvalidArgument for a layout or
+    rules that do not fit or for both step and version_id, NotFound for a
+    step or version id the store has not committed, FailedPrecondition for
+    one rank's store of a multi-store checkpoint (hy.save's directories:
+    hy.load already reads those under any sharding), AlreadyExists for a
+    taken new_version_id; nothing is left half written.
+
+    The older form `reshard(store, version_id, to, rules, new_version)`
+    (a positional internal version id, `new_version=`) still works and
+    warns."""
+    if isinstance(to, int) and not isinstance(to, bool):
+        _deprecated("hy.reshard(store, version, to)",
+                    "hy.reshard(store, to, step=...) or version_id=")
+        if version_id is not None:
+            raise _hy.InvalidArgument("hy.reshard: two version ids given")
+        rest = list(args)  # to, rules, new_version
+        version_id, to = to, (rest.pop(0) if rest else None)
+        if rest:
+            rules = rest.pop(0)
+        if rest:
+            new_version_id = rest.pop(0)
+        args = tuple(rest)
+    if args:
+        raise _hy.InvalidArgument("hy.reshard: too many positional arguments")
+    if "new_version" in deprecated:
+        _deprecated("hy.reshard(new_version=)", "new_version_id=")
+        new_version_id = deprecated.pop("new_version")
+    if "version" in deprecated:
+        _deprecated("hy.reshard(version=)", "step= or version_id=")
+        version_id = deprecated.pop("version")
+    if deprecated:
+        raise TypeError("hy.reshard: unexpected keyword arguments "
+                        + ", ".join(sorted(deprecated)))
+    if not isinstance(to, str):
+        raise _hy.InvalidArgument("hy.reshard: `to` (a layout such as "
+                                  "'tp=2,dp=2') is required")
+    if step is not None and version_id is not None:
+        raise _hy.InvalidArgument(
+            "hy.reshard: give step or version_id, not both")
+    if version_id is None:
+        committed = [v for v in _hy.Store(store).versions()
+                     if v["committed"] and (step is None or
+                                            v["step"] == int(step))]
+        if not committed:
+            raise _hy.NotFound(
+                f"{store}: " + ("no committed step" if step is None else
+                                f"step {step} is not committed"))
+        version_id = committed[-1]["version"]
+    done = _hy.reshard(store, int(version_id), to, rules or "",
+                       new_version_id)
+    done.setdefault("step", next(
+        (v["step"] for v in _hy.Store(store).versions()
+         if v["version"] == done["version"]), None))
+    return done
 
 
 def open(path: str) -> Checkpoints:  # noqa: A001 (hy.open, like io.open)

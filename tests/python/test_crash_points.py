@@ -124,7 +124,7 @@ def test_hy_save_crash_point_leaves_the_decided_step_loadable(
     # The next save settles what was left and commits the step after.
     assert save(path, 2, 2.0) == [0, 0]
     assert unsettled(path) == []
-    assert hy.open(path).versions() == ([0, 1, 2] if want == 1 else [0, 2])
+    assert hy.open(path).steps() == ([0, 1, 2] if want == 1 else [0, 2])
     step, got = load(path)
     assert step == 2 and torch.equal(got["w"], expected(2, 2.0))
     hy.open(path).verify()

@@ -78,7 +78,7 @@ def run_ok(mode, work, world, **env):
 
 
 def committed_steps(work):
-    return hy.open(os.path.join(work, "hy")).versions()
+    return hy.open(os.path.join(work, "hy")).steps()
 
 
 def unsettled(work):

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -58,7 +59,7 @@ def test_four_ranks_save_three_ranks_load_another_sharding(tmp_path):
     # 4 stores, one per saving rank, all committed at step 0.
     cp = hy.open(path)
     assert len(cp.stores()) == 4
-    assert cp.versions() == [0]
+    assert cp.steps() == [0]
     assert cp.tensors()["half"] == ("BF16", [96, 40])
     loaded = run_ranks("load", path, 3)
     assert all(o[-1]["ok"] and o[-1]["step"] == 0 for o in loaded)
@@ -107,7 +108,40 @@ def test_kill_during_save_leaves_the_previous_version(tmp_path):
     hy.open(path).verify()
     # The next save settles what the killed one left and commits.
     assert hy.save(path, {"x": big[:1] + 1}) == 1
-    assert hy.open(path).versions() == [0, 1]
+    assert hy.open(path).steps() == [0, 1]
+
+
+def test_old_version_keywords_warn_and_mean_steps(tmp_path):
+    """hy speaks of steps, as hyctl: version= (which meant a step) and
+    Checkpoints.versions() still work for a release, with a
+    DeprecationWarning, and give what step= and steps() give."""
+    path = str(tmp_path / "ckpt")
+    for step in (3, 7):
+        hy.save(path, {"w": torch.full((4,), float(step))}, step=step)
+    cp = hy.open(path)
+    assert cp.steps() == [3, 7]
+    with pytest.warns(DeprecationWarning, match=r"steps\(\)"):
+        assert cp.versions() == [3, 7]
+    target = {"w": torch.zeros(4)}
+    assert hy.load(path, target, step=3) == 3
+    assert torch.equal(target["w"], torch.full((4,), 3.0))
+    with pytest.warns(DeprecationWarning, match=r"hy.load\(step=\)"):
+        assert hy.load(path, target, version=7) == 7
+    assert torch.equal(target["w"], torch.full((4,), 7.0))
+    with pytest.raises(hy.InvalidArgument, match="disagree"):
+        with pytest.warns(DeprecationWarning):
+            hy.load(path, target, step=3, version=7)
+    assert cp.tensors(step=3) == {"w": ("F32", [4])}
+    with pytest.warns(DeprecationWarning):
+        assert cp.tensors(version=7) == cp.tensors(step=7)
+    with pytest.raises(hy.NotFound):
+        cp.tensors(step=5)
+    # The new names do not warn.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        hy.load(path, target, step=3)
+        cp.steps()
+        cp.tensors(step=7)
 
 
 def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
@@ -118,7 +152,7 @@ def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
         assert "does not fit the global shape" in o[-1]["error"]
         assert "rank 1" in o[-1]["error"]
     assert not os.path.exists(os.path.join(path, "node-0", "store")) or \
-        hy.open(path).versions() == []
+        hy.open(path).steps() == []
     hy.save(path, {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
                    "n": 5})
     with pytest.raises(hy.InvalidArgument, match="saved as F32"):
@@ -130,7 +164,7 @@ def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
         hy.load(path, {"w": target, "missing": torch.zeros(2)})
     assert (target == 7).all()  # Checked before anything was written.
     with pytest.raises(hy.NotFound):
-        hy.load(path, {"w": target}, version=9)
+        hy.load(path, {"w": target}, step=9)
     with pytest.raises(hy.InvalidArgument, match="neither a tensor"):
         hy.save(path, {"f": object()})
     with pytest.raises(hy.AlreadyExists):
@@ -228,7 +262,7 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
     subprocess.run([hyctl, "import", store, "--safetensors", src],
                    check=True, capture_output=True)
 
-    done = hy.reshard(store, 1, "tp=2,dp=2")
+    done = hy.reshard(store, "tp=2,dp=2", version_id=1)
     assert done["version"] == 2 and done["world_size"] == 4, done
     assert done["tensors"] == 4 and done["new_chunks"] > 0, done
     out = str(tmp_path / "v2.safetensors")
@@ -248,25 +282,38 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
                         "tp=2,dp=2", "--new-version", "9"],
                        check=True, capture_output=True, text=True)
     assert "(0 of" in r.stdout, r.stdout
-    assert hy.reshard(store, 9, "tp=2,dp=2")["new_chunks"] == 0
+    assert hy.reshard(store, "tp=2,dp=2", version_id=9)["new_chunks"] == 0
 
     # Bad input: nothing is committed.
     with pytest.raises(hy.InvalidArgument):
-        hy.reshard(store, 1, "tp=3")  # 16 rows do not split in 3.
+        hy.reshard(store, "tp=3", version_id=1)  # 16 rows do not split in 3.
     with pytest.raises(hy.AlreadyExists):
-        hy.reshard(store, 1, "tp=2", new_version=2)
+        hy.reshard(store, "tp=2", version_id=1, new_version_id=2)
     with pytest.raises(hy.NotFound):
-        hy.reshard(store, 77, "tp=2")
+        hy.reshard(store, "tp=2", version_id=77)
     versions = [v["version"] for v in hy._hy.Store(store).versions()
                 if v["committed"]]
     assert versions == [1, 2, 9, 10], versions
+    # By step, as hyctl: the newest committed version of that step.
+    step = hy._hy.Store(store).versions()[0]["step"]
+    by_step = hy.reshard(store, "fsdp=2", step=step)
+    assert by_step["version"] == 11 and by_step["step"] == step, by_step
+    with pytest.raises(hy.NotFound, match="step 99"):
+        hy.reshard(store, "fsdp=2", step=99)
+    with pytest.raises(hy.InvalidArgument, match="not both"):
+        hy.reshard(store, "fsdp=2", step=step, version_id=1)
+    # The old form (a positional version id, new_version=) warns and
+    # still means a version id.
+    with pytest.warns(DeprecationWarning, match="version_id"):
+        old = hy.reshard(store, 1, "tp=2", new_version=12)
+    assert old["version"] == 12 and old["step"] == step, old
     # One rank's store of a hy.save directory is not a whole model.
     ckpt = str(tmp_path / "ckpt")
     hy.save(ckpt, {"w": torch.randn(8, 8)})
     part = os.path.join(ckpt, "node-0", "store")
     saved = hy._hy.Store(part).versions()[-1]["version"]
     with pytest.raises(hy.FailedPrecondition, match="every rank"):
-        hy.reshard(part, saved, "tp=2")
+        hy.reshard(part, "tp=2", version_id=saved)
 
 
 def test_installed_package_is_the_one_tested():

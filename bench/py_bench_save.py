@@ -1,6 +1,6 @@
 """Peer bench: what users do today (torch.save of per-rank files; PyTorch's
-torch.distributed.checkpoint with its FileSystemWriter) against hy.save and
-hy.dcp (DCP with hy's storage), on the same state, in one run.
+torch.distributed.checkpoint with its FileSystemWriter) against hystate.save and
+hystate.dcp (DCP with hy's storage), on the same state, in one run.
 
     PYTHONPATH=build/python .venv/bin/python3 bench/py_bench_save.py \
         [--gib 1] [--ranks 4] [--load-ranks 3] [--processes N] [--json]
@@ -16,17 +16,17 @@ weight-like, poorly compressible) and, one writer after another, each timed
 between barriers (time = slowest rank):
   1. saves it durably:
        torch.save   rank<r>.pt per rank, fsynced;
-       hy.save      hy.Shards (its stores sync);
+       hystate.save      hystate.Shards (its stores sync);
        DCP FS       dcp.save of the shards as DTensors through
                     FileSystemWriter (sync_files) into fs/step-1;
-       hy.dcp       the same dcp.save through hy.dcp.HyStorageWriter;
+       hystate.dcp       the same dcp.save through hystate.dcp.HyStorageWriter;
   2. saves again with a contiguous 1% of every tensor changed: torch.save
      overwrites its files, DCP FS writes fs/step-2 (a checkpoint per step,
-     as DCP is used), hy.save and hy.dcp add a step to their stores
+     as DCP is used), hystate.save and hystate.dcp add a step to their stores
      (unchanged chunks are not written again);
   3. --load-ranks processes load the newest state under their own
      sharding: torch loads every rank file whose rows overlap its own and
-     slices; hy.load fills hy.Shards in place; DCP FS and hy.dcp dcp.load
+     slices; hystate.load fills hystate.Shards in place; DCP FS and hystate.dcp dcp.load
      into DTensors of the new sharding. Every result is checked against
      the state. The loads run twice: warm (the files in the page cache, as
      the saves left them) and cold (each writer's files dropped from the
@@ -51,9 +51,9 @@ TENSORS = 8  # The state is this many equal 2-d tensors.
 COLS = 1024
 WRITERS = [  # key, label
     ("torch", "torch.save per-rank files"),
-    ("hy", "hy.save"),
+    ("hy", "hystate.save"),
     ("dcp_fs", "DCP FileSystemWriter (DTensor)"),
-    ("dcp_hy", "hy.dcp HyStorageWriter (DTensor)"),
+    ("dcp_hy", "hystate.dcp HyStorageWriter (DTensor)"),
 ]
 
 
@@ -92,8 +92,8 @@ def rank_main(args):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Shard
 
-    import hy
-    from hy.dcp import HyStorageReader, HyStorageWriter
+    import hystate
+    from hystate.dcp import HyStorageReader, HyStorageWriter
 
     mode, work, rank, world = args.mode, args.work, args.rank, args.world
     where = dirs(work)
@@ -154,8 +154,8 @@ def rank_main(args):
                 os.fsync(fh.fileno())
 
         timed("torch", torch_save)
-        shards = {k: hy.Shard(v, [lo, 0], shape) for k, v in state.items()}
-        timed("hy", lambda: hy.save(where["hy"], shards))
+        shards = {k: hystate.Shard(v, [lo, 0], shape) for k, v in state.items()}
+        timed("hy", lambda: hystate.save(where["hy"], shards))
         dts = dtensors(state)
         timed("dcp_fs", lambda: dcp.save(
             dts, storage_writer=dcp.FileSystemWriter(
@@ -181,9 +181,9 @@ def rank_main(args):
                         a - lo:b - lo] = v[a - olo:b - olo]
 
         timed("torch", torch_load)
-        targets = {f"t{i}": hy.Shard(torch.empty(hi - lo, COLS), [lo, 0],
+        targets = {f"t{i}": hystate.Shard(torch.empty(hi - lo, COLS), [lo, 0],
                                      shape) for i in range(TENSORS)}
-        timed("hy", lambda: hy.load(where["hy"], targets))
+        timed("hy", lambda: hystate.load(where["hy"], targets))
         fs_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS)
                              for i in range(TENSORS)})
         timed("dcp_fs", lambda: dcp.load(
@@ -198,7 +198,7 @@ def rank_main(args):
             want = full(i, True)[lo:hi]
             for who, t in (("torch", got[k]), ("hy", targets[k].tensor),
                            ("DCP FS", fs_state[k].to_local()),
-                           ("hy.dcp", hy_state[k].to_local())):
+                           ("hystate.dcp", hy_state[k].to_local())):
                 if not torch.equal(t, want):
                     raise SystemExit(f"rank {rank}: {who} loaded {k} wrong")
     if rank == 0:
@@ -305,8 +305,8 @@ def main():
                 f"{x['disk_mb_after_second'] / y['disk_mb_after_second']:.2f}"
                 "x")
 
-    print(f"hy.save / torch.save: {ratio('hy', 'torch')}")
-    print(f"hy.dcp / DCP FileSystemWriter: {ratio('dcp_hy', 'dcp_fs')}")
+    print(f"hystate.save / torch.save: {ratio('hy', 'torch')}")
+    print(f"hystate.dcp / DCP FileSystemWriter: {ratio('dcp_hy', 'dcp_fs')}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ constexpr StatusCode kCodes[] = {
 }  // namespace
 
 void RegisterErrors(py::module_& m) {
-  const std::string module = "hy";  // The package users import.
+  const std::string module = "hystate";  // The package users import.
   g_base = PyErr_NewExceptionWithDoc(
       (module + ".Error").c_str(),
       "An hy status that is not OK; .code names it (e.g. 'DataLoss').",

@@ -1,5 +1,5 @@
-// The extension module hy._hy: the C++ half of the Python package `hy`
-// (python/hy/__init__.py holds the API users call).
+// The extension module hystate._hy: the C++ half of the Python package
+// `hystate` (python/hystate/__init__.py holds the API users call).
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -16,7 +16,8 @@ void BindPlan(pybind11::module_& m);
 namespace py = pybind11;
 
 PYBIND11_MODULE(_hy, m) {
-  m.doc() = "hy's stores, from Python (use the package hy, not this module)";
+  m.doc() =
+      "hy's stores, from Python (use the package hystate, not this module)";
   m.attr("__version__") = HY_VERSION;
   hy::python::RegisterErrors(m);
   hy::python::BindStore(m);

@@ -1,6 +1,6 @@
-// hy._hy.plan: the transfer plan that changes a model's layout (what
+// hystate._hy.plan: the transfer plan that changes a model's layout (what
 // `hyctl plan` prints), for tensors given as (name, dtype, shape); and
-// hy._hy.reshard: a stored version committed under another layout (what
+// hystate._hy.reshard: a stored version committed under another layout (what
 // `hyctl reshard` does).
 
 #include <pybind11/pybind11.h>

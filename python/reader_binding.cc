@@ -1,4 +1,4 @@
-// hy._hy.Reader: a committed version of a run root (every rank's store and
+// hystate._hy.Reader: a committed version of a run root (every rank's store and
 // replica under it, hy/checkpoint/checkpoint.h's CheckpointReader), read
 // region by region straight into the caller's buffers.
 

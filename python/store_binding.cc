@@ -1,4 +1,4 @@
-// hy._hy.Store and hy._hy.SaveHandle: one store, as the Python layer
+// hystate._hy.Store and hystate._hy.SaveHandle: one store, as the Python layer
 // (hy/__init__.py) drives it: save a rank's part (synchronously or in the
 // background), commit or abort a version, list, verify, collect garbage.
 

@@ -41,30 +41,30 @@ rc=$?
 LD=$SYSROOT/usr/lib/x86_64-linux-gnu:/tmp/ncclshim
 # Issue 32: where each shared object of a Python process with torch and hy
 # comes from (the image's, the wheel's, or the kit's sysroot), and, if
-# pytest died of a signal, the native stack of hy.save there (gdb when the
+# pytest died of a signal, the native stack of hystate.save there (gdb when the
 # image has it, else faulthandler's Python stack of every thread).
 PY=${PY:-$(command -v python3)}
-PYTHONPATH=$B/python LD_DEBUG=libs "$PY" -c 'import torch, numpy, hy' 2>&1 |
+PYTHONPATH=$B/python LD_DEBUG=libs "$PY" -c 'import torch, numpy, hystate' 2>&1 |
   grep -o 'calling init: .*' | sort -u >"$OUT/py-libs.log"
 echo "python process: $(wc -l <"$OUT/py-libs.log") libraries;" \
   "from the sysroot: $(grep -c "$SYSROOT" "$OUT/py-libs.log")" | tee -a "$OUT/summary.txt"
-# And where hy._hy's std:: references bind in that process (a copy exported
+# And where hystate._hy's std:: references bind in that process (a copy exported
 # by a library ahead of libstdc++, as torch 2.11's libtorch.so's broken
 # std::filesystem was for hy's LibTorch binaries, would show here).
 dbg_dir=$(mktemp -d)
 PYTHONPATH=$B/python LD_BIND_NOW=1 LD_DEBUG=bindings LD_DEBUG_OUTPUT=$dbg_dir/ld \
-  "$PY" -c 'import torch, numpy, hy' >/dev/null 2>&1
+  "$PY" -c 'import torch, numpy, hystate' >/dev/null 2>&1
 cat "$dbg_dir"/ld.* 2>/dev/null | grep -E "binding file [^ ]*/_hy[^ ]* \[" |
   sed -nE "s#.* to ([^ ]+) \[[0-9]+\]: normal symbol \`(_Z(N|NK|TI|TV|TS)?St[^']*)'.*#\1#p" |
   sort | uniq -c >"$OUT/py-std-bindings.log"
 rm -rf "$dbg_dir"
-echo "hy._hy std:: symbols bound to: $(tr -s ' ' <"$OUT/py-std-bindings.log" | tr '\n' ';')" |
+echo "hystate._hy std:: symbols bound to: $(tr -s ' ' <"$OUT/py-std-bindings.log" | tr '\n' ';')" |
   tee -a "$OUT/summary.txt"
 if grep -qE 'Fatal Python error|Segmentation fault|rc=139' "$OUT/pytest.log" "$OUT/summary.txt"; then
-  crash='import torch, numpy as np, hy, tempfile
+  crash='import torch, numpy as np, hystate, tempfile
 d = tempfile.mkdtemp()
-hy.save(d + "/s", {"w": torch.randn(64, 64).bfloat16(), "b": torch.randn(64), "n": np.arange(9)})
-print("hy.save returned")'
+hystate.save(d + "/s", {"w": torch.randn(64, 64).bfloat16(), "b": torch.randn(64), "n": np.arange(9)})
+print("hystate.save returned")'
   if command -v gdb >/dev/null; then
     PYTHONPATH=$B/python timeout 120 gdb -q -batch -ex run -ex 'info sharedlibrary' \
       -ex 'thread apply all bt 30' --args "$PY" -c "$crash" >"$OUT/py-crash.log" 2>&1

@@ -30,14 +30,14 @@ g++ -O1 "$src/tests/install/consumer/main.cc" -o "$work/pc-consumer" \
 # The installed hyctl reads what the consumer wrote.
 "$prefix/bin/hyctl" verify "$work/store-pc" > /dev/null
 
-echo "== $python -c 'import hy' from the install"
+echo "== $python -c 'import hystate' from the install"
 PYTHONPATH=$prefix/lib/python3/dist-packages "$python" -c "
-import hy, numpy as np
-assert hy.__file__.startswith('$prefix'), hy.__file__
+import hystate, numpy as np
+assert hystate.__file__.startswith('$prefix'), hystate.__file__
 a = np.arange(6, dtype=np.float32)
-hy.save('$work/py', {'a': a})
+hystate.save('$work/py', {'a': a})
 b = np.zeros(6, dtype=np.float32)
-hy.load('$work/py', {'a': b})
+hystate.load('$work/py', {'a': b})
 assert (a == b).all()
 print('ok')
 "

@@ -4,19 +4,19 @@ saved and loaded through torch.distributed.checkpoint.
 
     python3 dcp_ranks.py MODE WORK WORLD PORT   (forks the WORLD ranks)
 
-WORK holds hy/ (hy.dcp's run root), fs-<step>/ (DCP's FileSystemWriter
+WORK holds hy/ (hystate.dcp's run root), fs-<step>/ (DCP's FileSystemWriter
 checkpoints) and ref-<step>.pt (the full tensors and values the savers
 held, written by rank 0 with torch.save). Modes, set by environment:
 
   save  trains STEPS Adam steps, then dcp.save()s model + optimizer state
-        (get_state_dict) through hy.dcp (into WORK/hy) and, with FS=1, DCP's
+        (get_state_dict) through hystate.dcp (into WORK/hy) and, with FS=1, DCP's
         FileSystemWriter (into WORK/fs-STEPS); first rank 0 writes
         ref-STEPS.pt. With KILL=1 the ranks SIGKILL themselves inside
         HyStorageWriter.write_data: even ranks (the coordinator too)
         before writing their part, odd ranks after preparing it, so the
         save never finishes.
   load  builds its own FSDP2 model (other initial values), dcp.load()s
-        into it through hy.dcp, set_state_dict()s it, and compares every
+        into it through hystate.dcp, set_state_dict()s it, and compares every
         full tensor bit for bit with ref-STEPS.pt; with FS=1 it does the
         same through FileSystemReader from fs-STEPS and compares the two
         loads with each other. With OLD_STEP=s OLD_STEPS=n it also loads
@@ -45,7 +45,7 @@ from torch.distributed.checkpoint.state_dict import (get_state_dict,
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
-from hy.dcp import HyStorageReader, HyStorageWriter
+from hystate.dcp import HyStorageReader, HyStorageWriter
 
 
 class Net(nn.Module):
@@ -90,7 +90,7 @@ def train(model, opt, steps, rank):
 def state_of(model, opt, steps):
     msd, osd = get_state_dict(model, opt)
     return {"model": msd, "optim": osd,
-            "extra": {"train_steps": steps, "note": "hy.dcp test"}}
+            "extra": {"train_steps": steps, "note": "hystate.dcp test"}}
 
 
 def leaves(obj, prefix=""):
@@ -226,7 +226,7 @@ def rank_main(mode, work, rank, world, port):
         # Read back from the model and optimizer, not from `state`.
         got = full(state_of(model, opt, state["extra"]["train_steps"]))
         out["compared"] = len(got["tensors"])
-        out["mismatches"] = differences(got, want, "hy.dcp vs saved")
+        out["mismatches"] = differences(got, want, "hystate.dcp vs saved")
         if fs:
             model2, opt2 = build(200 + steps, mesh)
             state2 = state_of(model2, opt2, -1)
@@ -236,7 +236,7 @@ def rank_main(mode, work, rank, world, port):
             got2 = full(state_of(model2, opt2, state2["extra"]["train_steps"]))
             out["fs_mismatches"] = differences(got2, want,
                                                "FileSystemReader vs saved")
-            out["hy_vs_fs"] = differences(got, got2, "hy.dcp vs FileSystem")
+            out["hy_vs_fs"] = differences(got, got2, "hystate.dcp vs FileSystem")
         if "OLD_STEP" in os.environ:
             # An older hy step, asked for by number.
             old_steps = int(os.environ["OLD_STEPS"])
@@ -250,7 +250,7 @@ def rank_main(mode, work, rank, world, port):
                            optim_state_dict=state3["optim"])
             got3 = full(state_of(model3, opt3, state3["extra"]["train_steps"]))
             out["old_mismatches"] = differences(got3, old_want,
-                                                "older hy.dcp step vs saved")
+                                                "older hystate.dcp step vs saved")
         out["ok"] = True
     # Always: a process group left alive at exit can abort the interpreter.
     dist.destroy_process_group()

@@ -19,7 +19,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-import hy
+import hystate
 
 SHAPES = {"big": (2048, 1024), "bias": (1000,), "half": (96, 40)}
 
@@ -61,8 +61,8 @@ def main():
         for name in SHAPES:
             local, offsets = rows(reference(name, mode == "change"), rank,
                                   world)
-            state[name] = hy.Shard(local, offsets, SHAPES[name])
-        handle = hy.save_async(path, state, chunk_bytes=256 << 10)
+            state[name] = hystate.Shard(local, offsets, SHAPES[name])
+        handle = hystate.save_async(path, state, chunk_bytes=256 << 10)
         step = handle.wait()
         if rank == 0:
             print(json.dumps({"step": step,
@@ -78,8 +78,8 @@ def main():
             target = torch.zeros_like(ref.narrow(d, lo, hi - lo).contiguous())
             offsets = [0] * ref.dim()
             offsets[d] = lo
-            state[name] = hy.Shard(target, offsets, SHAPES[name])
-        step = hy.load(path, state)
+            state[name] = hystate.Shard(target, offsets, SHAPES[name])
+        step = hystate.load(path, state)
         for name in SHAPES:
             ref = reference(name, os.environ.get("CHANGED") == "1")
             s = state[name]
@@ -92,8 +92,8 @@ def main():
         local = torch.zeros(4, 4)
         try:
             # Rank 1's box does not fit; every rank must refuse.
-            hy.save(path, {"w": hy.Shard(local, [rank * 14, 0], [16, 4])})
-        except hy.InvalidArgument as e:
+            hystate.save(path, {"w": hystate.Shard(local, [rank * 14, 0], [16, 4])})
+        except hystate.InvalidArgument as e:
             print(json.dumps({"rank": rank, "error": str(e), "code": e.code}))
         else:
             print(json.dumps({"rank": rank, "error": None}))

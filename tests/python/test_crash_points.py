@@ -1,4 +1,4 @@
-"""Every crash point of hy.save's commit on 2 ranks (hy/_crash.py's test
+"""Every crash point of hystate.save's commit on 2 ranks (hy/_crash.py's test
 hook, HY_TEST_CRASH_AT): the process dies there as a kill -9 would, the
 other rank is killed too if it has not ended, and then a fresh process
 loads. The newest step the coordinator decided must load, bit for bit,
@@ -6,7 +6,7 @@ even where a rank died before copying the decision (its part is prepared,
 not committed, and no reader writes); a step nobody decided must be
 invisible; and the next save settles what was left and commits.
 
-(hy.dcp's points are in test_dcp.py; the trainer's commit, over the
+(hystate.dcp's points are in test_dcp.py; the trainer's commit, over the
 transport, in the C++ tests.) Run by CTest (python.crash_points) against
 the pip-installed package.
 """
@@ -21,18 +21,18 @@ import time
 import pytest
 import torch
 
-import hy
-from hy import _crash, _hy
+import hystate
+from hystate import _crash, _hy
 
 N = 4096  # Elements per rank.
 
 RANK = r"""
-import os, sys, torch, hy
+import os, sys, torch, hystate
 path, step, value = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 piece = torch.arange(rank * %(n)d, (rank + 1) * %(n)d,
                      dtype=torch.float32) + value
-hy.save(path, {"w": hy.Shard(piece, [rank * %(n)d], [world * %(n)d]),
+hystate.save(path, {"w": hystate.Shard(piece, [rank * %(n)d], [world * %(n)d]),
                "meta": {"value": value}}, step=step)
 print("saved", step, flush=True)
 """ % {"n": N}
@@ -45,7 +45,7 @@ def free_port():
 
 
 def save(path, step, value, crash=None, world=2):
-    """Runs a `world`-rank hy.save of step `step`; with `crash`, once a rank
+    """Runs a `world`-rank hystate.save of step `step`; with `crash`, once a rank
     has died at it the others get 5 s to end and are then killed, as a job
     that lost a process is. Returns each rank's exit code."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=free_port(),
@@ -82,14 +82,14 @@ def expected(step, value, world=2):
 
 
 def load(path):
-    """The newest step as a fresh process's hy.load gives it."""
+    """The newest step as a fresh process's hystate.load gives it."""
     target = {"w": torch.zeros(2 * N), "meta": {"value": -1.0}}
-    step = hy.load(path, target)
+    step = hystate.load(path, target)
     return step, target
 
 
 def unsettled(path):
-    cp = hy.open(path)
+    cp = hystate.open(path)
     return [(s, v["version"]) for s in cp.stores()
             for v in _hy.Store(s).versions()
             if v["prepared"] and not v["committed"] and not v["aborted"]]
@@ -124,7 +124,7 @@ def test_hy_save_crash_point_leaves_the_decided_step_loadable(
     # The next save settles what was left and commits the step after.
     assert save(path, 2, 2.0) == [0, 0]
     assert unsettled(path) == []
-    assert hy.open(path).steps() == ([0, 1, 2] if want == 1 else [0, 2])
+    assert hystate.open(path).steps() == ([0, 1, 2] if want == 1 else [0, 2])
     step, got = load(path)
     assert step == 2 and torch.equal(got["w"], expected(2, 2.0))
-    hy.open(path).verify()
+    hystate.open(path).verify()

@@ -1,4 +1,4 @@
-"""hy.dcp under torch.distributed.checkpoint (DCP), as users run it: a
+"""hystate.dcp under torch.distributed.checkpoint (DCP), as users run it: a
 model wrapped with PyTorch's FSDP2 (fully_shard: DTensor parameters and
 Adam state, f32 and bf16, shapes that split unevenly and leave ranks
 empty) on 4 CPU ranks over gloo is dcp.save()d through HyStorageWriter and
@@ -30,9 +30,9 @@ if not hasattr(fsdp, "fully_shard"):
                 "torch.distributed.fsdp.fully_shard (FSDP2)",
                 allow_module_level=True)
 
-import hy  # noqa: E402
-from hy import _hy  # noqa: E402
-from hy.dcp import HyStorageReader  # noqa: E402
+import hystate  # noqa: E402
+from hystate import _hy  # noqa: E402
+from hystate.dcp import HyStorageReader  # noqa: E402
 from damage import flip_table_files  # noqa: E402
 
 RANKS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -78,13 +78,13 @@ def run_ok(mode, work, world, **env):
 
 
 def committed_steps(work):
-    return hy.open(os.path.join(work, "hy")).steps()
+    return hystate.open(os.path.join(work, "hy")).steps()
 
 
 def unsettled(work):
     """(store, version) of parts prepared but neither committed nor
     aborted."""
-    cp = hy.open(os.path.join(work, "hy"))
+    cp = hystate.open(os.path.join(work, "hy"))
     return [(s, v["version"]) for s in cp.stores()
             for v in _hy.Store(s).versions()
             if v["prepared"] and not v["committed"] and not v["aborted"]]
@@ -105,7 +105,7 @@ def check_loaded(ranks, want_tensors, fs=False):
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """Step 0 of an FSDP2 model after one Adam step, saved on 4 ranks
-    through hy.dcp (work/hy) and DCP's FileSystemWriter (work/fs-1); the
+    through hystate.dcp (work/hy) and DCP's FileSystemWriter (work/fs-1); the
     full tensors in work/ref-1.pt."""
     work = tmp_path_factory.mktemp("dcp")
     ranks = run_ok("save", work, 4, STEPS=1, FS=1)
@@ -118,8 +118,8 @@ def saved(tmp_path_factory):
 def test_fsdp2_saved_on_four_ranks_loads_on_three_bitwise(saved):
     work, tensors = saved
     assert committed_steps(work) == [0]
-    assert len(hy.open(os.path.join(work, "hy")).stores()) == 4
-    # Loads through hy.dcp and through FileSystemReader, each into its own
+    assert len(hystate.open(os.path.join(work, "hy")).stores()) == 4
+    # Loads through hystate.dcp and through FileSystemReader, each into its own
     # FSDP2 model on 3 ranks; compares both with what the savers held.
     ranks = run_ok("load", work, 3, STEPS=1, FS=1)
     check_loaded(ranks, tensors, fs=True)
@@ -187,16 +187,16 @@ def test_damaged_chunk_raises_never_loads(saved, tmp_path):
     shutil.copy(os.path.join(src, "ref-1.pt"), work)
     # As test_hy.py's test_corrupted_chunk_is_data_loss: flip bytes in the
     # middle of every large table file of every rank's store.
-    flipped = flip_table_files(hy.open(os.path.join(work, "hy")).stores())
+    flipped = flip_table_files(hystate.open(os.path.join(work, "hy")).stores())
     assert flipped > 0, "no table file large enough to damage"
     exits, ranks, err = launch("load", work, 3, STEPS=1, DAMAGED=1)
     assert exits == [0] * 3, f"exits {exits}\n{err[-6000:]}"
     for r in ranks:
         assert r["error_types"], f"rank {r['rank']} loaded a damaged " \
             f"checkpoint without an error: {r}"
-        # DCP's CheckpointException carries each rank's hy.DataLoss.
+        # DCP's CheckpointException carries each rank's hystate.DataLoss.
         assert "DataLoss" in r["error_types"], r
-        assert "hy.DataLoss" in r["error"], r
+        assert "hystate.DataLoss" in r["error"], r
 
 
 def test_damaged_metadata_raises(saved, tmp_path):
@@ -213,5 +213,5 @@ def test_damaged_metadata_raises(saved, tmp_path):
     data = bytearray(open(f, "rb").read())
     data[len(data) // 2] ^= 0x01  # One bit of DCP's pickled Metadata.
     open(f, "wb").write(bytes(data))
-    with pytest.raises(hy.DataLoss, match="checksum"):
+    with pytest.raises(hystate.DataLoss, match="checksum"):
         HyStorageReader(work).read_metadata()

@@ -1,4 +1,4 @@
-"""The Python package hy under PyPI's torch and numpy 2: multi-process saves
+"""The Python package hystate under PyPI's torch and numpy 2: multi-process saves
 over real torch.distributed (gloo, 127.0.0.1), loads under another
 sharding, incremental saves, a save killed with SIGKILL, bad input.
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-import hy
+import hystate
 from damage import flip_table_files
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +57,7 @@ def test_four_ranks_save_three_ranks_load_another_sharding(tmp_path):
     saved = run_ranks("save", path, 4)
     assert saved[0][-1]["step"] == 0
     # 4 stores, one per saving rank, all committed at step 0.
-    cp = hy.open(path)
+    cp = hystate.open(path)
     assert len(cp.stores()) == 4
     assert cp.steps() == [0]
     assert cp.tensors()["half"] == ("BF16", [96, 40])
@@ -83,15 +83,15 @@ def test_second_save_with_one_percent_changed_writes_only_changed_chunks(
 def test_kill_during_save_leaves_the_previous_version(tmp_path):
     path = str(tmp_path / "ckpt")
     big = torch.randn(64, 1 << 20)  # 256 MiB: the writing takes a while.
-    hy.save(path, {"x": big[:1].clone()}, step=0)
+    hystate.save(path, {"x": big[:1].clone()}, step=0)
     # The child starts a save and is killed before its wait(), where ranks
     # commit: whether the background writing was still going on or had
     # prepared the version, step 1 must not be committed. (Killing a
     # blocking save after a fixed sleep raced a fast machine's commit.)
     script = (
-        "import sys, torch, hy\n"
+        "import sys, torch, hystate\n"
         "x = torch.randn(64, 1 << 20)\n"
-        f"h = hy.save_async({path!r}, {{'x': x}}, step=1)\n"
+        f"h = hystate.save_async({path!r}, {{'x': x}}, step=1)\n"
         "print('saving', flush=True)\n"
         "sys.stdin.read()\n"
         "h.wait()\n")
@@ -103,12 +103,12 @@ def test_kill_during_save_leaves_the_previous_version(tmp_path):
     p.send_signal(signal.SIGKILL)
     p.wait()
     target = {"x": torch.zeros(1, 1 << 20)}
-    assert hy.load(path, target) == 0
+    assert hystate.load(path, target) == 0
     assert torch.equal(target["x"], big[:1])
-    hy.open(path).verify()
+    hystate.open(path).verify()
     # The next save settles what the killed one left and commits.
-    assert hy.save(path, {"x": big[:1] + 1}) == 1
-    assert hy.open(path).steps() == [0, 1]
+    assert hystate.save(path, {"x": big[:1] + 1}) == 1
+    assert hystate.open(path).steps() == [0, 1]
 
 
 def test_old_version_keywords_warn_and_mean_steps(tmp_path):
@@ -117,29 +117,29 @@ def test_old_version_keywords_warn_and_mean_steps(tmp_path):
     DeprecationWarning, and give what step= and steps() give."""
     path = str(tmp_path / "ckpt")
     for step in (3, 7):
-        hy.save(path, {"w": torch.full((4,), float(step))}, step=step)
-    cp = hy.open(path)
+        hystate.save(path, {"w": torch.full((4,), float(step))}, step=step)
+    cp = hystate.open(path)
     assert cp.steps() == [3, 7]
     with pytest.warns(DeprecationWarning, match=r"steps\(\)"):
         assert cp.versions() == [3, 7]
     target = {"w": torch.zeros(4)}
-    assert hy.load(path, target, step=3) == 3
+    assert hystate.load(path, target, step=3) == 3
     assert torch.equal(target["w"], torch.full((4,), 3.0))
-    with pytest.warns(DeprecationWarning, match=r"hy.load\(step=\)"):
-        assert hy.load(path, target, version=7) == 7
+    with pytest.warns(DeprecationWarning, match=r"hystate.load\(step=\)"):
+        assert hystate.load(path, target, version=7) == 7
     assert torch.equal(target["w"], torch.full((4,), 7.0))
-    with pytest.raises(hy.InvalidArgument, match="disagree"):
+    with pytest.raises(hystate.InvalidArgument, match="disagree"):
         with pytest.warns(DeprecationWarning):
-            hy.load(path, target, step=3, version=7)
+            hystate.load(path, target, step=3, version=7)
     assert cp.tensors(step=3) == {"w": ("F32", [4])}
     with pytest.warns(DeprecationWarning):
         assert cp.tensors(version=7) == cp.tensors(step=7)
-    with pytest.raises(hy.NotFound):
+    with pytest.raises(hystate.NotFound):
         cp.tensors(step=5)
     # The new names do not warn.
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
-        hy.load(path, target, step=3)
+        hystate.load(path, target, step=3)
         cp.steps()
         cp.tensors(step=7)
 
@@ -152,40 +152,40 @@ def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
         assert "does not fit the global shape" in o[-1]["error"]
         assert "rank 1" in o[-1]["error"]
     assert not os.path.exists(os.path.join(path, "node-0", "store")) or \
-        hy.open(path).steps() == []
-    hy.save(path, {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
+        hystate.open(path).steps() == []
+    hystate.save(path, {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
                    "n": 5})
-    with pytest.raises(hy.InvalidArgument, match="saved as F32"):
-        hy.load(path, {"w": np.zeros((3, 4), dtype=np.float64)})
-    with pytest.raises(hy.InvalidArgument, match="shape"):
-        hy.load(path, {"w": np.zeros((4, 3), dtype=np.float32)})
+    with pytest.raises(hystate.InvalidArgument, match="saved as F32"):
+        hystate.load(path, {"w": np.zeros((3, 4), dtype=np.float64)})
+    with pytest.raises(hystate.InvalidArgument, match="shape"):
+        hystate.load(path, {"w": np.zeros((4, 3), dtype=np.float32)})
     target = np.full((3, 4), 7, dtype=np.float32)
-    with pytest.raises(hy.NotFound, match="'missing'"):
-        hy.load(path, {"w": target, "missing": torch.zeros(2)})
+    with pytest.raises(hystate.NotFound, match="'missing'"):
+        hystate.load(path, {"w": target, "missing": torch.zeros(2)})
     assert (target == 7).all()  # Checked before anything was written.
-    with pytest.raises(hy.NotFound):
-        hy.load(path, {"w": target}, step=9)
-    with pytest.raises(hy.InvalidArgument, match="neither a tensor"):
-        hy.save(path, {"f": object()})
-    with pytest.raises(hy.AlreadyExists):
-        hy.save(path, {"w": target}, step=0)
-    with pytest.raises(hy.InvalidArgument, match="contiguous"):
-        hy.load(path, {"w": torch.zeros(4, 3).t()})
+    with pytest.raises(hystate.NotFound):
+        hystate.load(path, {"w": target}, step=9)
+    with pytest.raises(hystate.InvalidArgument, match="neither a tensor"):
+        hystate.save(path, {"f": object()})
+    with pytest.raises(hystate.AlreadyExists):
+        hystate.save(path, {"w": target}, step=0)
+    with pytest.raises(hystate.InvalidArgument, match="contiguous"):
+        hystate.load(path, {"w": torch.zeros(4, 3).t()})
     loaded = {"w": np.zeros((3, 4), dtype=np.float32), "n": 0}
-    assert hy.load(path, loaded) == 0
+    assert hystate.load(path, loaded) == 0
     assert loaded["n"] == 5 and loaded["w"][2, 3] == 11
 
 
 def test_corrupted_chunk_is_data_loss(tmp_path):
     path = str(tmp_path / "ckpt")
-    hy.save(path, {"w": torch.randn(256, 256)})
+    hystate.save(path, {"w": torch.randn(256, 256)})
     # Flip bytes in the middle of every table file of the store.
     store = os.path.join(path, "node-0", "store")
     flipped = flip_table_files([store])
     if flipped == 0:
         pytest.skip("no table file large enough to damage")
-    with pytest.raises(hy.Error) as e:
-        hy.load(path, {"w": torch.zeros(256, 256)})
+    with pytest.raises(hystate.Error) as e:
+        hystate.load(path, {"w": torch.zeros(256, 256)})
     assert e.value.code in ("DataLoss", "IOError"), e.value
 
 
@@ -206,13 +206,13 @@ def test_plan_matches_hyctl_plan(tmp_path):
                           "--ranks-per-node", "2", "-o", "json"],
                          capture_output=True, text=True, check=True).stdout
     want = json.loads(out)
-    got = hy.plan(tensors, "fsdp=4", "tp=2,dp=2", ranks_per_node=2)
+    got = hystate.plan(tensors, "fsdp=4", "tp=2,dp=2", ranks_per_node=2)
     for key in ("dst_bytes", "local_bytes", "cross_node_bytes",
                 "max_send_bytes", "steps", "transfers"):
         assert got[key] == want[key], key
     assert f"{got['fingerprint']:016x}" == want["fingerprint"]
-    with pytest.raises(hy.InvalidArgument, match="layout"):
-        hy.plan(tensors, "fsdp=4", "tp=3")
+    with pytest.raises(hystate.InvalidArgument, match="layout"):
+        hystate.plan(tensors, "fsdp=4", "tp=3")
 
 
 def write_safetensors(path, tensors):
@@ -262,7 +262,7 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
     subprocess.run([hyctl, "import", store, "--safetensors", src],
                    check=True, capture_output=True)
 
-    done = hy.reshard(store, "tp=2,dp=2", version_id=1)
+    done = hystate.reshard(store, "tp=2,dp=2", version_id=1)
     assert done["version"] == 2 and done["world_size"] == 4, done
     assert done["tensors"] == 4 and done["new_chunks"] > 0, done
     out = str(tmp_path / "v2.safetensors")
@@ -277,60 +277,60 @@ def test_reshard_matches_hyctl_reshard(tmp_path):
     assert "tp=2,dp=2" in listed, listed
 
     # hyctl reshard of the same version to the same layout cuts the same
-    # shards: every chunk it writes is one hy.reshard wrote already.
+    # shards: every chunk it writes is one hystate.reshard wrote already.
     r = subprocess.run([hyctl, "reshard", store, "--version-id", "1", "--to",
                         "tp=2,dp=2", "--new-version", "9"],
                        check=True, capture_output=True, text=True)
     assert "(0 of" in r.stdout, r.stdout
-    assert hy.reshard(store, "tp=2,dp=2", version_id=9)["new_chunks"] == 0
+    assert hystate.reshard(store, "tp=2,dp=2", version_id=9)["new_chunks"] == 0
 
     # Bad input: nothing is committed.
-    with pytest.raises(hy.InvalidArgument):
-        hy.reshard(store, "tp=3", version_id=1)  # 16 rows do not split in 3.
-    with pytest.raises(hy.AlreadyExists):
-        hy.reshard(store, "tp=2", version_id=1, new_version_id=2)
-    with pytest.raises(hy.NotFound):
-        hy.reshard(store, "tp=2", version_id=77)
-    versions = [v["version"] for v in hy._hy.Store(store).versions()
+    with pytest.raises(hystate.InvalidArgument):
+        hystate.reshard(store, "tp=3", version_id=1)  # 16 rows do not split in 3.
+    with pytest.raises(hystate.AlreadyExists):
+        hystate.reshard(store, "tp=2", version_id=1, new_version_id=2)
+    with pytest.raises(hystate.NotFound):
+        hystate.reshard(store, "tp=2", version_id=77)
+    versions = [v["version"] for v in hystate._hy.Store(store).versions()
                 if v["committed"]]
     assert versions == [1, 2, 9, 10], versions
     # By step, as hyctl: the newest committed version of that step.
-    step = hy._hy.Store(store).versions()[0]["step"]
-    by_step = hy.reshard(store, "fsdp=2", step=step)
+    step = hystate._hy.Store(store).versions()[0]["step"]
+    by_step = hystate.reshard(store, "fsdp=2", step=step)
     assert by_step["version"] == 11 and by_step["step"] == step, by_step
-    with pytest.raises(hy.NotFound, match="step 99"):
-        hy.reshard(store, "fsdp=2", step=99)
-    with pytest.raises(hy.InvalidArgument, match="not both"):
-        hy.reshard(store, "fsdp=2", step=step, version_id=1)
+    with pytest.raises(hystate.NotFound, match="step 99"):
+        hystate.reshard(store, "fsdp=2", step=99)
+    with pytest.raises(hystate.InvalidArgument, match="not both"):
+        hystate.reshard(store, "fsdp=2", step=step, version_id=1)
     # The old form (a positional version id, new_version=) warns and
     # still means a version id.
     with pytest.warns(DeprecationWarning, match="version_id"):
-        old = hy.reshard(store, 1, "tp=2", new_version=12)
+        old = hystate.reshard(store, 1, "tp=2", new_version=12)
     assert old["version"] == 12 and old["step"] == step, old
-    # One rank's store of a hy.save directory is not a whole model.
+    # One rank's store of a hystate.save directory is not a whole model.
     ckpt = str(tmp_path / "ckpt")
-    hy.save(ckpt, {"w": torch.randn(8, 8)})
+    hystate.save(ckpt, {"w": torch.randn(8, 8)})
     part = os.path.join(ckpt, "node-0", "store")
-    saved = hy._hy.Store(part).versions()[-1]["version"]
-    with pytest.raises(hy.FailedPrecondition, match="every rank"):
-        hy.reshard(part, "tp=2", version_id=saved)
+    saved = hystate._hy.Store(part).versions()[-1]["version"]
+    with pytest.raises(hystate.FailedPrecondition, match="every rank"):
+        hystate.reshard(part, "tp=2", version_id=saved)
 
 
 def test_installed_package_is_the_one_tested():
-    """The tests import hy from PYTHONPATH's first entry, and `python -m hy
-    --version` names it. Under CTest (HY_TEST_PIP_INSTALLED=1) that is what
+    """The tests import hystate from PYTHONPATH's first entry, and `python
+    -m hystate --version` names it. Under CTest (HY_TEST_PIP_INSTALLED=1) that is what
     `pip install` put there; elsewhere it may be a build tree (the GPU kit
     runs the tests against build/python), which has no dist-info."""
     where = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
     if not where:
         pytest.skip("PYTHONPATH is not set: run through CTest")
-    assert os.path.realpath(hy.__file__).startswith(os.path.realpath(where))
+    assert os.path.realpath(hystate.__file__).startswith(os.path.realpath(where))
     if os.environ.get("HY_TEST_PIP_INSTALLED") == "1":
         assert os.path.isdir(
-            os.path.join(where, f"hy-{hy.__version__}.dist-info"))
-    out = subprocess.run([sys.executable, "-m", "hy", "--version"],
+            os.path.join(where, f"hystate-{hystate.__version__}.dist-info"))
+    out = subprocess.run([sys.executable, "-m", "hystate", "--version"],
                          capture_output=True, text=True, check=True).stdout
-    assert out.startswith(f"hy {hy.__version__} ("), out
+    assert out.startswith(f"hystate {hystate.__version__} ("), out
     assert os.path.realpath(where) in out, out
 
 
@@ -355,7 +355,7 @@ def test_bf16_and_numpy2_views_save_and_load_bitwise(tmp_path):
         "opt": {"exp_avg": torch.randn(300, generator=g), "step": 7},
     }
     path = str(tmp_path / "ckpt")
-    h = hy.save_async(path, state)
+    h = hystate.save_async(path, state)
     for _ in range(20):  # torch works on while the save writes.
         base @ base.T
     assert h.wait() == 0
@@ -365,7 +365,7 @@ def test_bf16_and_numpy2_views_save_and_load_bitwise(tmp_path):
             else np.empty_like(v, order="C")) for k, v in state.items()
         if k != "opt"}
     targets["opt"] = {"exp_avg": torch.zeros(300), "step": 0}
-    assert hy.load(path, targets) == 0
+    assert hystate.load(path, targets) == 0
     for k, v in state.items():
         if k == "opt":
             continue

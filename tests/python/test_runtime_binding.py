@@ -1,11 +1,11 @@
-"""hy._hy takes its C++ runtime from libstdc++.so.6 even when torch is
+"""hystate._hy takes its C++ runtime from libstdc++.so.6 even when torch is
 imported into the process's global scope (TORCH_USE_RTLD_GLOBAL=1).
 
 PyTorch's libraries export copies of parts of libstdc++ (std::filesystem,
 std::string, streams). With torch's libraries in the global scope, a plainly
 imported extension has its std:: calls bound to those copies; torch 2.11's
 libtorch.so's remove_all jumps to address 0 on a non-empty directory, so
-hy.save over a leftover half-made store segfaulted there. hy imports its
+hystate.save over a leftover half-made store segfaulted there. hy imports its
 extension with RTLD_DEEPBIND (hy/__init__.py). The dynamic loader's own
 record (LD_DEBUG=bindings, every symbol bound at import with LD_BIND_NOW)
 says where each of the module's references went.
@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 
-import hy
+import hystate
 
 # "binding file <object> [0] to <object> [0]: normal symbol `<mangled>' ..."
 BINDING = re.compile(
@@ -35,14 +35,14 @@ def run_python(code, env_extra, tmp_path):
 
 
 def module_bindings(tmp_path):
-    """(target object, mangled symbol) of every std:: reference of hy._hy,
+    """(target object, mangled symbol) of every std:: reference of hystate._hy,
     in a process that imported torch into its global scope first."""
     log = tmp_path / "ld"
-    r = run_python("import torch, hy", {
+    r = run_python("import torch, hystate", {
         "LD_BIND_NOW": "1", "LD_DEBUG": "bindings",
         "LD_DEBUG_OUTPUT": str(log)}, tmp_path)
     assert r.returncode == 0, r.stderr
-    module = os.path.basename(hy._hy.__file__)
+    module = os.path.basename(hystate._hy.__file__)
     out = []
     for f in tmp_path.glob("ld.*"):
         for line in f.read_text(errors="replace").splitlines():
@@ -56,10 +56,10 @@ def module_bindings(tmp_path):
 def test_std_symbols_bind_to_libstdcxx_with_torch_global(tmp_path):
     bindings = module_bindings(tmp_path)
     to_libstdcxx = [b for b in bindings if "libstdc++.so" in b[0]]
-    assert to_libstdcxx, f"no std:: binding of hy._hy recorded: {bindings[:5]}"
+    assert to_libstdcxx, f"no std:: binding of hystate._hy recorded: {bindings[:5]}"
     into_torch = [b for b in bindings if TORCH_LIB.search(b[0])]
     assert not into_torch, (
-        f"{len(into_torch)} std:: references of hy._hy bound into LibTorch, "
+        f"{len(into_torch)} std:: references of hystate._hy bound into LibTorch, "
         f"e.g. {into_torch[:5]}")
 
 
@@ -70,10 +70,10 @@ def test_save_over_a_leftover_half_made_store_with_torch_global(tmp_path):
     leftover = root / "node-0" / ".store.hy-creating-999"
     leftover.mkdir(parents=True)
     (leftover / "LOCK").write_text("x")
-    code = ("import torch, numpy as np, hy\n"
-            f"hy.save({str(root)!r}, {{'w': np.arange(8, dtype=np.float32)}})\n"
+    code = ("import torch, numpy as np, hystate\n"
+            f"hystate.save({str(root)!r}, {{'w': np.arange(8, dtype=np.float32)}})\n"
             "t = {'w': np.zeros(8, dtype=np.float32)}\n"
-            f"hy.load({str(root)!r}, t)\n"
+            f"hystate.load({str(root)!r}, t)\n"
             "assert (t['w'] == np.arange(8)).all()\n")
     r = run_python(code, {}, tmp_path)
     assert r.returncode == 0, f"rc {r.returncode}\n{r.stderr}"

@@ -9,7 +9,7 @@
 // <step>, in the first start of a job only (HY_RESTART_COUNT unset or 0),
 // so that a restarted worker does not die at the same place again. The
 // process exits with kCrashPointExit. Python's points are in
-// python/hy/_crash.py (the same variable).
+// python/hystate/_crash.py (the same variable).
 //
 // Points: recovery/transport_commit.cc (the trainer's commit):
 //   commit.prepared       this rank's part is prepared, no vote yet

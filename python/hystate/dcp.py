@@ -1,7 +1,7 @@
 """hy stores as a storage backend of torch.distributed.checkpoint (DCP):
 
     import torch.distributed.checkpoint as dcp
-    from hy.dcp import HyStorageWriter, HyStorageReader
+    from hystate.dcp import HyStorageWriter, HyStorageReader
     dcp.save(state_dict, storage_writer=HyStorageWriter("ckpt"))
     dcp.load(state_dict, storage_reader=HyStorageReader("ckpt"))
 
@@ -10,7 +10,7 @@ FSDP2 (fully_shard: DTensor parameters and optimizer state): every rank
 writes the chunks it holds, and any number of ranks, under any sharding,
 loads them (tests/python/test_dcp.py: 4 ranks save, 3 load, bit for bit).
 
-The directory is a run root like hy.save's (one store per writing rank,
+The directory is a run root like hystate.save's (one store per writing rank,
 <path>/node-<rank>/store), so saves are content-addressed (unchanged chunks
 are not written again), checksummed, compressed and atomic: every DCP save
 is a new step (one above the newest committed one), committed on every
@@ -20,7 +20,7 @@ that wrote them. DCP's metadata (its pickled Metadata, with a checksum)
 goes to <path>/dcp/<step>-<generation>.metadata before the commit.
 Loading reads, for each item DCP asks for, only that region, from
 whichever rank's store holds it (the directory must be readable by every
-loading rank); a damaged chunk, blob or metadata file raises hy.DataLoss
+loading rank); a damaged chunk, blob or metadata file raises hystate.DataLoss
 (wrapped in DCP's CheckpointException), never loads.
 
 Protocol: each rank reports its store's versions in prepare_local_plan;
@@ -68,8 +68,8 @@ from ._values import as_array
 
 __all__ = ["HyStorageWriter", "HyStorageReader"]
 
-_GEN_BITS = 16  # As hy.save: version = step << 16 | generation.
-_META_MAGIC = b"hy.dcp metadata v1 sha256="
+_GEN_BITS = 16  # As hystate.save: version = step << 16 | generation.
+_META_MAGIC = b"hy.dcp metadata v1 sha256="  # A format constant: kept.
 _TORCH_DTYPES = {
     "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16,
     "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
@@ -132,7 +132,7 @@ class HyStorageWriter(StorageWriter):
             if dist.is_available() and dist.is_initialized() and \
                     dist.get_world_size() > 1:
                 raise _hy.InvalidArgument(
-                    "hy.dcp needs DCP's collectives (use_collectives=True): "
+                    "hystate.dcp needs DCP's collectives (use_collectives=True): "
                     "a step is committed on every rank's store or on none")
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
@@ -177,13 +177,13 @@ class HyStorageWriter(StorageWriter):
                    planner: SavePlanner) -> Future:
         if getattr(planner, "_enable_plan_caching", False):
             raise _hy.InvalidArgument(
-                "hy.dcp: the planner caches plans (enable_plan_caching); a "
+                "hystate.dcp: the planner caches plans (enable_plan_caching); a "
                 "cached plan carries an earlier save's version. Use a "
                 "planner without plan caching")
         data = plan.storage_data
         if not isinstance(data, dict) or "version" not in data:
             raise _hy.InvalidArgument(
-                "hy.dcp: the save plan lacks HyStorageWriter's step (was "
+                "hystate.dcp: the save plan lacks HyStorageWriter's step (was "
                 "prepare_global_plan skipped?)")
         self._plan_data = data
         shards, blobs, results = [], [], []
@@ -207,13 +207,13 @@ class HyStorageWriter(StorageWriter):
                 continue
             if fqn in seen:
                 raise _hy.InvalidArgument(
-                    f"hy.dcp: rank {self.rank} holds two chunks of '{fqn}'; "
+                    f"hystate.dcp: rank {self.rank} holds two chunks of '{fqn}'; "
                     "a rank saves one box of a tensor")
             seen.add(fqn)
             t = planner.resolve_data(item).detach().cpu().contiguous()
             if list(t.shape) != list(chunk.sizes):
                 raise _hy.InvalidArgument(
-                    f"hy.dcp: '{fqn}': the planner resolved a tensor of "
+                    f"hystate.dcp: '{fqn}': the planner resolved a tensor of "
                     f"shape {list(t.shape)} for a chunk of "
                     f"{list(chunk.sizes)}")
             array, dtype = as_array(t, fqn, writable=False)
@@ -235,7 +235,7 @@ class HyStorageWriter(StorageWriter):
         d = self._plan_data
         if d is None:
             raise _hy.FailedPrecondition(
-                "hy.dcp: finish() before write_data() on the coordinator")
+                "hystate.dcp: finish() before write_data() on the coordinator")
         step, version, world = d["step"], d["version"], d["world"]
         # Which rank's store holds each non-tensor value (the reader's map).
         metadata.storage_data = {wr.index: wr.storage_data
@@ -303,7 +303,7 @@ class HyStorageReader(StorageReader):
         if not os.path.exists(path):
             raise _hy.NotFound(
                 f"step {r.step} of {self.path} has no DCP metadata ({path}): "
-                "not saved through hy.dcp")
+                "not saved through hystate.dcp")
         with open(path, "rb") as f:
             head = f.readline()
             raw = f.read()
@@ -311,7 +311,7 @@ class HyStorageReader(StorageReader):
                 head[len(_META_MAGIC):].strip().decode("ascii", "replace") \
                 != hashlib.sha256(raw).hexdigest():
             raise _hy.DataLoss(f"{path}: damaged (its checksum does not "
-                               "match) or not hy.dcp's metadata")
+                               "match) or not hystate.dcp's metadata")
         return pickle.loads(raw)
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
@@ -333,7 +333,7 @@ class HyStorageReader(StorageReader):
                 where = self.storage_data.get(item.storage_index)
                 if where is None:
                     raise _hy.NotFound(
-                        f"hy.dcp: no rank of step {self._reader.step} holds "
+                        f"hystate.dcp: no rank of step {self._reader.step} holds "
                         f"the value '{fqn}'")
                 raw = self._reader.blob_of(f"dcp/{fqn}", where["rank"])
                 planner.load_bytes(item, io.BytesIO(raw))
@@ -344,13 +344,13 @@ class HyStorageReader(StorageReader):
                 planner.commit_tensor(item, target)
                 continue
             if fqn not in self._tensors:
-                raise _hy.NotFound(f"hy.dcp: no tensor '{fqn}' in step "
+                raise _hy.NotFound(f"hystate.dcp: no tensor '{fqn}' in step "
                                    f"{self._reader.step} of {self.path}")
             dtype, shape = self._tensors[fqn]
             saved = _TORCH_DTYPES.get(dtype)
             if saved is None:
                 raise _hy.InvalidArgument(
-                    f"hy.dcp: '{fqn}' is saved as {dtype}, not a torch dtype")
+                    f"hystate.dcp: '{fqn}' is saved as {dtype}, not a torch dtype")
             offsets = [a + b for a, b in zip(item.storage_index.offset,
                                              item.storage_offsets)]
             runs = _hy.box_runs(offsets, lengths, list(shape))

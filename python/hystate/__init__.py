@@ -1,9 +1,11 @@
-"""hy: versioned, content-addressed, checksummed checkpoints for PyTorch
-and numpy state, saved by many ranks and loaded on any number of them.
+"""hystate: hy's versioned, content-addressed, checksummed checkpoints for
+PyTorch and numpy state, saved by many ranks and loaded on any number of
+them. (The package is hystate, on PyPI and in `import`: `hy` is the Hy
+Lisp dialect's.)
 
-    import hy
-    step = hy.save("ckpt", model.state_dict())          # every rank
-    hy.load("ckpt", model.state_dict())                 # in place, any ranks
+    import hystate
+    step = hystate.save("ckpt", model.state_dict())          # every rank
+    hystate.load("ckpt", model.state_dict())                 # in place, any ranks
 
 A checkpoint directory (a run root) holds one store per saving rank,
 <path>/node-<rank>/store, the layout `hyctl train` writes, so hyctl
@@ -18,9 +20,9 @@ second save of a state that changed a little writes little. Loading reads,
 for each target, only the regions it holds, from whichever stores hold
 them, so it needs the directory on storage every loading rank can read.
 
-Errors are exceptions carrying hy's status: hy.Error (with .code) and
-hy.InvalidArgument, hy.NotFound, hy.AlreadyExists, hy.FailedPrecondition,
-hy.DataLoss, hy.IOError, hy.Unavailable, hy.Aborted, ...
+Errors are exceptions carrying hy's status: hystate.Error (with .code) and
+hystate.InvalidArgument, hystate.NotFound, hystate.AlreadyExists, hystate.FailedPrecondition,
+hystate.DataLoss, hystate.IOError, hystate.Unavailable, hystate.Aborted, ...
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 
 def _load_extension():
-    """Imports hy._hy with RTLD_DEEPBIND: the module's C++ runtime calls
+    """Imports hystate._hy with RTLD_DEEPBIND: the module's C++ runtime calls
     bind to its own dependencies (libstdc++.so.6), ahead of what the process
     put in its global scope. PyTorch's libraries export copies of parts of
     libstdc++ (std::filesystem, strings), and torch imported with
@@ -237,7 +239,7 @@ def _begin_save(path: str, state_dict: dict, step: Optional[int],
 
 
 class _Saved:
-    """A part saved in place (hy.save): a handle that is already done."""
+    """A part saved in place (hystate.save): a handle that is already done."""
 
     def __init__(self, store: Any, version: int, rank: int, shards: list,
                  blobs: list):
@@ -297,7 +299,7 @@ def load(path: str, state_dict: dict, step: Optional[int] = None,
     anything is written into them. `version=` is the deprecated name of
     `step=`."""
     del group
-    step = _step_or_version(step, version, "hy.load")
+    step = _step_or_version(step, version, "hystate.load")
     if not glob.glob(os.path.join(path, "node-*")):
         raise _hy.NotFound(f"no hy checkpoint under {path}")
     reader = _hy.Reader(path, -1 if step is None else int(step))
@@ -328,7 +330,7 @@ def load(path: str, state_dict: dict, step: Optional[int] = None,
 
 
 class Checkpoints:
-    """The stores of one checkpoint directory (hy.open)."""
+    """The stores of one checkpoint directory (hystate.open)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -407,7 +409,7 @@ def plan(tensors: Any, src: str, dst: str, rules: Optional[str] = None,
     (e.g. "fsdp=8" -> "tp=2,dp=4"), as `hyctl plan` prints it: bytes that
     stay local, cross nodes, per-rank peaks, steps. `tensors` is a state
     dict (tensors / arrays: their dtypes and shapes), a list of
-    (name, dtype name, shape), or a directory from hy.save (its newest
+    (name, dtype name, shape), or a directory from hystate.save (its newest
     step). `rules`: split rules as YAML (default: the shipped Llama/Qwen2
     rules). Raises InvalidArgument for a layout or tensor that does not
     fit."""
@@ -437,18 +439,18 @@ def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
     that could not carry over). Raises InvalidArgument for a layout or
     rules that do not fit or for both step and version_id, NotFound for a
     step or version id the store has not committed, FailedPrecondition for
-    one rank's store of a multi-store checkpoint (hy.save's directories:
-    hy.load already reads those under any sharding), AlreadyExists for a
+    one rank's store of a multi-store checkpoint (hystate.save's directories:
+    hystate.load already reads those under any sharding), AlreadyExists for a
     taken new_version_id; nothing is left half written.
 
     The older form `reshard(store, version_id, to, rules, new_version)`
     (a positional internal version id, `new_version=`) still works and
     warns."""
     if isinstance(to, int) and not isinstance(to, bool):
-        _deprecated("hy.reshard(store, version, to)",
-                    "hy.reshard(store, to, step=...) or version_id=")
+        _deprecated("hystate.reshard(store, version, to)",
+                    "hystate.reshard(store, to, step=...) or version_id=")
         if version_id is not None:
-            raise _hy.InvalidArgument("hy.reshard: two version ids given")
+            raise _hy.InvalidArgument("hystate.reshard: two version ids given")
         rest = list(args)  # to, rules, new_version
         version_id, to = to, (rest.pop(0) if rest else None)
         if rest:
@@ -457,22 +459,22 @@ def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
             new_version_id = rest.pop(0)
         args = tuple(rest)
     if args:
-        raise _hy.InvalidArgument("hy.reshard: too many positional arguments")
+        raise _hy.InvalidArgument("hystate.reshard: too many positional arguments")
     if "new_version" in deprecated:
-        _deprecated("hy.reshard(new_version=)", "new_version_id=")
+        _deprecated("hystate.reshard(new_version=)", "new_version_id=")
         new_version_id = deprecated.pop("new_version")
     if "version" in deprecated:
-        _deprecated("hy.reshard(version=)", "step= or version_id=")
+        _deprecated("hystate.reshard(version=)", "step= or version_id=")
         version_id = deprecated.pop("version")
     if deprecated:
-        raise TypeError("hy.reshard: unexpected keyword arguments "
+        raise TypeError("hystate.reshard: unexpected keyword arguments "
                         + ", ".join(sorted(deprecated)))
     if not isinstance(to, str):
-        raise _hy.InvalidArgument("hy.reshard: `to` (a layout such as "
+        raise _hy.InvalidArgument("hystate.reshard: `to` (a layout such as "
                                   "'tp=2,dp=2') is required")
     if step is not None and version_id is not None:
         raise _hy.InvalidArgument(
-            "hy.reshard: give step or version_id, not both")
+            "hystate.reshard: give step or version_id, not both")
     if version_id is None:
         committed = [v for v in _hy.Store(store).versions()
                      if v["committed"] and (step is None or
@@ -490,6 +492,6 @@ def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
     return done
 
 
-def open(path: str) -> Checkpoints:  # noqa: A001 (hy.open, like io.open)
+def open(path: str) -> Checkpoints:  # noqa: A001 (hystate.open, like io.open)
     """The checkpoint directory (or single store) at `path`."""
     return Checkpoints(path)

@@ -1,7 +1,7 @@
 """What hy saves and loads: tensors, numpy arrays, Shards and plain values.
 
 A state dict is a (nested) dict. Its leaves are torch tensors (CPU), numpy
-arrays, hy.Shard (a rank's box of a larger tensor) or JSON values (numbers,
+arrays, hystate.Shard (a rank's box of a larger tensor) or JSON values (numbers,
 strings, booleans, None, lists of them). Nested keys join with "/": the
 tensor sd["optim"]["exp_avg"] is named "optim/exp_avg".
 
@@ -54,7 +54,7 @@ class Shard:
         self.global_shape = [int(d) for d in global_shape]
 
     def __repr__(self) -> str:
-        return (f"hy.Shard(shape={list(_shape(self.tensor))}, "
+        return (f"hystate.Shard(shape={list(_shape(self.tensor))}, "
                 f"offsets={self.offsets}, global_shape={self.global_shape})")
 
 

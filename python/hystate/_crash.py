@@ -8,14 +8,14 @@ decided, and that a step nobody decided is invisible. Unset, a point costs
 a dictionary lookup.
 
 Points (in the order a save passes them):
-  save.prepared       hy.save: this rank's part is prepared, no vote yet
-  save.decided        hy.save, rank 0: its store committed (the decision),
+  save.prepared       hystate.save: this rank's part is prepared, no vote yet
+  save.decided        hystate.save, rank 0: its store committed (the decision),
                       the others not told yet
-  save.before_follow  hy.save, rank > 0: told commit, not committed here
-  save.followed       hy.save, rank > 0: committed here
-  dcp.decided         hy.dcp's finish: the coordinator's store committed,
+  save.before_follow  hystate.save, rank > 0: told commit, not committed here
+  save.followed       hystate.save, rank > 0: committed here
+  dcp.decided         hystate.dcp's finish: the coordinator's store committed,
                       no other store yet
-  dcp.copied          hy.dcp's finish: one other store committed, the rest
+  dcp.copied          hystate.dcp's finish: one other store committed, the rest
                       not
 """
 

@@ -1,4 +1,4 @@
-# Type stubs of the extension module hy._hy (python/*.cc).
+# Type stubs of the extension module hystate._hy (python/*.cc).
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 class Error(RuntimeError):

@@ -27,7 +27,7 @@ class Group:
                 # The group hy made is hy's to end: one left to the
                 # interpreter's teardown aborted the process now and then
                 # ("terminate called without an active exception", rank 0,
-                # 2 exits in 20 of a 2-rank hy.save).
+                # 2 exits in 20 of a 2-rank hystate.save).
                 atexit.register(_destroy, dist)
             if dist.is_initialized():
                 group = dist.group.WORLD

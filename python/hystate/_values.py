@@ -45,7 +45,9 @@ _TORCH = {
 class Shard:
     """A rank's piece of a larger tensor: `tensor` holds the box that starts
     at `offsets` in a tensor of `global_shape` (row-major, like a
-    torch.distributed ShardedTensor's local shard)."""
+    torch.distributed ShardedTensor's local shard). The box is checked
+    when saved or loaded: one that does not fit the global shape raises
+    InvalidArgument naming the rank, before anything is written."""
 
     def __init__(self, tensor: Any, offsets: Sequence[int],
                  global_shape: Sequence[int]):

@@ -116,6 +116,8 @@ class HyStorageWriter(StorageWriter):
         self._plan_data: Optional[Dict[str, Any]] = None
 
     def reset(self, checkpoint_id: Union[str, os.PathLike, None] = None):
+        """DCP's hook before each save: `checkpoint_id`, if given, replaces
+        the run root."""
         if checkpoint_id is not None:
             self.path = os.fspath(checkpoint_id)
         self._plan_data = None
@@ -125,6 +127,9 @@ class HyStorageWriter(StorageWriter):
         return isinstance(checkpoint_id, (str, os.PathLike))
 
     def set_up_storage_writer(self, is_coordinator: bool, *args, **kwargs):
+        """DCP's set-up: which rank this is. Raises InvalidArgument for
+        use_collectives=False on several ranks (a step must commit on every
+        rank's store or on none)."""
         self.is_coordinator = is_coordinator
         self.rank = kwargs.get("rank", _rank())
         if not kwargs.get("use_collectives", True):
@@ -136,12 +141,16 @@ class HyStorageWriter(StorageWriter):
                     "a step is committed on every rank's store or on none")
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        """Adds this rank's store's versions, for the coordinator's choice
+        of step. Raises as opening the store does (IOError, DataLoss)."""
         # This rank's store's versions, for the coordinator's choice.
         versions = _store(self.path, self.rank).versions()
         return dataclasses.replace(
             plan, storage_data={"rank": self.rank, "versions": versions})
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
+        """The coordinator: the new step (after every committed one) and a
+        version id no store has used, sent to every rank."""
         versions = [v for p in plans for v in p.storage_data["versions"]]
         committed = [v["step"] for v in versions if v["committed"]]
         step = max(committed) + 1 if committed else 0
@@ -175,6 +184,10 @@ class HyStorageWriter(StorageWriter):
 
     def write_data(self, plan: SavePlan,
                    planner: SavePlanner) -> Future:
+        """Writes this rank's tensors and values into its store as a
+        prepared (not yet committed) version. Raises InvalidArgument for a
+        caching planner or a layout hy cannot store, IOError or
+        ResourceExhausted when the store cannot be written."""
         if getattr(planner, "_enable_plan_caching", False):
             raise _hy.InvalidArgument(
                 "hystate.dcp: the planner caches plans (enable_plan_caching); a "
@@ -232,6 +245,10 @@ class HyStorageWriter(StorageWriter):
 
     def finish(self, metadata: Metadata,
                results: List[List[WriteResult]]) -> None:
+        """The coordinator: writes DCP's metadata (checksummed) and commits
+        the step on its own store (the decision), then on every other
+        rank's. Raises FailedPrecondition before write_data, IOError when a
+        store cannot commit."""
         d = self._plan_data
         if d is None:
             raise _hy.FailedPrecondition(
@@ -261,6 +278,7 @@ class HyStorageWriter(StorageWriter):
         self._plan_data = None
 
     def storage_meta(self):
+        """DCP's StorageMeta naming the run root (None before torch 2.4)."""
         try:
             from torch.distributed.checkpoint.metadata import StorageMeta
         except ImportError:  # Older than torch 2.4.
@@ -282,6 +300,8 @@ class HyStorageReader(StorageReader):
         self.storage_data: Dict[Any, Any] = {}
 
     def reset(self, checkpoint_id: Union[str, os.PathLike, None] = None):
+        """DCP's hook before each load: `checkpoint_id`, if given, replaces
+        the run root."""
         if checkpoint_id is not None:
             self.path = os.fspath(checkpoint_id)
         self._reader = None
@@ -297,6 +317,9 @@ class HyStorageReader(StorageReader):
         self._tensors = self._reader.tensors()
 
     def read_metadata(self) -> Metadata:
+        """DCP's metadata of the step. Raises NotFound for a missing step
+        or one not saved through hystate.dcp, DataLoss for damaged
+        metadata."""
         self._open()
         r = self._reader
         path = _metadata_path(self.path, r.step, r.version)
@@ -316,15 +339,21 @@ class HyStorageReader(StorageReader):
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool,
                               *args, **kwargs) -> None:
+        """Which rank's store holds each non-tensor value."""
         self.storage_data = metadata.storage_data or {}
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        """The plan as DCP made it: every rank reads what it needs."""
         return plan
 
     def prepare_global_plan(self, plans: List[LoadPlan]) -> List[LoadPlan]:
+        """The plans as DCP made them."""
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        """Reads each planned item's regions from whichever ranks' stores
+        hold them, straight into DCP's targets. Raises NotFound for a
+        tensor or value the step lacks, DataLoss for damaged data."""
         if self._reader is None:
             self._open()
         for item in plan.items:

@@ -4,9 +4,11 @@
 # prometheus-cpp, ... copied into the wheel, a manylinux tag), then, in a
 # plain Debian root made here by debootstrap (minbase with python3, venv
 # and pip: none of hy's libraries or -dev packages), a fresh virtual
-# environment installs the wheel (and numpy, from wheels fetched here: the
-# root gets no network configuration) and runs plain_root_check.py: save,
-# load, load under another sharding, plan, verify.
+# environment installs the wheel (and numpy and PyTorch's CPU wheel, from
+# wheels fetched here: the root gets no network configuration), runs
+# plain_root_check.py (save, load, load under another sharding, plan,
+# verify; numpy only) and then every script in examples/ through
+# tests/examples/examples_test.sh (torchrun for the multi-rank ones).
 #
 # Usage: wheel_test.sh PYTHON SOURCE_DIR PIP_BUILD_DIR WORKDIR
 #   exit 0 pass, 77 skip (not root: chroot and mounts need it).
@@ -55,22 +57,33 @@ if [[ $(basename "$whl") != *-cp${root_py}-* ]]; then
   echo "the wheel is not for the root's Python 3 (cp$root_py): $(basename "$whl")"
   exit 1
 fi
-mkdir -p "$root/tmp/wheels"
+mkdir -p "$root/tmp/wheels" "$root/tmp/hy/tests/examples"
 cp "$whl" "$SRC/tests/python/plain_root_check.py" "$root/tmp/"
-"$PY" -m pip download --quiet --only-binary :all: --no-deps \
+cp -r "$SRC/examples" "$root/tmp/hy/"
+cp "$SRC/tests/examples/examples_test.sh" "$root/tmp/hy/tests/examples/"
+torch_spec=$("$PY" -c 'import torch; print("torch==" + torch.__version__.split("+")[0])')
+"$PY" -m pip download --quiet --only-binary :all: \
   --python-version "${root_py:0:1}.${root_py:1}" \
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$root/tmp/wheels" "numpy>=1.24"
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform linux_x86_64 \
+  -d "$root/tmp/wheels" "numpy>=1.24" "$torch_spec"
 
 echo "== in the plain root: venv, pip install the wheel, save/load/verify"
-env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-  unshare -m --propagation private sh -c "
-    mount --rbind /dev '$root/dev' && mount -t proc proc '$root/proc' &&
-    chroot '$root' /bin/sh -c '
-      cd /tmp && python3 -m venv /v &&
-      /v/bin/pip install -q --no-index --find-links /tmp/wheels /tmp/hystate-*.whl &&
-      /v/bin/python /tmp/plain_root_check.py &&
-      /v/bin/python -m hystate --version'" | tee "$W/check.log"
+in_root() {
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+    unshare -m --propagation private sh -c "
+      mount --rbind /dev '$root/dev' && mount -t proc proc '$root/proc' &&
+      chroot '$root' /bin/sh -c '$1'"
+}
+in_root 'cd /tmp && python3 -m venv /v &&
+  /v/bin/pip install -q --no-index --find-links /tmp/wheels /tmp/hystate-*.whl &&
+  /v/bin/python /tmp/plain_root_check.py &&
+  /v/bin/python -m hystate --version' | tee "$W/check.log"
 grep -q "^ok: hystate" "$W/check.log"
+echo "== in the plain root: PyTorch, then every example"
+in_root '/v/bin/pip install -q --no-index --find-links /tmp/wheels torch &&
+  bash /tmp/hy/tests/examples/examples_test.sh /v/bin/python /tmp/examples' |
+  tee "$W/examples.log"
+grep -q "^examples: all passed" "$W/examples.log"
 rm -rf "$root"  # 300 MB.
 echo "wheel: installs and works in a plain root"

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -59,7 +60,8 @@ py::dict Plan(const std::vector<TensorTuple>& tensors, const std::string& src,
         "ranks_per_node must be >= 1 and bucket_mib > 0"));
   }
   reshard::Topology topology;
-  topology.world_size = from.world_size();
+  // A job that grows or shrinks: the larger world (as hyctl plan).
+  topology.world_size = std::max(from.world_size(), to.world_size());
   topology.ranks_per_node = ranks_per_node;
   reshard::PlanOptions options;
   options.bucket_bytes =

@@ -213,6 +213,17 @@ def test_plan_matches_hyctl_plan(tmp_path):
     assert f"{got['fingerprint']:016x}" == want["fingerprint"]
     with pytest.raises(hystate.InvalidArgument, match="layout"):
         hystate.plan(tensors, "fsdp=4", "tp=3")
+    # Between worlds of different sizes, as hyctl plan: the larger world.
+    for src, dst in [("fsdp=2", "tp=4"), ("tp=2,dp=2", "fsdp=1")]:
+        out = subprocess.run([hyctl, "plan", "--model-spec", str(spec),
+                              "--from", src, "--to", dst, "-o", "json"],
+                             capture_output=True, text=True,
+                             check=True).stdout
+        want = json.loads(out)
+        got = hystate.plan(tensors, src, dst)
+        assert got["world_size"] == want["world_size"] == 4, (got, want)
+        for key in ("dst_bytes", "cross_node_bytes", "steps", "transfers"):
+            assert got[key] == want[key], (src, dst, key)
 
 
 def write_safetensors(path, tensors):

@@ -283,8 +283,15 @@ Status PpoWorker::SyncEngines(int64_t version, IterationReport* report) {
   if (!engine_set_up_) HY_RETURN_IF_ERROR(SetupEngines());
   std::vector<ConstBytes> src;
   std::vector<MutableBytes> dst;
+  // On a GPU the rank's pieces are copied to host memory first (its own
+  // pieces only); on the CPU they are read where they are.
+  std::vector<at::Tensor> staged;
   for (int t = 0; t < actor_->num_tensors(); ++t) {
     at::Tensor local = actor_->LocalSlice(actor_->params(), t);
+    if (!local.device().is_cpu()) {
+      staged.push_back(local.to(at::kCPU).contiguous());
+      local = staged.back();
+    }
     src.emplace_back(static_cast<const uint8_t*>(local.data_ptr()),
                      static_cast<size_t>(local.numel() * 4));
     const WeightFileEntry& e = weight_layout_.tensors[static_cast<size_t>(t)];

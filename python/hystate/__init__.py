@@ -488,8 +488,9 @@ def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
     if step is not None and version_id is not None:
         raise _hy.InvalidArgument(
             "hystate.reshard: give step or version_id, not both")
+    versions = _hy.Store(store).versions()
     if version_id is None:
-        committed = [v for v in _hy.Store(store).versions()
+        committed = [v for v in versions
                      if v["committed"] and (step is None or
                                             v["step"] == int(step))]
         if not committed:
@@ -499,9 +500,10 @@ def reshard(store: str, to: Any = None, *args: Any, step: Optional[int] = None,
         version_id = committed[-1]["version"]
     done = _hy.reshard(store, int(version_id), to, rules or "",
                        new_version_id)
+    # The new version keeps the step of the one it was cut from.
     done.setdefault("step", next(
-        (v["step"] for v in _hy.Store(store).versions()
-         if v["version"] == done["version"]), None))
+        (v["step"] for v in versions if v["version"] == int(version_id)),
+        None))
     return done
 
 

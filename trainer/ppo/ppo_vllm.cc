@@ -145,7 +145,6 @@ Status PpoWorker::SetupEngines() {
           " MiB as f32) to rank 0 over c10d");
     }
   }
-  engine_set_up_ = true;
   if (comm_->rank() != 0) return Status::OK();
   std::vector<std::string> urls = vc.urls;
   if (urls.empty()) urls = SplitList(Env("HY_VLLM_URLS"));
@@ -280,7 +279,8 @@ Status PpoWorker::ShareStatus(const Status& mine) {
 
 Status PpoWorker::SyncEngines(int64_t version, IterationReport* report) {
   const auto start = Clock::now();
-  if (!engine_set_up_) HY_RETURN_IF_ERROR(SetupEngines());
+  // Every rank plans (SetupEngines) once; only rank 0's host maps the file.
+  if (engine_plan_ == nullptr) HY_RETURN_IF_ERROR(SetupEngines());
   std::vector<ConstBytes> src;
   std::vector<MutableBytes> dst;
   // On a GPU the rank's pieces are copied to host memory first (its own

@@ -310,7 +310,6 @@ class PpoWorker {
   // them, and its executor (null when every rank shares rank 0's host).
   std::shared_ptr<const reshard::TransferPlan> engine_remote_plan_;
   std::unique_ptr<reshard::Executor> engine_executor_;
-  bool engine_set_up_ = false;
   std::vector<std::unique_ptr<EngineClient>> engines_;  // Rank 0.
   std::string engine_dir_;  // Engines' pid files (hyctl train's); or "".
   int64_t engine_version_ = -1;

@@ -11,6 +11,8 @@ parameter is what was saved. CPU and gloo here; on GPUs use nccl.
 """
 
 import argparse
+import os
+import sys
 from typing import Any, Dict, Tuple
 
 import torch
@@ -79,6 +81,13 @@ def main() -> None:
         print(f"{world} ranks: saved and loaded step {steps[-1]} of "
               f"{a.dir} ({len(saved)} parameters, bit for bit)")
     dist.destroy_process_group()
+    # PyTorch 2.13's interpreter teardown after FSDP2 over gloo aborts now
+    # and then ("terminate called without an active exception": 6 runs in
+    # 20 of this script with DCP's own FileSystemWriter and no hystate at
+    # all). Everything is saved, loaded and checked by now: leave without it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

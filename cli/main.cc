@@ -75,6 +75,9 @@ void SuggestFix(CLI::App* app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "train") {
+    hy::cli::HoldStopSignals();  // Until the launcher or worker catches them.
+  }
   using hy::cli::kExitError;
   using hy::cli::kExitOk;
   using hy::cli::kExitUsage;

@@ -135,8 +135,8 @@ void OnStopSignal(int sig) {
   raise(sig);
 }
 
-// Then unblocks them: the launcher starts workers with them blocked, and
-// one that arrived meanwhile is delivered now.
+// Then unblocks them: main and the launcher hold them until here (see
+// HoldStopSignals), and one that arrived meanwhile is delivered now.
 void CatchStopSignals() {
   struct sigaction sa = {};
   sa.sa_handler = OnStopSignal;
@@ -150,6 +150,18 @@ void CatchStopSignals() {
   sigaddset(&stops, SIGTERM);
   sigprocmask(SIG_UNBLOCK, &stops, nullptr);
 }
+
+}  // namespace
+
+void HoldStopSignals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_BLOCK, &stops, nullptr);
+}
+
+namespace {
 
 int Work(const TrainConfig& c, const TrainFlags& f) {
   const char* rank_env = Env("RANK");

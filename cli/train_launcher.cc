@@ -60,6 +60,13 @@ class SignalScope {
       sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
       sigaction(kSignals[i], &sa, &old_[i]);
     }
+    // hyctl's main holds SIGINT and SIGTERM (HoldStopSignals); one that
+    // came meanwhile is delivered to OnSignal now.
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &stops, nullptr);
   }
   ~SignalScope() {
     for (size_t i = 0; i < std::size(kSignals); ++i) {

@@ -32,12 +32,31 @@ fail() {
 }
 resumable=""
 for i in $(seq "$tries"); do
-  tenths=$((RANDOM % 70))  # 0.0 - 6.9 s after hyctl starts.
+  tenths=$((RANDOM % 70))  # 0.0 - 6.9 s after hyctl holds SIGINT.
   delay=$((tenths / 10)).$((tenths % 10))
   run=$work/run-$i
   tmux -L "$sock" new-session -d -s "t$i" -x 200 -y 50 \
     "$clean_env $hyctl train --nproc 2 --iterations 400 -o json \
 --store $run > $run.out 2> $run.err; echo \$? > $run.rc"
+  # The delay runs from the moment hyctl holds or catches SIGINT (its main
+  # blocks it first thing): a Ctrl-C before that, while the loader maps
+  # libtorch, kills any program, and is not what this test is about.
+  ready=""
+  for _ in $(seq 300); do
+    pane=$(tmux -L "$sock" list-panes -t "t$i" -F '#{pane_pid}' 2> /dev/null)
+    for pid in $pane $(pgrep -P "${pane:-0}" 2> /dev/null); do
+      [ "$(readlink "/proc/$pid/exe" 2> /dev/null)" = "$(readlink -f \
+        "$hyctl")" ] || continue
+      masks=$(awk '/^Sig(Blk|Cgt):/ {print $2}' "/proc/$pid/status" \
+        2> /dev/null)
+      for m in $masks; do
+        (((0x$m >> 1) & 1)) && ready=$pid
+      done
+    done
+    [ -n "$ready" ] && break
+    sleep 0.02
+  done
+  [ -n "$ready" ] || fail "try $i: hyctl did not start within 6 s"
   sleep "$delay"
   tmux -L "$sock" send-keys -t "t$i" C-c
   for _ in $(seq 1800); do

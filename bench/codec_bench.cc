@@ -36,6 +36,7 @@ struct Flags {
   size_t size_mib = 64;
   size_t chunk_kib = 1024;
   int reps = 3;
+  std::vector<int> formats = {2, 1};  // Chunk format versions to run.
 };
 
 struct Case {
@@ -53,7 +54,11 @@ void Die(const Status& s, const std::string& what) {
   std::exit(1);
 }
 
-void RunCase(const Flags& flags, const Case& c, size_t threads) {
+void RunCase(const Flags& flags, const Case& in, size_t threads,
+             int format) {
+  Case c = in;
+  c.options.format_version = format;
+  c.mode = "v" + std::to_string(format) + " " + c.mode;
   const size_t chunk = flags.chunk_kib * 1024;
   const std::vector<uint8_t>& raw = *c.raw;
   const size_t n_chunks = (raw.size() + chunk - 1) / chunk;
@@ -127,7 +132,7 @@ void RunCase(const Flags& flags, const Case& c, size_t threads) {
         c.data.c_str(), c.mode.c_str(), threads, ratio, enc_mbps, dec_mbps,
         delta_info.c_str());
   } else {
-    std::printf("| %-20s | %-18s | %7zu | %7.3f | %11.0f | %11.0f | %s\n",
+    std::printf("| %-20s | %-21s | %7zu | %7.3f | %11.0f | %11.0f | %s\n",
                 c.data.c_str(), c.mode.c_str(), threads, ratio, enc_mbps,
                 dec_mbps, delta_info.c_str());
   }
@@ -154,6 +159,9 @@ int Main(int argc, char** argv) {
   app.add_option("--chunk-kib", flags.chunk_kib, "Chunk size in KiB")
       ->capture_default_str()
       ->check(AtLeast(1));
+  app.add_option("--format", flags.formats,
+                 "Chunk format versions to run (default: 2 1)")
+      ->check(CLI::IsMember({1, 2}));
   app.add_option("--reps", flags.reps, "Repetitions (the best counts)")
       ->capture_default_str()
       ->check(AtLeast(1));
@@ -214,16 +222,18 @@ int Main(int argc, char** argv) {
         "hy_bench_codec: %zu MiB per tensor, %zu KiB chunks, zstd-1, "
         "best of %d; MB/s of raw bytes\n\n",
         flags.size_mib, flags.chunk_kib, flags.reps);
-    std::printf("| %-20s | %-18s | %7s | %7s | %11s | %11s | %s\n", "data",
+    std::printf("| %-20s | %-21s | %7s | %7s | %11s | %11s | %s\n", "data",
                 "mode", "threads", "ratio", "encode MB/s", "decode MB/s",
                 "note");
     std::printf("|%s|%s|%s|%s|%s|%s|------|\n", std::string(22, '-').c_str(),
-                std::string(20, '-').c_str(), std::string(9, '-').c_str(),
+                std::string(23, '-').c_str(), std::string(9, '-').c_str(),
                 std::string(9, '-').c_str(), std::string(13, '-').c_str(),
                 std::string(13, '-').c_str());
   }
   for (size_t threads : {size_t{1}, all}) {
-    for (const Case& c : cases) RunCase(flags, c, threads);
+    for (const Case& c : cases) {
+      for (int format : flags.formats) RunCase(flags, c, threads, format);
+    }
     if (all == 1) break;
   }
   return 0;

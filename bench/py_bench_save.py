@@ -4,7 +4,7 @@ hystate.dcp (DCP with hy's storage), on the same state, in one run.
 
     PYTHONPATH=build/python .venv/bin/python3 bench/py_bench_save.py \
         [--gib 1] [--ranks 4] [--load-ranks 3] [--processes N] [--json]
-        [--dir DIR]
+        [--dir DIR] [--dtype f32|bf16] [--repeat 3]
 
 --processes N saves and loads on N processes (--processes 1: one process,
 no resharding).
@@ -33,6 +33,9 @@ between barriers (time = slowest rank):
      page cache with posix_fadvise(DONTNEED) just before its load).
      A loader whose sharding equals the saver's takes torch.load's tensors
      as they are (no reslicing copy).
+--dtype bf16 makes the state bf16 (the same bytes, twice the values).
+--repeat N runs the whole sequence N times in fresh directories and reports
+each figure's median.
 Prints a table (MB/s of the state's bytes; bytes on disk after each save)
 or --json.
 """
@@ -42,6 +45,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,12 +103,14 @@ def rank_main(args):
     where = dirs(work)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
-    rows = int(args.gib * (1 << 30)) // 4 // COLS // TENSORS
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    esize = 2 if args.dtype == "bf16" else 4
+    rows = int(args.gib * (1 << 30)) // esize // COLS // TENSORS
     shape = (rows, COLS)
 
     def full(i, changed):
         g = torch.Generator().manual_seed(i)
-        t = torch.randn(shape, generator=g)
+        t = torch.randn(shape, generator=g).to(dtype)
         if changed:
             n = t.numel() // 100
             t.view(-1)[:n] += 1.0
@@ -177,19 +183,21 @@ def rank_main(args):
                     continue
                 for k, v in part.items():
                     a, b = max(lo, olo), min(hi, ohi)
-                    got.setdefault(k, torch.empty(hi - lo, COLS))[
+                    got.setdefault(k, torch.empty(hi - lo, COLS,
+                                                  dtype=dtype))[
                         a - lo:b - lo] = v[a - olo:b - olo]
 
         timed("torch", torch_load)
-        targets = {f"t{i}": hystate.Shard(torch.empty(hi - lo, COLS), [lo, 0],
-                                     shape) for i in range(TENSORS)}
+        targets = {f"t{i}": hystate.Shard(
+            torch.empty(hi - lo, COLS, dtype=dtype), [lo, 0], shape)
+            for i in range(TENSORS)}
         timed("hy", lambda: hystate.load(where["hy"], targets))
-        fs_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS)
+        fs_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS, dtype=dtype)
                              for i in range(TENSORS)})
         timed("dcp_fs", lambda: dcp.load(
             fs_state, storage_reader=dcp.FileSystemReader(
                 os.path.join(where["dcp_fs"], "step-2"))))
-        hy_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS)
+        hy_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS, dtype=dtype)
                              for i in range(TENSORS)})
         timed("dcp_hy", lambda: dcp.load(
             hy_state, storage_reader=HyStorageReader(where["dcp_hy"])))
@@ -212,7 +220,8 @@ def run(mode, work, world, args, saved_ranks=0, cold=False):
     procs = [subprocess.Popen(
         [sys.executable, __file__, "--rank-mode", mode, "--work", work,
          "--rank", str(r), "--world", str(world), "--gib", str(args.gib),
-         "--saved-ranks", str(saved_ranks)] + (["--cold"] if cold else []),
+         "--saved-ranks", str(saved_ranks), "--dtype", args.dtype]
+        + (["--cold"] if cold else []),
         stdout=subprocess.PIPE, env=env, text=True) for r in range(world)]
     result = None
     failed = []
@@ -228,31 +237,13 @@ def run(mode, work, world, args, saved_ranks=0, cold=False):
     return result
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gib", type=float, default=1.0)
-    ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--load-ranks", type=int, default=3)
-    ap.add_argument("--processes", type=int, default=0,
-                    help="save and load on this many processes")
-    ap.add_argument("--cold", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--dir", default=None)
-    ap.add_argument("--rank-mode", dest="mode", default=None)
-    ap.add_argument("--work")
-    ap.add_argument("--rank", type=int)
-    ap.add_argument("--world", type=int)
-    ap.add_argument("--saved-ranks", type=int, default=0)
-    args = ap.parse_args()
-    if args.mode:
-        return rank_main(args)
-    if args.processes:
-        args.ranks = args.load_ranks = args.processes
+def once(args, mb):
+    """One save, changed save, warm load and cold load of every writer, in
+    a fresh directory; returns the rows of WRITERS."""
     work = tempfile.mkdtemp(prefix="hy-pybench-", dir=args.dir)
     where = dirs(work)
     os.makedirs(where["torch"])
     try:
-        mb = args.gib * (1 << 30) / 1e6
         first = run("save", work, args.ranks, args)
         disk = {k: du(d) for k, d in where.items()}
         second = run("change", work, args.ranks, args)
@@ -273,14 +264,46 @@ def main():
             "disk_mb_after_first": disk[who] / 1e6,
             "disk_mb_after_second": disk2[who] / 1e6,
         })
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--load-ranks", type=int, default=3)
+    ap.add_argument("--processes", type=int, default=0,
+                    help="save and load on this many processes")
+    ap.add_argument("--cold", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--rank-mode", dest="mode", default=None)
+    ap.add_argument("--work")
+    ap.add_argument("--rank", type=int)
+    ap.add_argument("--world", type=int)
+    ap.add_argument("--saved-ranks", type=int, default=0)
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run it this many times; report medians")
+    args = ap.parse_args()
+    if args.mode:
+        return rank_main(args)
+    if args.processes:
+        args.ranks = args.load_ranks = args.processes
+    mb = args.gib * (1 << 30) / 1e6
+    runs = [once(args, mb) for _ in range(args.repeat)]
+    rows = [{k: (v if isinstance(v, str) else
+                 statistics.median(run[i][k] for run in runs))
+             for k, v in runs[0][i].items()} for i in range(len(WRITERS))]
     if args.json:
-        print(json.dumps({"state_mb": mb, "ranks": args.ranks,
-                          "load_ranks": args.load_ranks, "rows": rows},
-                         indent=2))
+        print(json.dumps({"state_mb": mb, "dtype": args.dtype,
+                          "ranks": args.ranks, "load_ranks": args.load_ranks,
+                          "repeat": args.repeat, "rows": rows}, indent=2))
         return
-    print(f"state {mb:.0f} MB fp32 on {args.ranks} ranks, loaded on "
-          f"{args.load_ranks}; durable saves; one run (torch.save overwrites "
-          "its files; the others keep both steps)")
+    print(f"state {mb:.0f} MB {args.dtype} on {args.ranks} ranks, loaded on "
+          f"{args.load_ranks}; durable saves; median of {args.repeat} "
+          "run(s) (torch.save overwrites its files; the others keep both "
+          "steps)")
     head = ("writer", "save MB/s", "2nd save s (1% changed)",
             "load+reshard MB/s warm", "cold", "disk MB", "disk MB after 2nd")
     print("| " + " | ".join(head) + " |")

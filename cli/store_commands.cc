@@ -180,7 +180,15 @@ struct VerifyResult {
   std::vector<std::vector<std::string>> bad_rows;  // VERSION TENSOR ...
   size_t version_count = 0;
   uint64_t chunks = 0, bad = 0;
+  std::map<int, uint64_t> by_format;  // Chunks read, by chunk format.
 };
+
+// {"1": n, "2": m}: chunks by chunk format version (codec.h).
+ordered_json FormatCounts(const std::map<int, uint64_t>& by_format) {
+  ordered_json j = ordered_json::object();
+  for (const auto& [format, n] : by_format) j[std::to_string(format)] = n;
+  return j;
+}
 
 Status VerifyStore(Store* store, const VersionChoice& only, VerifyResult* out) {
   std::vector<ChosenVersion> versions;
@@ -198,6 +206,9 @@ Status VerifyStore(Store* store, const VersionChoice& only, VerifyResult* out) {
   for (const auto& [v, step] : versions) {
     HY_ASSIGN_OR_RETURN(statestore::VerifyReport r, store->Verify(v));
     out->chunks += r.chunks_checked;
+    for (const auto& [format, n] : r.chunks_by_format) {
+      out->by_format[format] += n;
+    }
     ordered_json list = ordered_json::array();
     for (const auto& b : r.bad) {
       ++out->bad;
@@ -214,6 +225,8 @@ Status VerifyStore(Store* store, const VersionChoice& only, VerifyResult* out) {
                              {"step", step},
                              {"chunks", r.chunks_checked},
                              {"bytes", r.bytes_checked},
+                             {"chunks_by_format",
+                              FormatCounts(r.chunks_by_format)},
                              {"bad", std::move(list)}});
   }
   return Status::OK();
@@ -266,8 +279,15 @@ int Verify(const std::string& path, const VersionChoice& only,
       stores.push_back({{"store", p}, {"versions", std::move(r.versions)}});
       if (!root) stores = stores[0]["versions"];
     } else if (r.bad == 0) {
+      std::string formats;
+      for (const auto& [format, n] : r.by_format) {
+        formats += (formats.empty() ? " (" : ", ") + std::string("format ") +
+                   std::to_string(format) + ": " + std::to_string(n);
+      }
+      if (!formats.empty()) formats += ")";
       std::cout << "ok: " << (root ? p + ": " : "") << r.version_count
-                << " versions, " << r.chunks << " chunks verified\n";
+                << " versions, " << r.chunks << " chunks verified" << formats
+                << "\n";
     }
   }
   if (format == "json") {

@@ -130,6 +130,11 @@ class PyStore {
     }
     py::dict d;
     d["chunks_checked"] = report.chunks_checked;
+    py::dict formats;
+    for (const auto& [format, n] : report.chunks_by_format) {
+      formats[py::int_(format)] = n;
+    }
+    d["chunks_by_format"] = formats;
     d["bytes_checked"] = report.bytes_checked;
     d["bad"] = bad;
     return d;

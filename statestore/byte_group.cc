@@ -2,9 +2,79 @@
 
 #include <cstring>
 
+#include "hy/common/bf16_lanes.h"
+
 namespace hy::statestore::internal {
 
 namespace {
+
+#if defined(HY_BF16_LANES_X86)
+// The merges of exponent-split planes, 32 elements a step in AVX2 registers
+// (the load path's inner loop). Each returns how many elements it did (a
+// multiple of 32); the portable loop does the rest. In bytes, an f32 is
+// {p0, p1, (p2 & 0x7F) | exp << 7, (p2 & 0x80) | exp >> 1} and a bf16
+// {(sm & 0x7F) | exp << 7, (sm & 0x80) | exp >> 1}.
+__attribute__((target("avx2"))) inline void HighBytes(__m256i e, __m256i s,
+                                                      __m256i* lo,
+                                                      __m256i* hi) {
+  const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  // 16-bit shifts; the masks drop the bits that cross into the next byte.
+  *lo = _mm256_or_si256(_mm256_and_si256(s, low7),
+                        _mm256_and_si256(_mm256_slli_epi16(e, 7), bit7));
+  *hi = _mm256_or_si256(_mm256_and_si256(s, bit7),
+                        _mm256_and_si256(_mm256_srli_epi16(e, 1), low7));
+}
+
+__attribute__((target("avx2"))) size_t MergeF32Avx2(
+    const uint8_t* exp, const uint8_t* p0, const uint8_t* p1,
+    const uint8_t* p2, size_t n, uint8_t* out) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i b2, b3;
+    HighBytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(exp + i)),
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p2 + i)),
+              &b2, &b3);
+    const __m256i b0 =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + i));
+    const __m256i b1 =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + i));
+    const __m256i t0 = _mm256_unpacklo_epi8(b0, b1);  // 0-7 | 16-23
+    const __m256i t1 = _mm256_unpackhi_epi8(b0, b1);  // 8-15 | 24-31
+    const __m256i t2 = _mm256_unpacklo_epi8(b2, b3);
+    const __m256i t3 = _mm256_unpackhi_epi8(b2, b3);
+    const __m256i d0 = _mm256_unpacklo_epi16(t0, t2);  // 0-3 | 16-19
+    const __m256i d1 = _mm256_unpackhi_epi16(t0, t2);  // 4-7 | 20-23
+    const __m256i d2 = _mm256_unpacklo_epi16(t1, t3);  // 8-11 | 24-27
+    const __m256i d3 = _mm256_unpackhi_epi16(t1, t3);  // 12-15 | 28-31
+    __m256i* o = reinterpret_cast<__m256i*>(out + 4 * i);
+    _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(d0, d1, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(d2, d3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(d0, d1, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(d2, d3, 0x31));
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) size_t MergeBf16Avx2(const uint8_t* exp,
+                                                     const uint8_t* sm,
+                                                     size_t n, uint8_t* out) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i lo, hi;
+    HighBytes(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(exp + i)),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sm + i)), &lo,
+        &hi);
+    const __m256i a = _mm256_unpacklo_epi8(lo, hi);  // 0-7 | 16-23
+    const __m256i b = _mm256_unpackhi_epi8(lo, hi);  // 8-15 | 24-31
+    __m256i* o = reinterpret_cast<__m256i*>(out + 2 * i);
+    _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(a, b, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(a, b, 0x31));
+  }
+  return i;
+}
+#endif
 
 // Fixed-width loops with restrict pointers: GCC and clang vectorize these at
 // -O3 (tens of GB/s on one core, far above zstd's speed).
@@ -17,10 +87,30 @@ void GroupFixed(const uint8_t* __restrict in, size_t n,
 }
 
 template <int K>
-void UngroupFixed(const uint8_t* __restrict in, size_t n,
+void UngroupFixed(const uint8_t* const* planes, size_t n,
                   uint8_t* __restrict out) {
-  for (size_t i = 0; i < n; ++i) {
-    for (int j = 0; j < K; ++j) out[i * K + j] = in[j * n + i];
+  if constexpr (K == 2) {
+    const uint8_t* __restrict a = planes[0];
+    const uint8_t* __restrict b = planes[1];
+    for (size_t i = 0; i < n; ++i) {
+      out[2 * i] = a[i];
+      out[2 * i + 1] = b[i];
+    }
+  } else if constexpr (K == 4) {
+    const uint8_t* __restrict a = planes[0];
+    const uint8_t* __restrict b = planes[1];
+    const uint8_t* __restrict c = planes[2];
+    const uint8_t* __restrict d = planes[3];
+    for (size_t i = 0; i < n; ++i) {
+      out[4 * i] = a[i];
+      out[4 * i + 1] = b[i];
+      out[4 * i + 2] = c[i];
+      out[4 * i + 3] = d[i];
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      for (int j = 0; j < K; ++j) out[i * K + j] = planes[j][i];
+    }
   }
 }
 
@@ -58,21 +148,35 @@ void GroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out) {
   }
 }
 
-void UngroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out) {
+void UngroupPlanes(const uint8_t* const* planes, size_t n, size_t elem_size,
+                   uint8_t* out) {
   switch (elem_size) {
     case 1:
-      CopyBytes(out, in, n);
+      CopyBytes(out, planes[0], n);
       return;
     case 2:
-      UngroupFixed<2>(in, n, out);
+      UngroupFixed<2>(planes, n, out);
       return;
     case 4:
-      UngroupFixed<4>(in, n, out);
+      UngroupFixed<4>(planes, n, out);
       return;
     case 8:
-      UngroupFixed<8>(in, n, out);
+      UngroupFixed<8>(planes, n, out);
       return;
   }
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < elem_size; ++j) {
+      out[i * elem_size + j] = planes[j][i];
+    }
+  }
+}
+
+void UngroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out) {
+  const uint8_t* planes[kMaxPlanes];
+  for (size_t j = 0; j < elem_size && j < kMaxPlanes; ++j) {
+    planes[j] = in + j * n;
+  }
+  if (elem_size <= kMaxPlanes) return UngroupPlanes(planes, n, elem_size, out);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < elem_size; ++j)
       out[i * elem_size + j] = in[j * n + i];
@@ -91,10 +195,21 @@ void SplitExponentBf16(const uint8_t* __restrict in, size_t n,
   }
 }
 
-void MergeExponentBf16(const uint8_t* __restrict in, size_t n,
-                       uint8_t* __restrict out) {
-  const uint8_t* __restrict exp = in;
-  const uint8_t* __restrict sm = in + n;
+void MergeExponentBf16(const uint8_t* in, size_t n, uint8_t* out) {
+  MergeExponentBf16Planes(in, in + n, n, out);
+}
+
+void MergeExponentBf16Planes(const uint8_t* __restrict exp,
+                             const uint8_t* __restrict sm, size_t n,
+                             uint8_t* __restrict out) {
+  size_t done = 0;
+#if defined(HY_BF16_LANES_X86)
+  if (HasAvx2()) done = MergeBf16Avx2(exp, sm, n, out);
+#endif
+  exp += done;
+  sm += done;
+  out += 2 * done;
+  n -= done;
   for (size_t i = 0; i < n; ++i) {
     const uint16_t v = static_cast<uint16_t>(
         ((sm[i] & 0x80u) << 8) | (static_cast<uint16_t>(exp[i]) << 7) |
@@ -120,12 +235,25 @@ void SplitExponentF32(const uint8_t* __restrict in, size_t n,
   }
 }
 
-void MergeExponentF32(const uint8_t* __restrict in, size_t n,
-                      uint8_t* __restrict out) {
-  const uint8_t* __restrict exp = in;
-  const uint8_t* __restrict p0 = in + n;
-  const uint8_t* __restrict p1 = in + 2 * n;
-  const uint8_t* __restrict p2 = in + 3 * n;
+void MergeExponentF32(const uint8_t* in, size_t n, uint8_t* out) {
+  MergeExponentF32Planes(in, in + n, in + 2 * n, in + 3 * n, n, out);
+}
+
+void MergeExponentF32Planes(const uint8_t* __restrict exp,
+                            const uint8_t* __restrict p0,
+                            const uint8_t* __restrict p1,
+                            const uint8_t* __restrict p2, size_t n,
+                            uint8_t* __restrict out) {
+  size_t done = 0;
+#if defined(HY_BF16_LANES_X86)
+  if (HasAvx2()) done = MergeF32Avx2(exp, p0, p1, p2, n, out);
+#endif
+  exp += done;
+  p0 += done;
+  p1 += done;
+  p2 += done;
+  out += 4 * done;
+  n -= done;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t v =
         ((p2[i] & 0x80u) << 24) | (static_cast<uint32_t>(exp[i]) << 23) |

@@ -27,14 +27,27 @@ inline void CopyBytes(void* dst, const void* src, size_t n) {
   if (n != 0) std::memcpy(dst, src, n);
 }
 
+// Planes of more elements than this are grouped, but not by UngroupPlanes.
+inline constexpr size_t kMaxPlanes = 8;
+
 void GroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out);
 void UngroupBytes(const uint8_t* in, size_t n, size_t elem_size, uint8_t* out);
+// UngroupBytes with plane j at planes[j] (n bytes each) rather than at
+// in + j * n: how a version 2 chunk holds them. REQUIRES: elem_size <=
+// kMaxPlanes.
+void UngroupPlanes(const uint8_t* const* planes, size_t n, size_t elem_size,
+                   uint8_t* out);
 
 void SplitExponentBf16(const uint8_t* in, size_t n, uint8_t* out);
 void MergeExponentBf16(const uint8_t* in, size_t n, uint8_t* out);
+void MergeExponentBf16Planes(const uint8_t* exp, const uint8_t* sm, size_t n,
+                             uint8_t* out);
 
 void SplitExponentF32(const uint8_t* in, size_t n, uint8_t* out);
 void MergeExponentF32(const uint8_t* in, size_t n, uint8_t* out);
+void MergeExponentF32Planes(const uint8_t* exp, const uint8_t* p0,
+                            const uint8_t* p1, const uint8_t* p2, size_t n,
+                            uint8_t* out);
 
 // out[i] = a[i] ^ b[i] for i < n; `out` may alias `a`.
 void XorBytes(const uint8_t* a, const uint8_t* b, size_t n, uint8_t* out);

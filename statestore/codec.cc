@@ -2,11 +2,6 @@
 
 #include "hy/statestore/codec.h"
 
-// For ZSTD_c_literalCompressionMode; libzstd 1.5 implements it in its shared
-// library too.
-#define ZSTD_STATIC_LINKING_ONLY
-#include <zstd.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -14,91 +9,21 @@
 
 #include "byte_group.h"
 #include "chunk_header.h"
+#include "codec_internal.h"
 #include "hy/common/bf16.h"
 
 namespace hy::statestore {
 
 namespace {
 
+using internal::CastToStored;
 using internal::CopyBytes;
+using internal::kNoMatchSearch;
+using internal::Scratch;
+using internal::ThreadScratch;
 using internal::GroupBytes;
 using internal::UngroupBytes;
 using internal::XorBytes;
-
-// Per-thread zstd contexts and scratch buffers, reused across chunks so the
-// steady state allocates nothing. A thread keeps up to four buffers of the
-// largest chunk it has coded.
-class ThreadScratch {
- public:
-  ~ThreadScratch() {
-    ZSTD_freeCCtx(cctx_);
-    ZSTD_freeDCtx(dctx_);
-  }
-
-  // Returns a buffer of at least n bytes (never null). Contents unspecified.
-  uint8_t* Buffer(int slot, size_t n) {
-    if (cap_[slot] < n || !buf_[slot]) {
-      buf_[slot].reset(new uint8_t[n == 0 ? 1 : n]);
-      cap_[slot] = n;
-    }
-    return buf_[slot].get();
-  }
-  ZSTD_CCtx* cctx() {
-    if (cctx_ == nullptr) cctx_ = ZSTD_createCCtx();
-    return cctx_;
-  }
-  // Sets cctx()'s parameters for the next ZSTD_compress2: `level`, and with
-  // `acceleration` > 0 the fast strategy stepping that far between match
-  // searches, its literals always Huffman-coded. Returns Internal if zstd
-  // refuses a parameter.
-  Status SetUp(int level, int acceleration) {
-    if (level == level_ && acceleration == acceleration_) return Status::OK();
-    ZSTD_CCtx* c = cctx();
-    size_t r = ZSTD_CCtx_reset(c, ZSTD_reset_parameters);
-    if (!ZSTD_isError(r)) {
-      r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
-    }
-    if (!ZSTD_isError(r) && acceleration > 0) {
-      r = ZSTD_CCtx_setParameter(c, ZSTD_c_strategy, ZSTD_fast);
-      if (!ZSTD_isError(r)) {
-        r = ZSTD_CCtx_setParameter(c, ZSTD_c_targetLength, acceleration);
-      }
-      if (!ZSTD_isError(r)) {
-        r = ZSTD_CCtx_setParameter(c, ZSTD_c_literalCompressionMode,
-                                   ZSTD_ps_enable);
-      }
-    }
-    if (ZSTD_isError(r)) {
-      level_ = acceleration_ = -1000;
-      return Status::Internal(std::string("zstd parameters: ") +
-                              ZSTD_getErrorName(r));
-    }
-    level_ = level;
-    acceleration_ = acceleration;
-    return Status::OK();
-  }
-  ZSTD_DCtx* dctx() {
-    if (dctx_ == nullptr) dctx_ = ZSTD_createDCtx();
-    return dctx_;
-  }
-
- private:
-  std::unique_ptr<uint8_t[]> buf_[4];
-  size_t cap_[4] = {0, 0, 0, 0};
-  ZSTD_CCtx* cctx_ = nullptr;
-  ZSTD_DCtx* dctx_ = nullptr;
-  int level_ = -1000;  // What SetUp last set; -1000: nothing yet.
-  int acceleration_ = -1000;
-};
-
-// The fast strategy's step between match searches for float planes: large
-// enough that zstd finds no matches and only Huffman-codes the bytes.
-constexpr int kNoMatchSearch = 16384;
-
-ThreadScratch& Scratch() {
-  thread_local ThreadScratch scratch;
-  return scratch;
-}
 
 ByteTransform ResolveTransform(int requested, DType stored, bool delta) {
   const bool has_split = stored == DType::kF32 || stored == DType::kBF16;
@@ -144,14 +69,6 @@ void UndoTransform(ByteTransform t, DType dtype, const uint8_t* in, size_t len,
   CopyBytes(out + n * es, in + n * es, len - n * es);
 }
 
-// Casts raw f32 bytes to stored bf16 bytes; a trailing partial element is
-// copied verbatim. `out` has StoredLengthFor(true, raw.size()) bytes.
-void CastToStored(ConstBytes raw, uint8_t* out) {
-  const size_t n = raw.size() / 4;
-  CastF32ToBf16(raw.data(), out, n);
-  CopyBytes(out + 2 * n, raw.data() + 4 * n, raw.size() - 4 * n);
-}
-
 void WidenFromStored(const uint8_t* stored, MutableBytes out) {
   const size_t n = out.size() / 4;
   WidenBf16ToF32(stored, out.data(), n);
@@ -169,6 +86,11 @@ Status CheckOptions(const EncodeOptions& o) {
     return Status::InvalidArgument(
         "zstd level " + std::to_string(o.zstd_level) + " out of range");
   }
+  if (o.format_version != 1 && o.format_version != 2) {
+    return Status::InvalidArgument("chunk format version " +
+                                   std::to_string(o.format_version) +
+                                   " (writes 1 or 2)");
+  }
   if (!(o.min_compression_ratio >= 1.0) ||
       !std::isfinite(o.min_compression_ratio)) {
     return Status::InvalidArgument("min_compression_ratio must be >= 1");
@@ -178,8 +100,25 @@ Status CheckOptions(const EncodeOptions& o) {
 
 }  // namespace
 
+namespace internal {
+
+ThreadScratch& Scratch() {
+  thread_local ThreadScratch scratch;
+  return scratch;
+}
+
+void CastToStored(ConstBytes raw, uint8_t* out) {
+  const size_t n = raw.size() / 4;
+  CastF32ToBf16(raw.data(), out, n);
+  CopyBytes(out + 2 * n, raw.data() + 4 * n, raw.size() - 4 * n);
+}
+
+}  // namespace internal
+
 size_t MaxEncodedLength(size_t raw_length) {
-  return kChunkHeaderSize + ZSTD_compressBound(raw_length);
+  // Version 2 compresses each group apart: one frame's overhead per group.
+  return ChunkHeaderSizeV2(kMaxChunkGroups) + ZSTD_compressBound(raw_length) +
+         kMaxChunkGroups * ZSTD_compressBound(0);
 }
 
 Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
@@ -233,6 +172,10 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
     work = buf;
   }
 
+  if (options.format_version == 2) {
+    return internal::EncodeGroupsV2(options, &h, work, stored, out);
+  }
+
   // Stage 4: zstd, unless it does not pay. Compression goes through a
   // per-thread buffer, so *out is allocated once, at its final size, and
   // never zero-filled.
@@ -266,6 +209,8 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
       body = stored;
     }
   }
+  h.version = 1;
+  h.header_length = kChunkHeaderSize;
   h.body_length = body_length;
   h.body_checksum = Checksum64(ConstBytes(body, body_length));
   uint8_t header[kChunkHeaderSize];
@@ -281,8 +226,21 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
 
 Result<ChunkHeader> VerifyChunk(ConstBytes encoded) {
   HY_ASSIGN_OR_RETURN(ChunkHeader h, ParseChunkHeader(encoded));
-  if (Checksum64(encoded.subspan(kChunkHeaderSize)) != h.body_checksum) {
-    return Status::DataLoss("chunk body checksum mismatch");
+  if (h.version == 1) {
+    if (Checksum64(encoded.subspan(kChunkHeaderSize)) != h.body_checksum) {
+      return Status::DataLoss("chunk body checksum mismatch");
+    }
+    return h;
+  }
+  uint64_t at = h.header_length;
+  for (int g = 0; g < h.group_count; ++g) {
+    if (Checksum64(encoded.subspan(at, h.groups[g].length),
+                   GroupChecksumSeed(encoded.data(), g)) !=
+        h.groups[g].checksum) {
+      return Status::DataLoss("chunk byte group " + std::to_string(g) +
+                              " checksum mismatch");
+    }
+    at += h.groups[g].length;
   }
   return h;
 }
@@ -291,7 +249,11 @@ namespace {
 
 Status Decode(ConstBytes encoded, ConstBytes base, MutableBytes out,
               bool check_decoded) {
-  HY_ASSIGN_OR_RETURN(const ChunkHeader h, VerifyChunk(encoded));
+  HY_ASSIGN_OR_RETURN(const ChunkHeader h, ParseChunkHeader(encoded));
+  if (h.version == 1 &&
+      Checksum64(encoded.subspan(kChunkHeaderSize)) != h.body_checksum) {
+    return Status::DataLoss("chunk body checksum mismatch");
+  }
   if (out.size() != h.raw_length) {
     return Status::InvalidArgument(
         "output buffer has " + std::to_string(out.size()) +
@@ -311,6 +273,7 @@ Status Decode(ConstBytes encoded, ConstBytes base, MutableBytes out,
                                      ContentHash(base).ToHex());
     }
   }
+  if (h.version == 2) return internal::DecodeV2(h, encoded, base, out);
   ThreadScratch& scratch = Scratch();
   const size_t stored_len = h.StoredLength();
   const ConstBytes body = encoded.subspan(kChunkHeaderSize);

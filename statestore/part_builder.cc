@@ -108,6 +108,7 @@ Status PartBuilder::EncodeOne(const PendingChunk& c, const DeltaBase& base,
   EncodeOptions eo = store_->options_.codec;
   eo.cast_to_bf16 = s.cast;
   out->address = c.address;
+  eo.address = &out->address;  // Version 2 headers name it.
   if (base.usable) {
     // A base that cannot be read is no reason to fail the save: the chunk
     // is then stored in full.
@@ -141,8 +142,7 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
                               size_t borrowed,
                               const std::function<void()>& release) {
   std::vector<PendingChunk>& chunks = *chunks_in;
-  ThreadPool* pool = store_->pool_.get();
-  pool->ParallelFor(chunks.size(), [&](size_t i) {
+  store_->ParallelFor(chunks.size(), [&](size_t i) {
     chunks[i].address =
         ChunkAddress(chunks[i].raw, shards_[chunks[i].shard].cast);
     DoneReading(chunks[i]);
@@ -183,7 +183,7 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     if (lookups[k].check) checks.push_back(k);
   }
   std::vector<Status> verified(checks.size());
-  pool->ParallelFor(checks.size(), [&](size_t j) {
+  store_->ParallelFor(checks.size(), [&](size_t j) {
     const PendingChunk& c = chunks[lookups[checks[j]].chunk];
     thread_local std::string back;
     back.resize(c.raw.size());
@@ -279,7 +279,7 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     auto next = std::make_unique<Batch>();
     next->encoded.resize(end - begin);
     std::vector<Status> results(end - begin);
-    pool->ParallelFor(end - begin, [&](size_t j) {
+    store_->ParallelFor(end - begin, [&](size_t j) {
       results[j] = EncodeOne(chunks[to_write[begin + j]], bases[begin + j],
                              &next->encoded[j]);
       DoneReading(chunks[to_write[begin + j]]);

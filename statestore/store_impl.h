@@ -130,11 +130,13 @@ class RocksStore : public Store {
   // against its address. DataLoss if missing or corrupt.
   Status ReadChunk(const ChunkRef& ref, MutableBytes out);
   // As ReadChunk, for a chunk `level` deep in a delta chain; a DataLoss
-  // quarantines the chunk (Quarantine).
+  // quarantines the chunk (Quarantine). When `format` is given, it is set
+  // to the chunk's format version once its header has been read.
   Status ReadChunkAt(const Hash128& address, uint64_t raw_length,
-                     MutableBytes out, int level);
+                     MutableBytes out, int level, int* format = nullptr);
   Status ReadChunkUnchecked(const Hash128& address, uint64_t raw_length,
-                            MutableBytes out, int level);
+                            MutableBytes out, int level,
+                            int* format = nullptr);
   // Records `address` as damaged (once: says so through on_damaged_chunk
   // and hy_damaged_chunks_total) and forgets that it was verified.
   void Quarantine(const Hash128& address, const Status& why);
@@ -184,6 +186,15 @@ class RocksStore : public Store {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
 
   std::unique_ptr<ThreadPool> pool_;
+  // pool_->ParallelFor, or a plain loop on the caller when options_.threads
+  // is 1 (a pool always has a helper).
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
+    if (options_.threads == 1) {
+      for (size_t i = 0; i < n; ++i) fn(i);
+    } else {
+      pool_->ParallelFor(n, fn);
+    }
+  }
 
   // Saves and reads hold it shared; Gc exclusive.
   std::shared_mutex gc_mu_;

@@ -391,3 +391,87 @@ def test_bf16_and_numpy2_views_save_and_load_bitwise(tmp_path):
                 got.view(np.uint8), np.ascontiguousarray(v).view(np.uint8)), k
     assert torch.equal(targets["opt"]["exp_avg"], state["opt"]["exp_avg"])
     assert targets["opt"]["step"] == 7
+
+
+def _sha256(t):
+    import hashlib
+    b = t.view(torch.uint8) if t.dtype == torch.bfloat16 else t
+    return hashlib.sha256(b.numpy().tobytes()).hexdigest()
+
+
+def _verify_json(path):
+    r = subprocess.run([os.environ["HYCTL"], "verify", "-o", "json", path],
+                       capture_output=True, text=True, timeout=120)
+    return r.returncode, json.loads(r.stdout) if r.stdout.strip() else None
+
+
+def test_store_of_chunk_format_1_reads_verifies_and_takes_new_steps(
+        tmp_path):
+    """tests/data/stores/format1: written by hystate before chunk format 2
+    (make_format1.py), with the sha256 of every tensor per step computed
+    then. Today's package reads it bit for bit, hyctl verifies it and counts
+    its chunks by format, and a new step saved into it is format 2 while
+    the chunks it shares with the old steps stay (deduplicated by address,
+    not rewritten)."""
+    import shutil
+    data = os.path.join(HERE, "..", "data", "stores")
+    path = str(tmp_path / "format1")
+    shutil.copytree(os.path.join(data, "format1"), path)
+    with open(os.path.join(data, "format1.json")) as f:
+        meta = json.load(f)
+    dtypes = {"torch.float32": torch.float32,
+              "torch.bfloat16": torch.bfloat16,
+              "torch.int64": torch.int64, "torch.uint8": torch.uint8}
+
+    def empty():
+        return {k: torch.empty(meta["shapes"][k], dtype=dtypes[d])
+                for k, d in meta["dtypes"].items()}
+
+    for step in (1, 2):
+        state = empty()
+        assert hystate.load(path, state, step=step) == step
+        for k, t in state.items():
+            assert _sha256(t) == meta["sha256"][str(step)][k], (step, k)
+    rc, versions = _verify_json(path + "/node-0/store")
+    assert rc == 0, versions
+    old_chunks = versions[-1]["chunks_by_format"]
+    assert set(old_chunks) == {"1"}, versions
+
+    # Step 3: one tensor changed; the others' chunks are the old ones.
+    state = empty()
+    hystate.load(path, state, step=2)
+    state["w"][0, :8] = 0.5
+    assert hystate.save(path, state, step=3, chunk_bytes=256 * 1024) == 3
+    rc, versions = _verify_json(path + "/node-0/store")
+    assert rc == 0, versions
+    newest = versions[-1]
+    assert newest["step"] == 3
+    assert newest["chunks_by_format"].get("2", 0) == 1, newest
+    assert newest["chunks_by_format"]["1"] == newest["chunks"] - 1, newest
+    back = empty()
+    hystate.load(path, back, step=3)
+    for k in state:
+        assert torch.equal(back[k].view(torch.uint8) if k == "b" else back[k],
+                           state[k].view(torch.uint8) if k == "b"
+                           else state[k]), k
+    for step in (1, 2):
+        back = empty()
+        hystate.load(path, back, step=step)
+        assert all(_sha256(t) == meta["sha256"][str(step)][k]
+                   for k, t in back.items())
+
+    # A damaged format 1 chunk is DataLoss, as ever, and hyctl says which.
+    store = os.path.join(path, "node-0", "store")
+    big = max((os.path.join(store, n) for n in os.listdir(store)
+               if n.endswith(".sst")), key=os.path.getsize)
+    with open(big, "r+b") as fh:
+        fh.seek(os.path.getsize(big) // 2)
+        b = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([b[0] ^ 0x10]))
+    with pytest.raises(hystate.Error) as e:
+        hystate.load(path, empty(), step=1)
+    assert e.value.code == "DataLoss", e.value
+    rc, versions = _verify_json(store)
+    assert rc == 3
+    assert any(v["bad"] for v in versions)

@@ -52,6 +52,9 @@ struct Hash128 {
 };
 
 uint64_t Checksum64(ConstBytes data);
+// xxh3-64 with a seed: binds a checksum to a context (the seed) as well as
+// to the bytes.
+uint64_t Checksum64(ConstBytes data, uint64_t seed);
 Hash128 ContentHash(ConstBytes data);
 
 // Incremental xxh3-64 over several pieces; Checksum64 of their
@@ -59,6 +62,7 @@ Hash128 ContentHash(ConstBytes data);
 class Hasher64 {
  public:
   Hasher64();
+  explicit Hasher64(uint64_t seed);  // As Checksum64(bytes, seed).
   ~Hasher64();
   Hasher64(const Hasher64&) = delete;
   Hasher64& operator=(const Hasher64&) = delete;

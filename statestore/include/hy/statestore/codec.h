@@ -16,18 +16,42 @@
 // speed and depends on no base.
 //
 // The "stored bytes" of a chunk are the raw bytes after stage 1 (equal to the
-// raw bytes when there is no cast). The header holds xxh3-64 of the stored
-// bytes and of the body. Decoding checks the body checksum before it touches
-// the body (so any damaged byte is reported, even one the decompressor would
-// ignore) and the stored checksum after undoing every stage (so a chunk that
-// decodes to other bytes than were encoded is never returned as data).
-// Decode returns data in the raw dtype: a bf16-cast f32 chunk comes back as
-// f32 (the bf16 values widened exactly).
+// raw bytes when there is no cast). Decode returns data in the raw dtype: a
+// bf16-cast f32 chunk comes back as f32 (the bf16 values widened exactly).
 //
 // A length that is not a multiple of the element size is allowed: the
 // trailing partial element is carried verbatim (not cast, not transformed).
 //
-// Wire format (all integers little-endian), 72-byte header then the body:
+// Two formats; EncodeChunk writes version 2, DecodeChunk reads both.
+//
+// Version 2 (the load path's format). The transformed stored bytes are cut
+// into byte groups: one per byte plane (the exponent plane and the mantissa
+// planes of a split float; each byte position of a grouped one; one group
+// for no transform), the last group also holding a trailing partial
+// element. Each group is stored raw or as its own zstd frame, whichever
+// EncodeOptions::min_compression_ratio favours for that group: exponent
+// planes compress, the mantissa planes of trained weights do not and are
+// kept raw, so a decoder interleaves them straight from the stored bytes
+// into the destination. Each group carries xxh3-64 of its stored bytes,
+// which the decoder computes block by block in the same pass that merges
+// the block into the destination: every stored byte is read from memory
+// once and checked, and the decoded bytes are not hashed again. The header
+// also names the chunk's content address (the store's key), so a store
+// that finds a chunk under the wrong key knows.
+//   0  u32  magic "HYCK"           16 u64  raw_length (bytes)
+//   4  u8   format version (2)     24 u64  body_length (sum of groups)
+//   5  u8   flags                  32 u8[16] address (ContentHash the store
+//   6  u8   transform                        keys it by; zero if none)
+//   7  u8   dtype (raw)            48 u8[16] base ContentHash, zero
+//   8  u8   stored dtype                     without delta
+//   9  i8   zstd level             64 G x {u64 length | codec << 56,
+//  10  u8   G, groups (1..8)                u64 xxh3-64 of its bytes}
+//  11  u8[5] reserved, zero        64+16G u64 xxh3-64 of header [0, 64+16G)
+// then the groups' bytes in order. codec: 0 raw, 1 zstd frame.
+// flags: bit 0 bf16 cast, bit 1 XOR delta, bit 2 some group is zstd.
+//
+// Version 1 (read and, for tests and migration, written): one zstd frame
+// over all transformed bytes or none, 72-byte header:
 //   0  u32  magic "HYCK"          24 u64  body_length (bytes)
 //   4  u8   format version (1)    32 u64  xxh3-64 of the stored bytes
 //   5  u8   flags                 40 u64  xxh3-64 of the body
@@ -37,6 +61,8 @@
 //   9  i8   zstd level            72 ...  body: body_length bytes
 //  10  u8[6] reserved, zero
 //  16  u64  raw_length (bytes)
+// Decoding checks the body checksum before it touches the body and the
+// stored checksum after undoing every stage.
 // flags: bit 0 bf16 cast, bit 1 XOR delta, bit 2 zstd; other bits zero.
 // transform: 0 none, 1 byte grouping, 2 exponent split.
 //
@@ -64,8 +90,14 @@ class ThreadPool;
 namespace hy::statestore {
 
 inline constexpr uint32_t kChunkMagic = 0x4B435948;  // "HYCK" little-endian.
-inline constexpr uint8_t kChunkFormatVersion = 1;
-inline constexpr size_t kChunkHeaderSize = 72;
+inline constexpr uint8_t kChunkFormatVersion = 2;  // What EncodeChunk writes.
+inline constexpr uint8_t kOldestChunkFormat = 1;   // Oldest DecodeChunk reads.
+inline constexpr size_t kChunkHeaderSize = 72;     // Version 1's header.
+inline constexpr int kMaxChunkGroups = 8;
+// Version 2's header for `groups` byte groups.
+inline constexpr size_t ChunkHeaderSizeV2(int groups) {
+  return 72 + 16 * static_cast<size_t>(groups);
+}
 
 enum class ByteTransform : uint8_t {
   kNone = 0,
@@ -102,11 +134,26 @@ struct EncodeOptions {
   // The base's ContentHash when the caller already knows it (a store keys
   // chunks by it); saves hashing the base again. Ignored without a base.
   const Hash128* base_hash = nullptr;
+  // Version 2 only: the content address to record in the header (a store
+  // passes its key for the chunk). Null records zero.
+  const Hash128* address = nullptr;
+  // 2 (default) or 1, the old single-frame format (tests, migration).
+  int format_version = kChunkFormatVersion;
+};
+
+// How one byte group of a version 2 chunk is stored.
+enum class GroupCodec : uint8_t { kRaw = 0, kZstd = 1 };
+
+struct ChunkGroup {
+  GroupCodec codec = GroupCodec::kRaw;
+  uint64_t length = 0;    // Its bytes in the body.
+  uint64_t checksum = 0;  // xxh3-64 of those bytes.
 };
 
 // The decoded header of an encoded chunk.
 struct ChunkHeader {
   uint8_t version = kChunkFormatVersion;
+  uint32_t header_length = kChunkHeaderSize;  // Bytes before the body.
   bool bf16_cast = false;
   bool xor_delta = false;
   bool zstd = false;
@@ -116,19 +163,27 @@ struct ChunkHeader {
   int8_t zstd_level = 0;
   uint64_t raw_length = 0;
   uint64_t body_length = 0;
-  uint64_t checksum = 0;       // xxh3-64 of the stored bytes.
-  uint64_t body_checksum = 0;  // xxh3-64 of the body.
+  uint64_t checksum = 0;       // Version 1: xxh3-64 of the stored bytes.
+  uint64_t body_checksum = 0;  // Version 1: xxh3-64 of the body.
   Hash128 base_hash;           // Zero unless xor_delta.
+  Hash128 address;             // Version 2: the content address, or zero.
+  int group_count = 0;         // Version 2: groups[0, group_count).
+  ChunkGroup groups[kMaxChunkGroups];
 
   // Length of the stored bytes (after any cast) implied by the header.
   uint64_t StoredLength() const;
-  uint64_t EncodedLength() const { return kChunkHeaderSize + body_length; }
+  uint64_t EncodedLength() const { return header_length + body_length; }
+  // Version 2: bytes of byte group g once decoded (before any zstd, after
+  // the transform): a plane, the last one with the trailing partial
+  // element.
+  uint64_t GroupDecodedLength(int g) const;
   // "dtype=F32 raw=1048576 body=... flags=cast|delta|zstd transform=..."
   std::string DebugString() const;
 };
 
 // A short name for how a chunk is encoded, stages joined by '+', e.g.
-// "split+zstd", "bf16+delta+group+zstd", "plain".
+// "split+zstd", "bf16+delta+group+zstd", "plain". The same for both
+// formats ("zstd": some group is compressed).
 std::string EncodingName(const ChunkHeader& h);
 
 // Encodes `raw` (elements of `dtype`) into `*out`, replacing its contents.
@@ -146,9 +201,10 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
 // InvalidArgument for a format version this build does not read.
 Result<ChunkHeader> ParseChunkHeader(ConstBytes encoded);
 
-// Checks the header and the body checksum without decoding: what a scrub of
-// stored chunks needs. Returns the header, or the errors of ParseChunkHeader
-// plus DataLoss for a body checksum mismatch.
+// Checks the header and the body's checksums (version 2: every group's)
+// without decoding: what a scrub of stored chunks needs. Returns the
+// header, or the errors of ParseChunkHeader plus DataLoss for a body
+// checksum mismatch.
 Result<ChunkHeader> VerifyChunk(ConstBytes encoded);
 
 // Decodes `encoded` into `out`, which must be exactly header.raw_length bytes.
@@ -161,16 +217,19 @@ Result<ChunkHeader> VerifyChunk(ConstBytes encoded);
 // bytes: callers must not use them.
 Status DecodeChunk(ConstBytes encoded, ConstBytes base, MutableBytes out);
 
-// DecodeChunk without the checksum of the decoded bytes, for a caller that
-// checks `out` against something at least as strong itself (the store
-// compares a lossless chunk's ContentHash with its address): one pass over
-// the bytes fewer. The header and the body checksum are still checked, so
-// the decoder never runs on damaged input.
-// REQUIRES: the caller verifies `out` before using it.
+// DecodeChunk without the checksum of the decoded bytes of a version 1
+// chunk, for a caller that checks `out` against something at least as
+// strong itself (the store compares a lossless chunk's ContentHash with its
+// address): one pass over the bytes fewer. The header and the body checksum
+// are still checked, so the decoder never runs on damaged input. A version
+// 2 chunk is decoded exactly as DecodeChunk does (its checks are fused
+// with decoding), and needs no check by the caller.
+// REQUIRES: the caller verifies `out` of a version 1 chunk before using it.
 Status DecodeChunkHashedByCaller(ConstBytes encoded, ConstBytes base,
                                  MutableBytes out);
 
-// Upper bound of EncodeChunk's output size for `raw_length` input bytes.
+// Upper bound of EncodeChunk's output size for `raw_length` input bytes
+// (either format).
 size_t MaxEncodedLength(size_t raw_length);
 
 // ---- Many chunks at once ----------------------------------------------------

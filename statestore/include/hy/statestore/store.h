@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -75,7 +76,8 @@ struct StoreOptions {
   // REQUIRES: 0 <= delta_max_chain <= kMaxDeltaChain.
   int delta_max_chain = 0;
   // Threads for hashing, encoding, reading and decoding; 0 = four per core
-  // (reads wait on the disk; more threads keep more of them in flight).
+  // (reads wait on the disk; more threads keep more of them in flight);
+  // 1 = all of it on the calling thread.
   size_t threads = 0;
   // Raw bytes encoded per ingested SST file while saving, times
   // ingest_writers (bounds the encoded bytes held in memory at once: about
@@ -186,6 +188,10 @@ struct BadChunk {
 struct VerifyReport {
   uint64_t chunks_checked = 0;
   uint64_t bytes_checked = 0;  // Raw bytes decoded.
+  // Chunks whose header was read, by chunk format version (codec.h): a
+  // store written before version 2 holds version 1 chunks, and a save into
+  // it adds version 2 ones.
+  std::map<int, uint64_t> chunks_by_format;
   std::vector<BadChunk> bad;
   bool ok() const { return bad.empty(); }
 };

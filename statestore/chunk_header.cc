@@ -84,6 +84,12 @@ std::string ChunkHeader::DebugString() const {
   out += " transform=";
   out += kTransformNames[static_cast<int>(transform) % 3];
   if (zstd) out += " level=" + std::to_string(zstd_level);
+  if (version >= 2) {
+    out += " groups=";  // One letter per byte group: r raw, z zstd.
+    for (int g = 0; g < group_count; ++g) {
+      out += groups[g].codec == GroupCodec::kZstd ? 'z' : 'r';
+    }
+  }
   if (xor_delta) out += " base=" + base_hash.ToHex();
   return out;
 }

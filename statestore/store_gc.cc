@@ -188,16 +188,28 @@ Result<GcReport> RocksStore::Gc(const GcOptions& options) {
             options.repack_below * static_cast<double>(u.record.bytes)) {
       continue;
     }
+    // Each live chunk is checked by its own checksums (not RocksDB's block
+    // checksum, which a damaged neighbour in the same block would fail). A
+    // damaged one is quarantined and its epoch left as it is: moving it
+    // would copy the damage, and the next save that needs it writes it.
     std::vector<EncodedChunk> moved;
     rocksdb::ReadOptions ro;
     ro.fill_cache = false;
+    ro.verify_checksums = false;
+    bool damaged = false;
     for (const auto& [a, loc] : u.live) {
       std::string value;
       HY_RETURN_IF_ERROR(
           FromRocks(db_->Get(ro, chunks_, keys::Chunk(epoch, a), &value),
                     "repacking chunk " + a.ToHex()));
+      if (Result<ChunkHeader> h = VerifyChunk(value); !h.ok()) {
+        Quarantine(a, h.status().WithContext("chunk " + a.ToHex()));
+        damaged = true;
+        break;
+      }
       moved.push_back({a, std::move(value), loc.depth, loc.base, loc.encoding});
     }
+    if (damaged) continue;
     uint64_t fresh = 0;
     HY_RETURN_IF_ERROR(WriteEpoch(&moved, &fresh));
     keys::EpochRecord r;

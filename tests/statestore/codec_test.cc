@@ -271,6 +271,31 @@ TEST(CodecTest, HeaderDebugStringNamesTheStages) {
   EXPECT_NE(d.find("stored=BF16"), std::string::npos) << d;
   EXPECT_NE(d.find("cast"), std::string::npos) << d;
   EXPECT_NE(d.find("raw=4096"), std::string::npos) << d;
+  // Format 2, exponent split bf16: exponents compress, mantissas do not.
+  EXPECT_NE(d.find("v2 "), std::string::npos) << d;
+  EXPECT_NE(d.find("groups=zr"), std::string::npos) << d;
+}
+
+// Per group, zstd only where it pays: a split f32 weight keeps its
+// exponent plane compressed and its low mantissa planes raw, and the ratio
+// is format 1's within 2%.
+TEST(CodecTest, Format2CompressesOnlyTheGroupsThatPay) {
+  const auto w = WeightLikeBytes(DType::kF32, 1 << 18, 14);
+  EncodeOptions o;
+  std::string v2, v1;
+  ASSERT_TRUE(EncodeChunk(o, DType::kF32, w, {}, &v2).ok());
+  o.format_version = 1;
+  ASSERT_TRUE(EncodeChunk(o, DType::kF32, w, {}, &v1).ok());
+  const ChunkHeader h = *ParseChunkHeader(v2);
+  ASSERT_EQ(h.group_count, 4);
+  EXPECT_EQ(h.groups[0].codec, GroupCodec::kZstd);
+  EXPECT_EQ(h.groups[1].codec, GroupCodec::kRaw);
+  EXPECT_EQ(h.groups[2].codec, GroupCodec::kRaw);
+  EXPECT_LT(h.groups[0].length, (w.size() / 4) / 2);
+  EXPECT_LT(static_cast<double>(v2.size()), v1.size() * 1.02);
+  std::vector<uint8_t> out(w.size());
+  ASSERT_TRUE(DecodeChunk(v2, {}, MutableBytes(out)).ok());
+  EXPECT_EQ(out, w);
 }
 
 }  // namespace

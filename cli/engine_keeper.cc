@@ -51,10 +51,23 @@ std::string RandomKey() {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
+// hyctl train holds SIGINT and SIGTERM from its first line until its
+// launcher catches them (HoldStopSignals); the keeper, forked before that,
+// and the programs it runs must not inherit them held, or a SIGTERM to
+// stop them would wait forever.
+void UnblockStopSignals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+}
+
 // In a forked child: `argv` with `env` added to the environment; exits 127
 // (saying why on stderr) when it cannot be run.
 [[noreturn]] void ExecWith(const std::vector<std::string>& argv,
                            const Env& env) {
+  UnblockStopSignals();
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> args;
   for (const std::string& a : argv) {
@@ -186,6 +199,7 @@ void StopEngines(const std::vector<pid_t>& pids) {
                             const EnginePlan& plan) {
   signal(SIGTERM, OnStop);
   signal(SIGINT, SIG_IGN);  // The supervisor decides when engines stop.
+  UnblockStopSignals();
   const trainer::VllmConfig& vc = c.rollout.vllm;
   const size_t n = plan.urls.size();
   std::vector<pid_t> pids(n, -1);

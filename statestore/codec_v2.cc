@@ -167,13 +167,19 @@ Status DecodeV2(const ChunkHeader& h, ConstBytes encoded, ConstBytes base,
                                    ? std::string("not a zstd frame")
                                    : "zstd frame size disagrees with header"));
     }
-    const size_t n = ZSTD_decompressDCtx(scratch.dctx(), planes_buf, want,
-                                         bytes, cg.length);
+    // One zstd group and nothing to undo after it: straight into `out`.
+    uint8_t* into = h.transform == ByteTransform::kNone && !h.xor_delta &&
+                            !h.bf16_cast
+                        ? out.data()
+                        : planes_buf;
+    const size_t n =
+        ZSTD_decompressDCtx(scratch.dctx(), into, want, bytes, cg.length);
     if (ZSTD_isError(n) || n != want) {
       return Status::DataLoss(
           which + ": zstd: " +
           (ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
     }
+    if (into == out.data()) return Status::OK();
     plane[g] = planes_buf;
     planes_buf += want;
   }

@@ -68,7 +68,10 @@ TEST(WireTest, EachFormRoundTripsAndIsChosenBySize) {
     std::uniform_real_distribution<double> u(0, 1);
     for (size_t i = 0; i < now.size() / 2; ++i) {
       if (u(rng) < c.fraction) {
-        now[2 * i] ^= c.fraction == 1.0 ? static_cast<uint8_t>(rng() | 1) : 1;
+        // All changed: XOR values uniform over 1..255, so no byte group of
+        // the XOR chunk compresses and the full form is smallest.
+        now[2 * i] ^=
+            c.fraction == 1.0 ? static_cast<uint8_t>(rng() % 255 + 1) : 1;
         if (c.fraction == 1.0) now[2 * i + 1] = static_cast<uint8_t>(rng());
       }
     }

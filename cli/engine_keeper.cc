@@ -21,6 +21,7 @@
 #include "hy/trainer/hf/hf_export.h"
 #include "hy/trainer/vllm/engine_client.h"
 #include "cli_util.h"
+#include "stop_signals.h"
 #include "train_launcher.h"
 
 #ifndef HY_SOURCE_PYTHON_DIR
@@ -51,23 +52,14 @@ std::string RandomKey() {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// hyctl train holds SIGINT and SIGTERM from its first line until its
-// launcher catches them (HoldStopSignals); the keeper, forked before that,
-// and the programs it runs must not inherit them held, or a SIGTERM to
-// stop them would wait forever.
-void UnblockStopSignals() {
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
-}
-
 // In a forked child: `argv` with `env` added to the environment; exits 127
 // (saying why on stderr) when it cannot be run.
 [[noreturn]] void ExecWith(const std::vector<std::string>& argv,
                            const Env& env) {
-  UnblockStopSignals();
+  // hyctl train holds the stop signals until its launcher catches them
+  // (stop_signals.h); a program that inherited them held would never see
+  // the SIGTERM that stops it.
+  ReleaseStopSignals();
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> args;
   for (const std::string& a : argv) {
@@ -199,7 +191,7 @@ void StopEngines(const std::vector<pid_t>& pids) {
                             const EnginePlan& plan) {
   signal(SIGTERM, OnStop);
   signal(SIGINT, SIG_IGN);  // The supervisor decides when engines stop.
-  UnblockStopSignals();
+  ReleaseStopSignals();  // Forked while hyctl train held them.
   const trainer::VllmConfig& vc = c.rollout.vllm;
   const size_t n = plan.urls.size();
   std::vector<pid_t> pids(n, -1);

@@ -22,6 +22,7 @@
 #include "restore_command.h"
 #include "store_commands.h"
 #include "tokenize_command.h"
+#include "stop_signals.h"
 #include "train_command.h"
 
 namespace {

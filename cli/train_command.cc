@@ -25,6 +25,7 @@
 #include "hy/recovery/node_layout.h"
 #include "hy/trainer/config/config.h"
 #include "hy/trainer/ppo/worker.h"
+#include "stop_signals.h"
 #include "train_config.h"
 #include "train_launcher.h"
 #if HY_WITH_TENSORBOARD
@@ -144,24 +145,8 @@ void CatchStopSignals() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+  ReleaseStopSignals();
 }
-
-}  // namespace
-
-void HoldStopSignals() {
-  sigset_t stops;
-  sigemptyset(&stops);
-  sigaddset(&stops, SIGINT);
-  sigaddset(&stops, SIGTERM);
-  sigprocmask(SIG_BLOCK, &stops, nullptr);
-}
-
-namespace {
 
 int Work(const TrainConfig& c, const TrainFlags& f) {
   const char* rank_env = Env("RANK");

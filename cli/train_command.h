@@ -49,11 +49,6 @@ namespace hy::cli {
 // stored in `*exit_code`, which must outlive app.parse().
 void AddTrainCommand(CLI::App* app, int* exit_code);
 
-// Blocks SIGINT and SIGTERM. hyctl's main calls it first thing for `hyctl
-// train`, so a Ctrl-C that comes while flags are parsed and the config is
-// checked waits until the launcher or the worker catches it (each unblocks
-// them then) and is a stop, not a launcher killed with its workers orphaned.
-void HoldStopSignals();
 
 }  // namespace hy::cli
 

@@ -19,6 +19,8 @@
 #include <iterator>
 #include <optional>
 
+#include "stop_signals.h"
+
 extern char** environ;
 
 namespace hy::cli {
@@ -62,11 +64,7 @@ class SignalScope {
     }
     // hyctl's main holds SIGINT and SIGTERM (HoldStopSignals); one that
     // came meanwhile is delivered to OnSignal now.
-    sigset_t stops;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGINT);
-    sigaddset(&stops, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+    ReleaseStopSignals();
   }
   ~SignalScope() {
     for (size_t i = 0; i < std::size(kSignals); ++i) {
@@ -263,11 +261,7 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
       // A stop that arrives while the worker starts up waits for it: the
       // worker unblocks these once it catches them (train_command.cc), so
       // a Ctrl-C during start-up is a stop, not a worker killed.
-      sigset_t stops;
-      sigemptyset(&stops);
-      sigaddset(&stops, SIGINT);
-      sigaddset(&stops, SIGTERM);
-      sigprocmask(SIG_BLOCK, &stops, nullptr);
+      HoldStopSignals();
       execve(o.executable.c_str(), argv_c.data(), env_c.data());
       const char msg[] = "hyctl train: cannot exec the worker\n";
       (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);

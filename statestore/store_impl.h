@@ -132,6 +132,9 @@ class RocksStore : public Store {
   // As ReadChunk, for a chunk `level` deep in a delta chain; a DataLoss
   // quarantines the chunk (Quarantine). When `format` is given, it is set
   // to the chunk's format version once its header has been read.
+  // An `out` without data scrubs instead of reading: checks every stored
+  // byte of the chunk and its delta chain, decoding only what has no
+  // checksum over its stored bytes alone (version 1, bf16-cast).
   Status ReadChunkAt(const Hash128& address, uint64_t raw_length,
                      MutableBytes out, int level, int* format = nullptr);
   Status ReadChunkUnchecked(const Hash128& address, uint64_t raw_length,

@@ -5,6 +5,7 @@
 
 #include "codec_test_util.h"
 #include "hy/statestore/store.h"
+#include "raw_db.h"
 #include "store_test_util.h"
 
 namespace hy::statestore {
@@ -12,6 +13,7 @@ namespace {
 
 using testing::CastBuffer;
 using testing::Commit;
+using testing::DamageChunk;
 using testing::StepF32;
 using testing::TempDir;
 using testing::WeightLikeBytes;
@@ -74,6 +76,37 @@ TEST_F(StoreDeltaTest, SmallStepsAreStoredAsBoundedDeltaChains) {
   auto report = store_->Verify(4);  // Depth 3: decodes 4 chunks per chunk.
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok());
+}
+
+// Verify checks a delta's stored bytes without decoding it, and follows its
+// chain: a flipped bit in a base chunk two saves back makes the delta on
+// top of it bad too, exactly as reading it does.
+TEST_F(StoreDeltaTest, VerifyFollowsTheChainUnderADelta) {
+  for (uint64_t v = 1; v <= 3; ++v) Save(v);
+  store_.reset();
+  const Hash128 victim = DamageChunk(dir_.path(), 0);  // Epoch 1: v1's.
+  StoreOptions o;
+  o.chunk_bytes = 16 * 1024;
+  store_ = std::move(Store::Open(dir_.path(), o)).value();
+  for (uint64_t v : {3, 1}) {
+    auto report = store_->Verify(v);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->chunks_checked, 16u);
+    ASSERT_EQ(report->bad.size(), 1u) << "version " << v;
+    EXPECT_TRUE(report->bad[0].status.IsDataLoss());
+    if (v == 1) {
+      EXPECT_EQ(report->bad[0].address, victim);
+    } else {
+      EXPECT_NE(report->bad[0].address, victim);
+      EXPECT_NE(report->bad[0].status.message().find("base of chunk"),
+                std::string::npos)
+          << report->bad[0].status;
+    }
+  }
+  EXPECT_TRUE(store_->Verify(2)->bad.size() == 1u);
+  std::vector<uint8_t> out(kElems * 2);
+  EXPECT_TRUE(
+      store_->ReadRegion(3, "w", {0, kElems}, MutableBytes(out)).IsDataLoss());
 }
 
 TEST_F(StoreDeltaTest, GcKeepsTheBasesOfKeptDeltas) {

@@ -187,7 +187,7 @@ struct BadChunk {
 
 struct VerifyReport {
   uint64_t chunks_checked = 0;
-  uint64_t bytes_checked = 0;  // Raw bytes decoded.
+  uint64_t bytes_checked = 0;  // Raw bytes the checked chunks hold.
   // Chunks whose header was read, by chunk format version (codec.h): a
   // store written before version 2 holds version 1 chunks, and a save into
   // it adds version 2 ones.
@@ -353,7 +353,12 @@ class Store {
                                        const std::string& name,
                                        int rank = kReplicatedBlob) = 0;
 
-  // Decodes every chunk of a committed version and checks it.
+  // Checks every stored byte of every chunk of a committed version (and of
+  // the delta chains under them) and its blobs. A version 2 chunk is
+  // checked by its checksums over the stored bytes, without decoding (what
+  // a read checks too, and the header names its address); a version 1 or
+  // bf16-cast chunk is decoded and checked as a read checks it. A damaged
+  // chunk is quarantined as a read would.
   // Returns NotFound for an unknown version; problems with chunks are listed
   // in the report, not returned as errors.
   virtual Result<VerifyReport> Verify(uint64_t version) = 0;

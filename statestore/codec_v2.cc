@@ -20,6 +20,10 @@ namespace {
 // checked, then merged, while they sit in the first-level cache.
 constexpr size_t kBlockElements = 8192;
 
+// A chunk's byte groups are the planes the merge kernels take.
+static_assert(kMaxChunkGroups <= static_cast<int>(kMaxPlanes),
+              "a version 2 chunk's groups must fit UngroupPlanes");
+
 // Merges m elements, starting at element i, from the planes into dst (m
 // stored elements).
 void MergeBlock(const ChunkHeader& h, const uint8_t* const* plane, size_t i,

@@ -363,6 +363,11 @@ Result<VerifyReport> RocksStore::Verify(uint64_t version) {
       }
     }
   }
+  // In address order: the order a save's chunks sit in its SST files (keys
+  // are epoch, address), so a cold scrub reads each file front to back.
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.ref->address < b.ref->address;
+  });
   VerifyReport report;
   std::mutex mu;
   ParallelFor(items.size(), [&](size_t i) {

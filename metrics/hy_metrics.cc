@@ -156,7 +156,8 @@ std::vector<FamilyDef> MakeCatalogue() {
        s},
       {"hy_rollout_weight_sync_bytes_total",
        T::kCounter,
-       "Bytes this rank wrote into the engines' shared weight file.",
+       "Bytes the ranks wrote into the engines' shared weight file or sent "
+       "to it over c10d.",
        {},
        {}},
       {"hy_rollout_engine_restarts_total",

@@ -115,6 +115,8 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("rollout.vllm.request_timeout_s", &r.vllm.request_timeout_s, kPositive);
   add("rollout.vllm.kv_cache_gib", &r.vllm.kv_cache_gib, kAtLeast1);
   add("rollout.vllm.max_restarts", &r.vllm.max_restarts, kNonNegative);
+  add("rollout.vllm.delta", &r.vllm.delta,
+      OneOf("must be auto, on or off", "|auto|on|off|"));
   AlgorithmConfig& a = c->algorithm;
   add("algorithm.adv_estimator", &a.adv_estimator);
   add("algorithm.gamma", &a.gamma, kUnit);

@@ -135,6 +135,11 @@ Status PpoWorker::SetupEngines() {
     reshard::ExecutorOptions eo;
     eo.wire = dtype == DType::kBF16 ? reshard::WireFormat::kBf16
                                     : reshard::WireFormat::kRaw;
+    // rank 0's destinations are the file, which holds what the engines
+    // loaded last: the base every delta is taken against (config.h).
+    eo.sparse_delta = vc.delta != "off";
+    eo.learn_link_speed = vc.delta == "auto";
+    eo.metrics = options_.metrics;
     engine_executor_ = std::make_unique<reshard::Executor>(
         engine_remote_plan_, comm_->transport(), eo);
     if (comm_->rank() == 0) {
@@ -316,8 +321,25 @@ Status PpoWorker::SyncEngines(int64_t version, IterationReport* report) {
     if (comm_->rank() == 0) into = dst;
     reshard::ReshardStats rs;
     Status moved = engine_executor_->Run(src, into, &rs);
+    // A delta whose base is not what the file holds (an earlier sync that
+    // failed half way, a file written by something else) is DataLoss at
+    // rank 0, never applied: every rank forgets its delta state and sends
+    // everything, once.
+    HY_ASSIGN_OR_RETURN(
+        auto damaged,
+        comm_->SumAcrossRanks({moved.IsDataLoss() ? 1.0 : 0.0}));
+    if (damaged[0] > 0) {
+      if (comm_->rank() == 0) {
+        Log("weight sync: a delta did not match the weight file (" +
+            moved.ToString() + "); sending the full weights");
+      }
+      engine_executor_->ResetDelta();
+      sent += static_cast<double>(rs.wire_bytes_sent);
+      rs = reshard::ReshardStats();
+      moved = engine_executor_->Run(src, into, &rs);
+    }
     if (wrote.ok()) wrote = moved;
-    sent = static_cast<double>(rs.wire_bytes_sent);
+    sent += static_cast<double>(rs.wire_bytes_sent);
   }
   HY_RETURN_IF_ERROR(wrote);
   HY_ASSIGN_OR_RETURN(auto sums,

@@ -107,6 +107,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"rollout.vllm.request_timeout_s", D(c.rollout.vllm.request_timeout_s)},
       {"rollout.vllm.kv_cache_gib", S(c.rollout.vllm.kv_cache_gib)},
       {"rollout.vllm.max_restarts", S(c.rollout.vllm.max_restarts)},
+      {"rollout.vllm.delta", c.rollout.vllm.delta},
       {"algorithm.adv_estimator",
        c.algorithm.adv_estimator == AdvEstimator::kGrpo ? "grpo" : "gae"},
       {"algorithm.gamma", D(c.algorithm.gamma)},
@@ -229,7 +230,7 @@ TrainConfig Modified() {
   c.rollout.top_p = 0.95;
   c.rollout.vllm = {{"http://127.0.0.1:8000", "http://10.0.0.2:8001"},
                     3, 2, "/opt/vllm/bin/python3", "float32", 90.5, 30,
-                    4, 7};
+                    4, 7, "on"};
   c.algorithm = {AdvEstimator::kGrpo, 0.99, 0.95, false, "low_var_kl",
                  "adaptive",          0.05, 0.2,  5e20};
   c.trainer = {std::numeric_limits<int64_t>::max(),

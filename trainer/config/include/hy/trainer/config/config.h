@@ -89,6 +89,13 @@ struct VllmConfig {
   double request_timeout_s = 300;  // A rollout's or a sync's requests.
   int kv_cache_gib = 1;            // VLLM_CPU_KVCACHE_SPACE.
   int max_restarts = 5;            // Per engine, for the whole run.
+  // What ranks on other hosts than the engines' send each sync (the
+  // engines' host applies it to the weight file, which holds the version
+  // the engines loaded last): on, only what changed since that version
+  // (reshard's sparse delta: index/value pairs or an XOR delta, whichever
+  // is smaller, else the full form); auto, the same where the link's
+  // learned speed makes looking for changes pay; off, everything.
+  std::string delta = "auto";
 };
 
 struct RolloutConfig {

@@ -68,7 +68,9 @@ struct IterationReport {
   std::string rollout_engine = "hy";
   int64_t weight_version = -1;
   double weight_sync_ms = 0;       // Ranks' writes + the engines' loads.
-  int64_t weight_sync_bytes = 0;   // Written into the shared file.
+  // Written into the shared file by the ranks on its host, plus sent to
+  // it over c10d by the others (deltas: rollout.vllm.delta), all ranks.
+  int64_t weight_sync_bytes = 0;
   int64_t engine_restarts = 0;     // Engine failures recovered from, run.
   int64_t rollout_retries = 0;     // Engine shares redone this iteration.
   // |trainer's old log-prob - engine's log-prob| of the sampled tokens,

@@ -15,9 +15,21 @@
 // under torchrun across hosts: they never touch the file and send their
 // pieces to rank 0 over c10d (Gloo on loopback here, hy's Executor on
 // reshard::PlanFromRanks), rank 0 unpacking them into the file.
+// --delta on|auto: they send only what changed since the last sync
+// (rollout.vllm.delta: reshard's sparse delta; auto learns the link), and
+// before every repetition after the first each rank changes --changed of
+// its values (random elements, each by 1%, which moves its bf16 value).
+// --remote-netns NAME: the remote ranks join network namespace NAME
+// (/var/run/netns/NAME) and connect from --remote-addr to --master-addr,
+// rank 0's address where the bench runs: a shaped link between two
+// namespaces stands for the network between hosts
+// (scripts/bench-vllm-link.sh).
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -58,6 +70,7 @@ double Since(Clock::time_point t) {
 struct RankReport {
   double seconds = 0;
   double extra_mb = 0;  // VmHWM during the write minus VmRSS before.
+  int64_t wire_bytes = 0;  // Sent over c10d (remote ranks).
 };
 
 // Sum over the processes of group `pgid` of a /proc/<pid>/status field, kB.
@@ -87,6 +100,9 @@ int Run(int argc, char** argv) {
   int ranks = 2, reps = 3, remote_ranks = 0;
   int engine_pgid = 0;
   bool json = false;
+  std::string delta = "off", remote_netns, master_addr = "127.0.0.1",
+              remote_addr = "127.0.0.1";
+  double changed = 0.01;
   app.add_option("--model-dir", model_dir, "Directory with config.json")
       ->required();
   app.add_option("--url", url, "The engine (http://host:port)")->required();
@@ -100,6 +116,19 @@ int Run(int argc, char** argv) {
                  "writing the file")
       ->check(bench::AtLeast(0));
   app.add_option("--dtype", dtype_name, "The engine's: bfloat16 | float32");
+  app.add_option("--delta", delta,
+                 "What remote ranks send: off | on | auto (rollout.vllm.delta)")
+      ->check(CLI::IsMember({"off", "on", "auto"}));
+  app.add_option("--changed", changed,
+                 "Fraction of values each rank changes before every "
+                 "repetition after the first (with --delta on|auto)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--remote-netns", remote_netns,
+                 "Network namespace the remote ranks join");
+  app.add_option("--master-addr", master_addr,
+                 "Rank 0's address for the remote ranks");
+  app.add_option("--remote-addr", remote_addr,
+                 "The remote ranks' own address (Gloo binds it)");
   bench::AddJsonFlag(&app, &json);
   if (int code = bench::ParseFlags(&app, argc, argv); code >= 0) return code;
 
@@ -137,7 +166,7 @@ int Run(int argc, char** argv) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_addr.s_addr = inet_addr(master_addr.c_str());
     socklen_t len = sizeof(addr);
     if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
@@ -165,6 +194,7 @@ int Run(int argc, char** argv) {
     if (pipe(a) != 0 || pipe(b) != 0) return fail(Status::IOError("pipe"));
     const pid_t pid = fork();
     if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // Never outlive a bench that quit.
       close(a[1]);
       close(b[0]);
       std::vector<std::vector<float>> pieces;
@@ -182,8 +212,21 @@ int Run(int argc, char** argv) {
       }
       std::unique_ptr<reshard::C10dTransport> transport;
       std::unique_ptr<reshard::Executor> executor;
+      if (remote[r] && !remote_netns.empty()) {
+        const int ns = open(("/var/run/netns/" + remote_netns).c_str(),
+                            O_RDONLY | O_CLOEXEC);
+        if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) {
+          std::cerr << "rank " << r << ": cannot join network namespace "
+                    << remote_netns << ": " << std::strerror(errno) << "\n";
+          _exit(1);
+        }
+        close(ns);
+      }
       if (remote_ranks > 0) {
-        auto t = reshard::C10dTransport::Connect(r, ranks, "127.0.0.1", port);
+        reshard::C10dTransportOptions co;
+        co.gloo_hostname = remote[r] ? remote_addr : master_addr;
+        auto t = reshard::C10dTransport::Connect(r, ranks, master_addr, port,
+                                                 co);
         if (!t.ok()) {
           std::cerr << "rank " << r << ": " << t.status().ToString() << "\n";
           _exit(1);
@@ -192,13 +235,27 @@ int Run(int argc, char** argv) {
         reshard::ExecutorOptions eo;
         eo.wire = *dtype == DType::kBF16 ? reshard::WireFormat::kBf16
                                          : reshard::WireFormat::kRaw;
+        eo.sparse_delta = delta != "off";
+        eo.learn_link_speed = delta == "auto";
         executor = std::make_unique<reshard::Executor>(remote_plan,
                                                        transport.get(), eo);
       }
       std::vector<MutableBytes> into(dst.size());
       if (r == 0) into = dst;
+      std::mt19937_64 pick(static_cast<unsigned>(100 + r));
       char cmd;
-      while (read(a[0], &cmd, 1) == 1 && cmd == 'g') {
+      while (read(a[0], &cmd, 1) == 1) {
+        if (cmd == 'c') {  // What an optimizer step changed (not timed).
+          for (auto& p : pieces) {
+            const auto n = static_cast<uint64_t>(changed * p.size());
+            for (uint64_t k = 0; k < n && !p.empty(); ++k) {
+              p[pick() % p.size()] *= 1.01f;
+            }
+          }
+          if (write(b[1], &cmd, 1) != 1) _exit(1);
+          continue;
+        }
+        if (cmd != 'g') break;
         ResetPeakResident();
         const int64_t before = ResidentBytes();
         const auto t0 = Clock::now();
@@ -206,12 +263,13 @@ int Run(int argc, char** argv) {
         if (!remote[r]) {
           s = reshard::RunToSharedDestination(*plan, r, 0, src, dst, *dtype);
         }
+        reshard::ReshardStats rs;
         if (s.ok() && executor != nullptr) {
-          s = executor->Run(src, into, nullptr);
+          s = executor->Run(src, into, &rs);
         }
         if (!s.ok()) std::cerr << "rank " << r << ": " << s.ToString() << "\n";
-        RankReport rep{Since(t0),
-                       (PeakResidentBytes() - before) / 1048576.0};
+        RankReport rep{Since(t0), (PeakResidentBytes() - before) / 1048576.0,
+                       rs.wire_bytes_sent};
         if (!s.ok()) rep.seconds = -1;
         if (write(b[1], &rep, sizeof(rep)) != sizeof(rep)) _exit(1);
       }
@@ -232,12 +290,24 @@ int Run(int argc, char** argv) {
 
   struct Rep {
     double total = 0, write = 0, load = 0, memcpy_s = 0;
-    double rank_extra_mb = 0, engine_extra_mb = 0;
+    double rank_extra_mb = 0, engine_extra_mb = 0, wire_mb = 0;
   };
   std::vector<Rep> out;
   std::vector<uint8_t> a(layout->size, 1), b(layout->size, 2);
   for (int i = -1; i < reps; ++i) {  // i = -1: warm-up (first touch).
     Rep rep;
+    if (delta != "off" && i >= 0) {  // Change values before the clock.
+      for (int r = 0; r < ranks; ++r) {
+        if (write(to[r], "c", 1) != 1) return fail(Status::IOError("rank"));
+      }
+      for (int r = 0; r < ranks; ++r) {
+        char ack;
+        if (read(from[r], &ack, 1) != 1) {
+          return fail(Status::Internal("rank " + std::to_string(r) +
+                                       " failed"));
+        }
+      }
+    }
     int64_t engine_before = 0;
     if (engine_pgid > 0) engine_before = GroupKb(engine_pgid, "VmRSS:", true);
     const auto t0 = Clock::now();
@@ -250,6 +320,7 @@ int Run(int argc, char** argv) {
         return fail(Status::Internal("rank " + std::to_string(r) + " failed"));
       }
       rep.rank_extra_mb = std::max(rep.rank_extra_mb, rr.extra_mb);
+      rep.wire_mb += static_cast<double>(rr.wire_bytes) / 1048576.0;
     }
     rep.write = Since(t0);
     const auto t1 = Clock::now();
@@ -280,11 +351,13 @@ int Run(int argc, char** argv) {
   if (json) {
     std::printf(
         "{\"bench\":\"vllm_sync\",\"ranks\":%d,\"remote_ranks\":%d,"
-        "\"reps\":%d,\"dtype\":\"%s\","
+        "\"reps\":%d,\"dtype\":\"%s\",\"delta\":\"%s\",\"changed\":%g,"
+        "\"wire_mb\":%.3f,"
         "\"model_mb\":%.1f,\"tensors\":%zu,\"sync_s\":%.4f,\"write_s\":%.4f,"
         "\"load_s\":%.4f,\"memcpy_s\":%.4f,\"rank_extra_rss_mb\":%.1f,"
         "\"engine_extra_rss_mb\":%.1f}\n",
-        ranks, remote_ranks, reps, dtype_name.c_str(), mb,
+        ranks, remote_ranks, reps, dtype_name.c_str(), delta.c_str(),
+        delta == "off" ? 0.0 : changed, median(&Rep::wire_mb), mb,
         layout->tensors.size() + layout->aliases.size(), median(&Rep::total),
         median(&Rep::write), median(&Rep::load), median(&Rep::memcpy_s),
         median(&Rep::rank_extra_mb), median(&Rep::engine_extra_mb));
@@ -298,6 +371,11 @@ int Run(int argc, char** argv) {
                 median(&Rep::write));
     std::printf("  %-34s %8.3f s\n", "  engine loads it",
                 median(&Rep::load));
+    if (remote_ranks > 0) {
+      std::printf("  %-34s %8.3f MiB (delta %s, %g changed)\n",
+                  "  sent over c10d", median(&Rep::wire_mb), delta.c_str(),
+                  delta == "off" ? 0.0 : changed);
+    }
     std::printf("  %-34s %8.3f s\n", "memcpy of the file's bytes",
                 median(&Rep::memcpy_s));
     std::printf("  %-34s %8.1f MiB\n", "rank peak RSS above before",

@@ -22,7 +22,11 @@ each side held before:
   hy c10d   the same with rank 1 as if on another host: it sends its
             pieces to rank 0 over c10d (Gloo, loopback), rank 0 unpacks
             them into the file (what ranks on other hosts than the
-            engine's do).
+            engine's do); then again after 1%, 5% and 50% of the values
+            changed (--changed) with rank 1 sending a delta
+            (rollout.vllm.delta auto, learning the link; --delta on
+            always looks for changes). scripts/bench-vllm-link.sh runs
+            these across network namespaces over links tc shapes.
   memcpy    one memcpy of the engine's bytes (the limit).
 
 Also the README demo's iteration time on vLLM against hy's own rollout
@@ -121,26 +125,31 @@ class Engine(serve.Engine):
                           group_pids(self.proc.pid)) / 1024
 
 
-def run_hy(model, reps, root):
+def run_hy(model, reps, root, changed=(), link=(), mode="auto"):
+    """hy's sync with both ranks on the engine's host, then with rank 1 on
+    "another host" (c10d): the full form, and a delta after `changed`
+    fractions of the values changed. `link`: hy_bench_vllm_sync's
+    --remote-netns / --master-addr (scripts/bench-vllm-link.sh)."""
     e = Engine(model, root / "engine-hy.log")
     try:
-        runs = []
-        for remote in (0, 1):
+        def sync(remote, *extra):
             out = subprocess.run(
                 [str(SYNC_BIN), "--model-dir", str(model), "--url", e.url,
                  "--engine-pgid", str(e.proc.pid), "--ranks", "2",
                  "--remote-ranks", str(remote), "--reps", str(reps),
-                 "--json"],
+                 "--json", *(link if remote else ()), *extra],
                 env=dict(os.environ, HY_VLLM_API_KEY=e.key),
                 capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError(f"{SYNC_BIN} exited {out.returncode}: "
                                    f"{out.stderr}")
-            runs.append(json.loads(out.stdout))
-        r = runs[0]
+            return json.loads(out.stdout)
+        r = sync(0)
         r["engine_start_s"] = e.start_s
         # Rank 1 as if on another host: its piece to rank 0 over c10d.
-        r["c10d"] = runs[1]
+        r["c10d"] = sync(1)
+        r["c10d_delta"] = [sync(1, "--delta", mode, "--changed", str(c))
+                           for c in changed]
         return r
     finally:
         e.close()
@@ -306,8 +315,22 @@ def main():
     ap.add_argument("--demo-iterations", type=int, default=30)
     ap.add_argument("--skip", nargs="*", default=[],
                     choices=["hy", "verl", "restart", "demo"])
+    ap.add_argument("--changed", type=float, nargs="*",
+                    default=[0.01, 0.05, 0.5],
+                    help="fractions of values changed for the delta rows")
+    ap.add_argument("--delta", choices=["auto", "on"], default="auto",
+                    help="rollout.vllm.delta for the delta rows")
+    ap.add_argument("--remote-netns", default="",
+                    help="the c10d rank's network namespace (a link)")
+    ap.add_argument("--master-addr", default="127.0.0.1",
+                    help="rank 0's address from --remote-netns")
+    ap.add_argument("--remote-addr", default="127.0.0.1",
+                    help="the c10d rank's own address in --remote-netns")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    link = (["--remote-netns", a.remote_netns, "--master-addr",
+             a.master_addr, "--remote-addr", a.remote_addr]
+            if a.remote_netns else [])
     if a.reps < 1 or a.restart_reps < 1 or a.demo_iterations < 0:
         ap.error("--reps and --restart-reps must be >= 1")
     root = Path(tempfile.mkdtemp(prefix="hy-vllm-bench-"))
@@ -316,7 +339,8 @@ def main():
         res = {"model": a.model, "reps": a.reps}
         if "hy" not in a.skip:
             log("hy ...")
-            res["hy"] = run_hy(model, a.reps, root)
+            res["hy"] = run_hy(model, a.reps, root, a.changed, link,
+                               a.delta)
         if "verl" not in a.skip:
             log("verl ...")
             res["verl"] = run_verl(model, a.reps)
@@ -358,6 +382,17 @@ def main():
         row("restart", r["sync_s"], "-", f"{r['engine_rss_mb']:.0f} total")
     if hy:
         row("memcpy", hy["memcpy_s"], "-", "-")
+    if hy and hy["c10d_delta"]:
+        full = hy["c10d"]
+        print(f"rank 1 over c10d{' (' + a.remote_netns + ')' if link else ''}"
+              f": full bf16 against rollout.vllm.delta {a.delta} after a "
+              f"fraction of the values changed")
+        print(f"{'changed':>8} {'wire MiB':>9} {'sync s':>9} {'x full':>7}")
+        print(f"{'full':>8} {full['wire_mb']:9.2f} {full['sync_s']:9.3f} "
+              f"{1:7.2f}")
+        for d in hy["c10d_delta"]:
+            print(f"{d['changed']:8.0%} {d['wire_mb']:9.2f} "
+                  f"{d['sync_s']:9.3f} {d['sync_s'] / full['sync_s']:7.2f}")
     if "demo" in res:
         d = res["demo"]
         print(f"demo iteration (median after 3): hy rollout "

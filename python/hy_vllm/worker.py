@@ -30,6 +30,23 @@ from vllm.distributed.weight_transfer.base import (
 )
 from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
 
+
+def _allow_amx():
+    """Asks Linux for the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)
+    before vLLM's CPU kernels use it. On a CPU with AMX, vLLM 0.32 sends
+    small bf16 GEMMs to its sgl kernels, which execute tile instructions
+    without asking; a process that has not asked gets SIGILL (the worker
+    died at its first bf16 forward of a 3-token prompt, exit -4). oneDNN
+    asks for itself, but only on its own first AMX use."""
+    try:
+        if torch.cpu._is_amx_tile_supported():
+            torch._C._cpu._init_amx()
+    except (AttributeError, RuntimeError):
+        pass
+
+
+_allow_amx()
+
 _DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
 
 

@@ -28,6 +28,12 @@ each side held before:
             always looks for changes). scripts/bench-vllm-link.sh runs
             these across network namespaces over links tc shapes.
   memcpy    one memcpy of the engine's bytes (the limit).
+  python    hystate.vllm.EngineSync from one process with a plain state
+            dict (bench/py_vllm_sync.py, the build's interpreter): a full
+            push against a delta push after three kinds of change (1% of
+            the values of every tensor; of every tensor but the
+            embedding; of the last 4 layers only). On one host a delta
+            saves the engine's reload of the layers nothing changed in.
 
 Also the README demo's iteration time on vLLM against hy's own rollout
 (--demo-iterations; 0 skips it).
@@ -151,6 +157,28 @@ def run_hy(model, reps, root, changed=(), link=(), mode="auto"):
         r["c10d_delta"] = [sync(1, "--delta", mode, "--changed", str(c))
                            for c in changed]
         return r
+    finally:
+        e.close()
+
+
+def run_py(model, reps, root):
+    """hystate.vllm's rows (bench/py_vllm_sync.py) on an engine of their
+    own."""
+    e = Engine(model, root / "engine-py.log")
+    try:
+        py = os.environ.get("HY_BUILD_PYTHON", str(SRC / ".venv/bin/python3"))
+        path = os.environ.get("PYTHONPATH", "")
+        out = subprocess.run(
+            [py, str(SRC / "bench/py_vllm_sync.py"), "--model-dir",
+             str(model), "--url", e.url, "--reps", str(reps)],
+            env=dict(os.environ, HY_VLLM_API_KEY=e.key,
+                     PYTHONPATH=str(SRC / "build/python")
+                     + (":" + path if path else "")),
+            capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"py_vllm_sync.py exited {out.returncode}: "
+                               f"{out.stderr[-3000:]}")
+        return json.loads(out.stdout)
     finally:
         e.close()
 
@@ -314,7 +342,7 @@ def main():
     ap.add_argument("--restart-reps", type=int, default=3)
     ap.add_argument("--demo-iterations", type=int, default=30)
     ap.add_argument("--skip", nargs="*", default=[],
-                    choices=["hy", "verl", "restart", "demo"])
+                    choices=["hy", "python", "verl", "restart", "demo"])
     ap.add_argument("--changed", type=float, nargs="*",
                     default=[0.01, 0.05, 0.5],
                     help="fractions of values changed for the delta rows")
@@ -341,6 +369,9 @@ def main():
             log("hy ...")
             res["hy"] = run_hy(model, a.reps, root, a.changed, link,
                                a.delta)
+        if "python" not in a.skip:
+            log("python ...")
+            res["python"] = run_py(model, a.reps, root)
         if "verl" not in a.skip:
             log("verl ...")
             res["verl"] = run_verl(model, a.reps)
@@ -393,6 +424,22 @@ def main():
         for d in hy["c10d_delta"]:
             print(f"{d['changed']:8.0%} {d['wire_mb']:9.2f} "
                   f"{d['sync_s']:9.3f} {d['sync_s'] / full['sync_s']:7.2f}")
+    if "python" in res:
+        p = res["python"]
+        print(f"hystate.vllm from one process ({p['model_mb']:.0f} MiB): "
+              f"full push against a delta push")
+        print("(write: the compare and rewrite of the file; engine: the "
+              "update requests, the engine's reload)")
+        print(f"{'change':<11} {'tensors':>9} {'MiB':>7} {'full s':>7} "
+              f"{'write':>6} {'engine':>6} {'delta s':>7} {'write':>6} "
+              f"{'engine':>6} {'x full':>7}")
+        for r in p["rows"]:
+            print(f"{r['kind']:<11} {r['changed_tensors']:4.0f}/"
+                  f"{r['tensors']:<4} {r['changed_mb']:7.1f} "
+                  f"{r['full_s']:7.3f} {r['full_write_s']:6.3f} "
+                  f"{r['full_engine_s']:6.3f} {r['delta_s']:7.3f} "
+                  f"{r['delta_write_s']:6.3f} {r['delta_engine_s']:6.3f} "
+                  f"{r['delta_s'] / r['full_s']:7.2f}")
     if "demo" in res:
         d = res["demo"]
         print(f"demo iteration (median after 3): hy rollout "

@@ -12,5 +12,5 @@ out=${1:-docs/api}
 PY=${HY_PYTHON:-.venv/bin/python3}
 rm -rf "$out"
 PYTHONPATH=${HY_PYTHONPATH:-build/python} "$PY" -W error -m pdoc \
-  --no-show-source hystate hystate.dcp -o "$out"
+  --no-show-source hystate hystate.dcp hystate.vllm -o "$out"
 echo "api-docs: wrote $out"

@@ -162,6 +162,18 @@ def main():
     if a.print:
         print(" ".join(argv))
         return
+    # Run by hand (hystate.vllm's engines): what hyctl train's keeper sets,
+    # where the caller has not set it.
+    if not os.environ.get("HY_VLLM_API_KEY"):
+        sys.exit("hy_vllm.serve: set HY_VLLM_API_KEY to the engine's key "
+                 "(every route but /health needs it)")
+    for k, v in environment(os.environ["HY_VLLM_API_KEY"], base={}).items():
+        if k != "PYTHONPATH":
+            os.environ.setdefault(k, v)
+    path = os.environ.get("PYTHONPATH", "")
+    if str(PYTHON_DIR) not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = str(PYTHON_DIR) + (
+            os.pathsep + path if path else "")
     sys.stdout.flush()
     os.execv(argv[0], argv)
 

@@ -15,9 +15,25 @@ plain ``load_weights`` fail from the second update on.
 
 Every tensor-parallel worker maps the same file and takes its own slice
 (vLLM's weight loaders slice full tensors).
+
+Versions and deltas (hystate.vllm): an update may name the version it
+makes (``version``) and, for a delta, the version it was computed against
+(``base_version``); its manifest then still lists every tensor, each with
+``"changed"``: whether its bytes differ from ``base_version``'s. The backend
+remembers the version its model holds (unknown until a named update
+succeeds, and again after a failed one) and refuses a delta against any
+other (ValueError: the client sends the full form). A delta reloads every
+vLLM layer that one of its changed tensors feeds, with all of that layer's
+tensors (``q_proj`` changed reloads ``qkv_proj`` from q, k and v: a fused
+layer is never half-loaded), and leaves the other layers' tensors as they
+are. The layerwise reload restores those untouched layers' own tensors in
+``finalize_layerwise_reload``; its "Failed to load weights" warning for
+them is expected and filtered. The backend keeps no copy of the weights:
+the trainer's file is the previous version.
 """
 
 import json
+import logging
 import zlib
 from dataclasses import dataclass
 
@@ -60,6 +76,15 @@ class ShmUpdateInfo(WeightTransferUpdateInfo):
     manifest_json: str
     # The file's size the trainer wrote: a shorter file is refused.
     size: int = 0
+    # The version this update makes ("" unnamed: hyctl train names it in
+    # finish_weight_update instead) and, for a delta, the one it was
+    # computed against.
+    version: str = ""
+    base_version: str = ""
+    # The file, when not the one init_weight_transfer_engine named
+    # (hystate.vllm names it in every update: several syncs may take
+    # turns on one engine).
+    path: str = ""
 
 
 def _views(path, manifest, size):
@@ -78,20 +103,53 @@ def _views(path, manifest, size):
         yield e["name"], t
 
 
+def _layer_keys(manifest, packed):
+    """The vLLM layer each entry feeds: its module path, with an unfused
+    name mapped to the fused module (``packed``: the model's
+    packed_modules_mapping, e.g. q_proj -> qkv_proj); entries that share
+    bytes (a tied head and its embedding) feed one layer."""
+    unfused = {part: fused for fused, parts in packed.items() for part in parts}
+    by_offset = {}
+    keys = []
+    for e in manifest:
+        module = e["name"].rsplit(".", 1)[0]
+        head, _, last = module.rpartition(".")
+        key = (head + "." if head else "") + unfused.get(last, last)
+        key = by_offset.setdefault((e["offset"], tuple(e["shape"])), key)
+        keys.append(key)
+    return keys
+
+
+class _DropUnloadedWarning(logging.Filter):
+    """A delta leaves the unchanged layers unloaded on purpose."""
+
+    def filter(self, record):
+        return "Failed to load weights" not in record.getMessage()
+
+
 class ShmWeightTransferEngine(WeightTransferEngine[ShmInitInfo, ShmUpdateInfo]):
     init_info_cls = ShmInitInfo
     update_info_cls = ShmUpdateInfo
     supports_draft_weight_update = False
 
     path = None
+    # The version the model holds, as named updates left it; None: unknown.
+    version = None
+    # What the open update did: None until weights arrive, then its stats.
+    pending = None
+    last = None
+    reloading = False
 
     def init_transfer_engine(self, init_info):
         self.path = init_info.path
 
     def start_weight_update(self):
-        from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
-
-        initialize_layerwise_reload(self.model)
+        # The layerwise reload starts with the weights (receive_weights):
+        # vLLM ends a session whose update raised without calling
+        # finish_weight_update, and a model left initialized for a reload
+        # cannot serve.
+        self.pending = None
+        self.reloading = False
 
     def update_weights(self, update_info):
         # As the base class, without torch.accelerator.synchronize(): the
@@ -99,18 +157,59 @@ class ShmWeightTransferEngine(WeightTransferEngine[ShmInitInfo, ShmUpdateInfo]):
         self.receive_weights(self.parse_update_info(update_info))
 
     def receive_weights(self, update_info):
-        if self.path is None:
+        base = update_info.base_version
+        if base and base != self.version:
+            raise ValueError(f"hy_shm: a delta against version {base!r}, but "
+                             f"this engine holds {self.version!r}: send it whole")
+        path = update_info.path or self.path
+        if path is None:
             raise RuntimeError("hy_shm: init_weight_transfer_engine was not called")
         manifest = json.loads(update_info.manifest_json)
-        self.model.load_weights(_views(self.path, manifest, update_info.size))
+        if base:
+            keys = _layer_keys(manifest, getattr(self.model, "packed_modules_mapping", {}))
+            changed = {k for k, e in zip(keys, manifest) if e.get("changed", True)}
+            manifest = [e for k, e in zip(keys, manifest) if k in changed]
+        from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
+        # From here the model may hold neither version until this succeeds.
+        self.version = None
+        views = list(_views(path, manifest, update_info.size))
+        initialize_layerwise_reload(self.model)
+        self.reloading = True
+        try:
+            self.model.load_weights(views)
+        except BaseException:
+            # Back to serving: the layers not loaded get their tensors back.
+            self._finalize(quiet=True)
+            raise
+        self.pending = {"version": update_info.version, "delta": bool(base),
+                        "tensors": len(manifest),
+                        "bytes": sum(e["_bytes"] for e in manifest)}
 
     def finish_weight_update(self):
+        if self.reloading:
+            self._finalize(quiet=self.pending is not None and self.pending["delta"])
+        if self.pending is not None:
+            self.version = self.pending["version"] or None
+            self.last = self.pending
+        self.pending = None
+
+    def _finalize(self, quiet):
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
 
-        finalize_layerwise_reload(self.model, self.model_config)
+        self.reloading = False
+        drop = _DropUnloadedWarning()
+        log = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+        if quiet:
+            log.addFilter(drop)
+        try:
+            finalize_layerwise_reload(self.model, self.model_config)
+        finally:
+            log.removeFilter(drop)
 
     def shutdown(self):
         self.path = None
+        self.version = None
 
 
 if "hy_shm" not in WeightTransferEngineFactory._registry:
@@ -120,12 +219,33 @@ if "hy_shm" not in WeightTransferEngineFactory._registry:
 class HyWorkerExtension:
     """Methods added to vLLM's workers (reached through /collective_rpc)."""
 
+    def hy_last_update(self):
+        """What the last finished hy_shm update loaded: {"version", "delta",
+        "tensors", "bytes"} (None before the first)."""
+        engine = getattr(self, "weight_transfer_engine", None)
+        return getattr(engine, "last", None)
+
     def hy_weights_crc32(self):
         """CRC-32 of every parameter's bytes as the model holds them, by name:
-        for tests that two engines (or two updates) hold the same weights."""
+        for tests that two engines (or two updates) hold the same weights.
+
+        On the CPU vLLM packs a linear layer's weight for its GEMM kernel
+        (oneDNN or sgl's packing) and leaves an empty parameter behind; the
+        packed weight is then read back through the layer's own kernel, as
+        the product of an identity matrix with it (exact: one product of 1
+        per output, no sum of two nonzero terms), and its bytes stand for
+        the weight's."""
         model = self.model_runner.get_model()
         out = {}
         for name, p in model.named_parameters():
             t = p.detach().contiguous().cpu()
             out[name] = zlib.crc32(t.view(torch.uint8).numpy().tobytes()) if t.numel() else 0
+        with torch.no_grad():
+            for name, m in model.named_modules():
+                w = getattr(m, "weight", None)
+                k = getattr(m, "input_size_per_partition", None)
+                if w is None or w.numel() or k is None or not hasattr(m, "cpu_linear"):
+                    continue
+                t = m.cpu_linear(torch.eye(k, dtype=w.dtype), w, None).contiguous()
+                out[name + ".weight"] = zlib.crc32(t.view(torch.uint8).numpy().tobytes())
         return out

@@ -23,6 +23,8 @@ def summary() -> str:
         lines.append(f"  hystate.{name:<18} {first}")
     lines += ["  hystate.dcp.HyStorageWriter / HyStorageReader  "
               "torch.distributed.checkpoint storage on hy's stores",
+              "  hystate.vllm.EngineSync  a model's weights into running "
+              "vLLM engines by step, only what changed",
               "", "Reference: docs/api/index.html in the repository; "
               "examples: examples/."]
     return "\n".join(lines)

@@ -1,5 +1,5 @@
 """The Python package's reference is complete and current:
-- every public name of hystate and hystate.dcp (and every public method of
+- every public name of hystate, hystate.dcp and hystate.vllm (and every public method of
   their classes) has a docstring, and every call that can fail names its
   errors ("Raises ...");
 - docs/api is what scripts/api-docs.sh (pdoc, warnings as errors) writes
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import hystate
 import hystate.dcp
+import hystate.vllm
 
 SRC = Path(__file__).resolve().parents[2]
 
@@ -37,7 +38,7 @@ def public(mod):
 
 
 def test_every_public_name_is_documented_with_its_errors():
-    undocumented = [n for mod in (hystate, hystate.dcp)
+    undocumented = [n for mod in (hystate, hystate.dcp, hystate.vllm)
                     for n, o in public(mod) if not inspect.getdoc(o)]
     assert not undocumented, undocumented
     fallible = [hystate.save, hystate.save_async, hystate.load, hystate.open,
@@ -47,7 +48,8 @@ def test_every_public_name_is_documented_with_its_errors():
                 hystate.dcp.HyStorageWriter.write_data,
                 hystate.dcp.HyStorageWriter.finish,
                 hystate.dcp.HyStorageReader.read_metadata,
-                hystate.dcp.HyStorageReader.read_data]
+                hystate.dcp.HyStorageReader.read_data,
+                hystate.vllm.EngineSync.push]
     silent = [f.__qualname__ for f in fallible
               if "raise" not in inspect.getdoc(f).lower()]
     assert not silent, f"these do not say what they raise: {silent}"
@@ -87,5 +89,6 @@ def test_python_m_hystate_says_what_it_does():
                          capture_output=True, text=True).stdout
     assert out.startswith("hystate: hy's versioned"), out
     for name in ("hystate.save ", "hystate.load ", "hystate.open ",
-                 "hystate.DataLoss", "hystate.dcp.HyStorageWriter"):
+                 "hystate.DataLoss", "hystate.dcp.HyStorageWriter",
+                 "hystate.vllm.EngineSync"):
         assert name in out, (name, out)

@@ -1,0 +1,445 @@
+"""Pushes a PyTorch model's weights into running vLLM engines, by version,
+sending only what changed.
+
+    from hystate.vllm import EngineSync
+    sync = EngineSync(["http://127.0.0.1:8000"], api_key=key)
+    for step in range(steps):
+        train_step(model)
+        sync.push(model.state_dict(), step)   # every rank
+
+The engines are vLLM servers started as hy starts them (``python -m
+hy_vllm.serve``, or ``vllm serve`` with ``--worker-extension-cls
+hy_vllm.worker.HyWorkerExtension --weight-transfer-config
+'{"backend": "hy_shm"}'`` and hy_vllm on the path) on this host. The state
+is a plain state dict on one process, or an FSDP2 (DTensor) state dict on N
+ranks of one host: every rank calls ``push`` with what it holds and writes
+its own shard, no rank gathers the model. Names are Hugging Face's
+(``model.layers.0.self_attn.q_proj.weight``); vLLM fuses and slices them
+for its tensor parallelism itself.
+
+How: the weights, in the engines' dtype, go into one shared-memory file
+(``/dev/shm``; it costs the model's size in the engines' dtype, kept for the
+sync's life: it is the previous version the next delta is computed
+against). Each rank compares its values with the file's bit for bit and
+rewrites what changed. Rank 0 then tells each engine, over vLLM's
+weight-transfer routes, which tensors changed since the version it holds;
+the engine maps the file (no copy) and reloads only the layers those
+tensors feed. An engine is sent the delta only if it holds exactly the
+previous version: it reports its version (``/weight_info``) and its hy_shm
+backend refuses a delta against any other. Otherwise (the first push, an
+engine restarted, an engine left out of a push or whose update failed) it
+is sent the whole model, so a missed update can never leave mixed weights.
+
+Ranks on other hosts than the engines' cannot reach the file: that is
+InvalidArgument here (hyctl train's rollout.vllm moves a remote rank's
+changed values over c10d).
+
+Thread-safety: one EngineSync per process and engine set; its calls are
+collective over its group, made from one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import FailedPrecondition, InvalidArgument, Unavailable
+from ._group import Group
+
+_ALIGN = 64
+_INT_OF_WIDTH = {2: "int16", 4: "int32"}
+
+
+@dataclass
+class EnginePush:
+    """What one engine was sent by a push."""
+    url: str
+    mode: str  # "delta", "full", or "skipped" (not in push's engines)
+    tensors: int = 0  # Tensors sent as changed (full: all; a tied one once).
+    bytes: int = 0  # Their bytes in the engine's dtype.
+    seconds: float = 0.0  # From the first request to the prefix cache reset.
+    error: str = ""  # Why a delta fell back to full, or why it failed.
+
+
+@dataclass
+class PushReport:
+    """A push's outcome, the same on every rank."""
+    step: int
+    changed_tensors: int  # Tensors whose bytes differ from the last push.
+    tensors: int
+    written_bytes: int  # Bytes this rank rewrote in the file.
+    model_bytes: int  # The whole model in the engines' dtype.
+    write_seconds: float  # This rank's compare and write.
+    seconds: float  # The whole push, on this rank.
+    engines: List[EnginePush] = field(default_factory=list)
+
+
+@dataclass
+class _Entry:
+    name: str
+    shape: Tuple[int, ...]
+    offset: int
+    nbytes: int
+    alias_of: int = -1  # Index of the entry whose bytes this one shares.
+
+
+class EngineSync:
+    """Keeps engines at the pushed versions of a model (see the module).
+
+    engines: the engines' base URLs (``http://host:port``).
+    api_key: the engines' key (default: $HY_VLLM_API_KEY).
+    dtype: the engines' dtype, "bfloat16" or "float32".
+    delta: False sends every tensor every time.
+    path: the shared-memory file (default: a new one under /dev/shm,
+      removed by close()).
+    group: a torch.distributed process group (default: the world when
+      initialized, else this process alone).
+    timeout: seconds to wait for an engine's answer.
+    """
+
+    def __init__(self, engines: Sequence[str], api_key: Optional[str] = None,
+                 dtype: str = "bfloat16", delta: bool = True,
+                 path: Optional[str] = None, group: Any = None,
+                 timeout: float = 600.0):
+        import torch
+        if dtype not in ("bfloat16", "float32"):
+            raise InvalidArgument(f"dtype {dtype!r}: bfloat16 or float32")
+        if not engines:
+            raise InvalidArgument("EngineSync needs at least one engine URL")
+        self._torch = torch
+        self.urls = [u.rstrip("/") for u in engines]
+        self.key = api_key if api_key is not None else os.environ.get(
+            "HY_VLLM_API_KEY", "")
+        self.dtype_name = dtype
+        self.dtype = getattr(torch, dtype)
+        self.width = 4 if dtype == "float32" else 2
+        self.delta = delta
+        self.timeout = timeout
+        self.group = Group(group)
+        self._path = path
+        self._owner = False
+        self._entries: Optional[List[_Entry]] = None
+        self._buf = None
+        self._size = 0
+        # The step whose bytes the file holds entirely; None: no such step.
+        self._file_step: Optional[int] = None
+        # The step each engine was last brought to by this sync (rank 0).
+        self._engine_step: Dict[str, Optional[int]] = {u: None for u in self.urls}
+
+    # -- the file -----------------------------------------------------
+
+    def _layout(self, state: Dict[str, Any]) -> List[_Entry]:
+        entries: List[_Entry] = []
+        seen: Dict[Any, int] = {}
+        at = 0
+        for name, t in state.items():
+            if not isinstance(t, self._torch.Tensor):
+                raise InvalidArgument(f"{name}: not a tensor ({type(t).__name__})")
+            if not t.is_floating_point():
+                raise InvalidArgument(f"{name}: {t.dtype} is not a floating "
+                                      "type; engines take float weights")
+            ident = _identity(t)
+            n = 1
+            for d in t.shape:
+                n *= d
+            e = _Entry(name, tuple(t.shape), at, n * self.width)
+            if ident in seen:  # A tied weight: one copy in the file.
+                first = entries[seen[ident]]
+                e.offset, e.alias_of = first.offset, seen[ident]
+            else:
+                seen[ident] = len(entries)
+                at = (at + e.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+            entries.append(e)
+        self._size = at
+        return entries
+
+    def _open(self, state: Dict[str, Any]) -> None:
+        entries = self._layout(state)
+        signature = [(e.name, e.shape, e.alias_of) for e in entries]
+        path = self._path
+        if self.group.rank == 0 and path is None:
+            path = f"/dev/shm/hystate-vllm-{os.getpid()}-{os.urandom(4).hex()}"
+        err = ""
+        if self.group.rank == 0:
+            try:
+                _create(path, self._size)
+                self._owner = self._path is None
+            except FailedPrecondition as e:
+                err = str(e)
+        got = self.group.all_gather((socket.gethostname(), path, signature,
+                                     err))
+        path = got[0][1]
+        if got[0][3]:
+            raise FailedPrecondition(got[0][3])
+        for rank, (host, _, sig, _) in enumerate(got):
+            if host != got[0][0]:
+                self._drop_owned(path)
+                raise InvalidArgument(
+                    f"rank {rank} runs on {host}, rank 0 on {got[0][0]}: "
+                    "hystate.vllm syncs through shared memory on one host")
+            if sig != signature:
+                self._drop_owned(path)
+                raise InvalidArgument(
+                    f"rank {rank}'s state dict has other names or shapes "
+                    "than rank 0's")
+        try:
+            self._buf = self._torch.from_file(path, shared=True,
+                                              size=max(self._size, 1),
+                                              dtype=self._torch.uint8)
+        except RuntimeError as e:
+            raise FailedPrecondition(f"cannot map {path}: {e}") from e
+        self._path, self._entries = path, entries
+
+    def _drop_owned(self, path: str) -> None:
+        if self.group.rank == 0 and self._path is None:
+            _unlink(path)
+
+    def _view(self, e: _Entry):
+        flat = self._buf[e.offset:e.offset + e.nbytes]
+        return flat.view(self.dtype).view(e.shape)
+
+    def _write(self, state: Dict[str, Any]) -> Tuple[List[int], int]:
+        """Writes this rank's part of `state`; the indices of the entries
+        it changed and the bytes it wrote."""
+        torch = self._torch
+        changed, written = [], 0
+        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
+        for i, (e, t) in enumerate(zip(self._entries, state.values())):
+            if e.alias_of >= 0 or tuple(t.shape) != e.shape:
+                if tuple(t.shape) != e.shape:
+                    raise InvalidArgument(
+                        f"{e.name}: shape {tuple(t.shape)}, the first push's "
+                        f"was {e.shape}: make a new EngineSync")
+                continue
+            region, local = self._region(e, t)
+            if region is None:
+                continue
+            with torch.no_grad():
+                new = local.detach().to(device="cpu", dtype=self.dtype)
+                if torch.equal(region.view(as_int), new.view(as_int)):
+                    continue
+                region.copy_(new)
+            changed.append(i)
+            written += new.numel() * self.width
+        return changed, written
+
+    def _region(self, e: _Entry, t: Any):
+        """The part of the file this rank writes for `t`, and its values."""
+        view = self._view(e)
+        dtensor = _dtensor_class()
+        if dtensor is not None and isinstance(t, dtensor):
+            from torch.distributed.tensor._utils import (
+                compute_local_shape_and_global_offset)
+            shape, offset = compute_local_shape_and_global_offset(
+                t.shape, t.device_mesh, t.placements)
+            local = t.to_local()
+            if local.numel() == 0:
+                return None, None
+            index = tuple(slice(o, o + s) for o, s in zip(offset, shape))
+            return view[index], local
+        # A plain tensor is the same on every rank: rank 0 writes it.
+        return (view, t) if self.group.rank == 0 else (None, None)
+
+    # -- the engines --------------------------------------------------
+
+    def _post(self, url: str, route: str, body: Any) -> Any:
+        req = urllib.request.Request(
+            url + route, method="POST" if body is not None else "GET",
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={"Content-Type": "application/json",
+                     **({"Authorization": "Bearer " + self.key}
+                        if self.key else {})})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                text = r.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:500]
+            raise Unavailable(f"{url}{route}: HTTP {e.code}: {detail}") from e
+        except (OSError, urllib.error.URLError) as e:
+            raise Unavailable(f"{url}{route}: {e}") from e
+        return json.loads(text) if text else None
+
+    def _update(self, url: str, step: int, changed: set,
+                prev: Optional[int]) -> EnginePush:
+        """Brings one engine to `step` (rank 0): a delta against `prev`
+        (the step the file held before this push) when the engine holds
+        exactly that, else the whole model."""
+        t0 = time.perf_counter()
+        why, base = "", None
+        if self.delta and prev is not None and self._engine_step[url] == prev:
+            holds = (self._post(url, "/weight_info", None) or {}).get(
+                "weight_version")
+            if holds == str(prev):
+                base = str(prev)
+            else:
+                why = f"engine holds {holds!r}, not {prev}"
+        self._engine_step[url] = None
+        if base is not None:
+            try:
+                push = self._send(url, step, changed, base)
+                push.seconds = time.perf_counter() - t0
+                return push
+            except Unavailable as e:  # Refused (say, restarted): whole.
+                why = str(e)
+        push = self._send(url, step, None, None)
+        push.error, push.seconds = why, time.perf_counter() - t0
+        return push
+
+    def _send(self, url: str, step: int, changed: Optional[set],
+              base: Optional[str]) -> EnginePush:
+        manifest = []
+        for i, e in enumerate(self._entries):
+            owner = e.alias_of if e.alias_of >= 0 else i
+            item = {"name": e.name, "dtype": self.dtype_name,
+                    "shape": list(e.shape), "offset": e.offset}
+            if changed is not None:
+                item["changed"] = owner in changed
+            manifest.append(item)
+        info = {"manifest_json": json.dumps(manifest), "size": self._size,
+                "version": str(step), "base_version": base or "",
+                "path": self._path}
+        self._post(url, "/start_weight_update", {})
+        try:
+            self._post(url, "/update_weights", {"update_info": info})
+        except Unavailable:
+            try:  # vLLM has ended the session already; nothing to finish.
+                self._post(url, "/finish_weight_update", {"weight_version": ""})
+            except Unavailable:
+                pass
+            raise
+        self._post(url, "/finish_weight_update", {"weight_version": str(step)})
+        self._post(url, "/reset_prefix_cache", {})
+        self._engine_step[url] = step
+        sent = [e for i, e in enumerate(self._entries)
+                if e.alias_of < 0 and (changed is None or i in changed)]
+        return EnginePush(url, "delta" if base else "full", len(sent),
+                          sum(e.nbytes for e in sent))
+
+    # -- the API ------------------------------------------------------
+
+    def push(self, state: Any, step: int,
+             engines: Optional[Sequence[str]] = None) -> PushReport:
+        """Brings the engines to `state` as `step` (collective: every rank
+        of the group calls it with its part of the same model).
+
+        state: a state dict of tensors or DTensors (an nn.Module: its
+          state_dict()); the same names and shapes at every push.
+        engines: the URLs to update this time (default: all); one left out
+          holds its version and gets the whole model at its next push.
+        Raises InvalidArgument for a state that does not fit, Unavailable
+        naming the engine that did not take the update (the others did:
+        the report of a push that raised is lost, not the push).
+        """
+        t0 = time.perf_counter()
+        if hasattr(state, "state_dict") and callable(state.state_dict):
+            state = state.state_dict()
+        state = dict(state)
+        targets = [u.rstrip("/") for u in (engines if engines is not None
+                                           else self.urls)]
+        unknown = [u for u in targets if u not in self._engine_step]
+        if unknown:
+            raise InvalidArgument(f"not this sync's engines: {unknown}")
+        if self._entries is None:
+            self._open(state)
+        elif [e.name for e in self._entries] != list(state):
+            raise InvalidArgument("the state dict's names differ from the "
+                                  "first push's: make a new EngineSync")
+        prev_file = self._file_step
+        self._file_step = None  # Until every rank has written.
+        tw = time.perf_counter()
+        try:
+            changed, written = self._write(state)
+            err = ""
+        except Exception as e:  # noqa: BLE001 (every rank must hear of it)
+            changed, written, err = [], 0, f"{type(e).__name__}: {e}"
+        write_s = time.perf_counter() - tw
+        got = self.group.all_gather((changed, err))
+        for rank, (_, e) in enumerate(got):
+            if e:
+                raise InvalidArgument(f"rank {rank} could not write: {e}")
+        all_changed = set()
+        for c, _ in got:
+            all_changed.update(c)
+        self._file_step = step
+        pushes = []
+        if self.group.rank == 0:
+            for url in self.urls:
+                if url not in targets:  # It keeps its step; see _update.
+                    pushes.append(EnginePush(url, "skipped"))
+                    continue
+                try:
+                    pushes.append(self._update(url, step, all_changed,
+                                               prev_file))
+                except Unavailable as e:
+                    pushes.append(EnginePush(url, "failed", error=str(e)))
+        pushes = self.group.all_gather(pushes)[0]
+        first_error = next((p.error for p in pushes if p.mode == "failed"), "")
+        if first_error:
+            raise Unavailable(first_error)
+        return PushReport(
+            step=step, changed_tensors=len(all_changed),
+            tensors=sum(1 for e in self._entries if e.alias_of < 0),
+            written_bytes=written, model_bytes=self._size,
+            write_seconds=write_s, seconds=time.perf_counter() - t0,
+            engines=pushes)
+
+    def close(self) -> None:
+        """Unmaps the file and removes it if this sync made it."""
+        self._buf = None
+        if self._owner and self._path is not None:
+            _unlink(self._path)
+        self._owner = False
+
+    def __enter__(self) -> "EngineSync":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _identity(t: Any) -> Any:
+    dtensor = _dtensor_class()
+    if dtensor is not None and isinstance(t, dtensor):
+        t = t.to_local()
+    if t.numel() == 0:
+        return ("empty", id(t))
+    return (t.untyped_storage().data_ptr(), t.storage_offset(),
+            tuple(t.shape), tuple(t.stride()))
+
+
+def _dtensor_class():
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        return None
+    return DTensor
+
+
+def _create(path: str, size: int) -> None:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as e:
+        raise FailedPrecondition(f"cannot create {path}: {e}") from e
+    # Reserve the pages now: a full /dev/shm is this error, not a SIGBUS
+    # on a later write.
+    try:
+        os.posix_fallocate(fd, 0, max(size, 1))
+    except OSError as e:
+        os.close(fd)
+        _unlink(path)
+        raise FailedPrecondition(
+            f"cannot reserve {size} bytes for {path}: {e}") from e
+    os.close(fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

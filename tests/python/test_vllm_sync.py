@@ -1,0 +1,261 @@
+"""hystate.vllm against a real vLLM engine (the .venv-vllm/ that
+scripts/install-deps.sh makes; HY_VLLM_PYTHON overrides), PyTorch's FSDP2
+under torchrun, and transformers.
+
+1. FSDP2 on 2 ranks trains a tiny Qwen3 3 steps and pushes its sharded
+   state after each: the engine's greedy tokens then equal transformers'
+   generate on the full weights PyTorch gathers (DTensor.full_tensor); the
+   first push is whole, the next two are deltas naming only the trained
+   tensors (layer 0 and the embedding are frozen).
+2. A delta and a full push leave bit-identical weights in the engine, with
+   changes that touch one part of a fused layer (q_proj alone: the engine
+   must reload qkv_proj from q, k and v) and the tied embedding.
+3. An engine left out of a push, or whose version changed behind the
+   sync's back, is sent the whole model next, and a delta against a
+   version the engine does not hold is refused by the engine itself,
+   which keeps serving the weights it had.
+
+One float32 engine serves every test (it starts in about a minute).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+SRC = Path(os.environ.get("HY_SOURCE_DIR",
+                          Path(__file__).resolve().parents[2]))
+sys.path.append(str(SRC / "python"))  # hy_vllm; hystate is the installed one
+from hy_vllm import serve  # noqa: E402  (imports no vLLM)
+
+from hystate import Unavailable  # noqa: E402
+from hystate.vllm import EngineSync  # noqa: E402
+
+VLLM_PYTHON = os.environ.get("HY_VLLM_PYTHON",
+                             str(SRC / ".venv-vllm" / "bin" / "python3"))
+HERE = Path(__file__).resolve().parent
+
+
+def tiny_qwen3(path):
+    """The demo's model shape (configs/demo.yaml) with the demo tokenizer,
+    random weights, as transformers saves it."""
+    cfg = Qwen3Config(vocab_size=272, hidden_size=128, intermediate_size=256,
+                      num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, head_dim=32,
+                      max_position_embeddings=128, tie_word_embeddings=True,
+                      bos_token_id=257, eos_token_id=258)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.save_pretrained(path)
+    for f in (SRC / "configs" / "demo-tokenizer").iterdir():
+        shutil.copy(f, path / f.name)
+    return path
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    d = tmp_path_factory.mktemp("engine")
+    e = serve.Engine(tiny_qwen3(d / "model"), d / "engine.log",
+                     dtype="float32", python=VLLM_PYTHON, quiet=False)
+    e.model = d / "model"
+    yield e
+    e.close()
+
+
+def crc32s(engine):
+    got = engine.request("/collective_rpc", {"method": "hy_weights_crc32"})
+    return got["results"][0]
+
+
+def last_update(engine):
+    return engine.request("/collective_rpc",
+                          {"method": "hy_last_update"})["results"][0]
+
+
+def copy(state):
+    """A copy of a state dict that keeps tied tensors tied."""
+    memo = {}
+    out = {}
+    for k, v in state.items():
+        if v.data_ptr() not in memo:
+            memo[v.data_ptr()] = v.clone()
+        out[k] = memo[v.data_ptr()]
+    return out
+
+
+def states(model_dir, n):
+    """n state dicts, each a small change of the one before."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir,
+                                                 dtype=torch.float32)
+    s = model.state_dict()
+    assert (s["lm_head.weight"].data_ptr()
+            == s["model.embed_tokens.weight"].data_ptr())
+    s = copy(s)
+    g = torch.Generator().manual_seed(7)
+    out = [s]
+    touch = [["model.layers.0.self_attn.q_proj.weight"],  # one of qkv
+             ["model.embed_tokens.weight",  # tied with lm_head
+              "model.layers.1.mlp.up_proj.weight"],  # one of gate_up
+             ["model.norm.weight"]]
+    for i in range(1, n):
+        s = copy(s)
+        for name in touch[(i - 1) % len(touch)]:
+            t = s[name]
+            mask = torch.rand(t.shape, generator=g) < 0.05
+            t[mask] += 0.01
+        out.append(s)
+    return out
+
+
+def test_fsdp2_two_ranks_sync_each_step_and_match_transformers(engine,
+                                                              tmp_path):
+    env = dict(os.environ, HY_VLLM_API_KEY=engine.key, OMP_NUM_THREADS="1")
+    p = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+         "2", "--master-port", str(serve.free_port()),
+         HERE / "vllm_sync_ranks.py", engine.model, tmp_path, engine.url],
+        capture_output=True, text=True, env=env, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    steps = [json.loads(l) for l in
+             (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2, 3]
+    from vllm_sync_ranks import PROMPTS
+
+    def transformers_greedy(model_dir):
+        ref = AutoModelForCausalLM.from_pretrained(model_dir,
+                                                   dtype=torch.float32)
+        out = []
+        for prompt in PROMPTS:
+            g = ref.generate(torch.tensor([prompt]), max_new_tokens=6,
+                             min_new_tokens=6, do_sample=False,
+                             eos_token_id=None, pad_token_id=0,
+                             output_scores=True, return_dict_in_generate=True)
+            toks = g.sequences[0, len(prompt):].tolist()
+            lps = [torch.log_softmax(sc[0], -1)[t].item()
+                   for sc, t in zip(g.scores, toks)]
+            out.append((toks, lps))
+        return out
+
+    before = transformers_greedy(engine.model)
+    for s in steps:
+        want = transformers_greedy(tmp_path / f"step-{s['step']}")
+        gap = stale = 0.0
+        for (got_t, got_l), (want_t, want_l), (_, old_l) in zip(
+                s["engine"], want, before):
+            assert got_t == want_t, s["step"]
+            gap = max(gap, *(abs(a - b) for a, b in zip(got_l, want_l)))
+            stale = max(stale, *(abs(a - b) for a, b in zip(old_l, want_l)))
+        # The engine serves this step's weights, not the last step's: its
+        # log-probs are transformers' on them, and those moved.
+        print(f"step {s['step']}: log-prob gap {gap:.1e}, moved {stale:.1e}")
+        assert gap < 1e-4 and stale > 20 * gap, (gap, stale)
+        before = want
+        r = s["report"]
+        (e,) = r["engines"]
+        print(f"step {s['step']}: {e['mode']}, {e['tensors']} of "
+              f"{r['tensors']} tensors, {e['bytes']} of {r['model_bytes']}"
+              f" bytes, {e['seconds']:.2f} s")
+        if s["step"] == 1:
+            assert e["mode"] == "full" and e["tensors"] == r["tensors"] == 24
+        else:
+            # Layer 1 (11 tensors) and the final norm train; layer 0 and
+            # the tied embedding do not.
+            assert e["mode"] == "delta", e
+            assert r["changed_tensors"] == 12, r
+            assert e["tensors"] == 12, e
+    assert last_update(engine)["delta"] is True
+    # The engine is at step 3 and the two ranks wrote halves of it.
+    assert engine.request("/weight_info")["weight_version"] == "3"
+
+
+def test_delta_and_full_push_leave_identical_weights(engine):
+    seq = states(engine.model, 5)
+    crcs = {}
+    for delta in (True, False):
+        with EngineSync([engine.url], api_key=engine.key, dtype="float32",
+                        delta=delta) as sync:
+            seen = []
+            for step, s in enumerate(seq):
+                r = sync.push(s, step + 10)
+                (e,) = r.engines
+                seen.append((e.mode, e.tensors, r.changed_tensors))
+                crcs.setdefault(delta, []).append(crc32s(engine))
+            print(f"delta={delta}: {seen}")
+            modes = [m for m, _, _ in seen]
+            if delta:
+                assert modes == ["full"] + ["delta"] * 4, seen
+                # q_proj alone; the embedding (its tied head shares its
+                # bytes) and up_proj; the norm; q_proj. The engine widens
+                # a part of a fused layer to the layer (below).
+                assert [c for _, _, c in seen[1:]] == [1, 2, 1, 1], seen
+                assert [t for _, t, _ in seen[1:]] == [1, 2, 1, 1], seen
+                upd = last_update(engine)
+                assert upd["delta"] and upd["tensors"] == 3, upd  # q, k, v
+            else:
+                assert modes == ["full"] * 5, seen
+    assert crcs[True] == crcs[False]
+    assert len({json.dumps(c, sort_keys=True) for c in crcs[True]}) == 5
+
+
+def test_skipped_or_changed_engine_gets_the_whole_model(engine):
+    seq = states(engine.model, 4)
+    with EngineSync([engine.url], api_key=engine.key,
+                    dtype="float32") as sync:
+        sync.push(seq[0], 20)
+        # Left out of step 21: the engine holds 20, the file 21.
+        r = sync.push(seq[1], 21, engines=[])
+        assert r.engines[0].mode == "skipped"
+        assert engine.request("/weight_info")["weight_version"] == "20"
+        r = sync.push(seq[2], 22)
+        assert r.engines[0].mode == "full", r
+        want = crc32s(engine)
+        # Its version changed behind the sync's back: whole again.
+        engine.request("/update_weight_version", {"new_version": "other"})
+        r = sync.push(seq[3], 23)
+        assert r.engines[0].mode == "full" and "other" in r.engines[0].error
+        at23 = crc32s(engine)
+        assert at23 != want
+        # A delta against a version the engine does not hold: refused by
+        # the engine itself, which keeps its weights and serves.
+        manifest = [{"name": "model.norm.weight", "dtype": "float32",
+                     "shape": [128], "offset": 0, "changed": True}]
+        engine.request("/start_weight_update", {})
+        with pytest.raises(Exception) as e:
+            engine.request("/update_weights", {"update_info": {
+                "manifest_json": json.dumps(manifest), "version": "24",
+                "base_version": "22"}})
+        assert "holds '23'" in e.value.read().decode(), e
+        assert crc32s(engine) == at23
+        assert engine.greedy([[257, 49, 43, 50, 61]], 3)
+        # And the sync, whose step 23 the engine still holds, goes on with
+        # a delta.
+        r = sync.push(seq[0], 24)
+        assert r.engines[0].mode == "delta", r
+
+
+def test_engine_gone_is_unavailable_and_bad_state_is_rejected(engine):
+    s = states(engine.model, 1)[0]
+    with EngineSync(["http://127.0.0.1:9"], dtype="float32") as sync:
+        with pytest.raises(Unavailable, match="127.0.0.1:9"):
+            sync.push(s, 1)
+    with EngineSync([engine.url], api_key=engine.key,
+                    dtype="float32") as sync:
+        with pytest.raises(Exception, match="not a floating"):
+            sync.push({"x": torch.zeros(3, dtype=torch.int64)}, 1)
+    with EngineSync([engine.url], api_key=engine.key,
+                    dtype="float32") as sync:
+        sync.push(s, 30)
+        bad = dict(s)
+        bad["model.norm.weight"] = torch.zeros(64)
+        with pytest.raises(Exception, match="first push"):
+            sync.push(bad, 31)
+        # Nothing reached the engine, and the next push of the real state
+        # goes on from step 30.
+        assert engine.request("/weight_info")["weight_version"] == "30"
+        assert sync.push(s, 32).engines[0].mode == "full"

@@ -211,11 +211,11 @@ class EngineSync:
         changed, written = [], 0
         as_int = getattr(torch, _INT_OF_WIDTH[self.width])
         for i, (e, t) in enumerate(zip(self._entries, state.values())):
-            if e.alias_of >= 0 or tuple(t.shape) != e.shape:
-                if tuple(t.shape) != e.shape:
-                    raise InvalidArgument(
-                        f"{e.name}: shape {tuple(t.shape)}, the first push's "
-                        f"was {e.shape}: make a new EngineSync")
+            if tuple(t.shape) != e.shape:
+                raise InvalidArgument(
+                    f"{e.name}: shape {tuple(t.shape)}, the first push's "
+                    f"was {e.shape}: make a new EngineSync")
+            if e.alias_of >= 0:  # Written with the tensor it shares.
                 continue
             region, local = self._region(e, t)
             if region is None:

@@ -34,6 +34,10 @@ each side held before:
             the values of every tensor; of every tensor but the
             embedding; of the last 4 layers only). On one host a delta
             saves the engine's reload of the layers nothing changed in.
+            Then from 2 ranks holding DTensor halves
+            (bench/py_vllm_sync_ranks.py), rank 1 on this host and on
+            another (namespaces: it sends what changed over c10d), after
+            1%, 5% and 50% of every tensor's values changed.
 
 Also the README demo's iteration time on vLLM against hy's own rollout
 (--demo-iterations; 0 skips it).
@@ -168,17 +172,24 @@ def run_py(model, reps, root):
     try:
         py = os.environ.get("HY_BUILD_PYTHON", str(SRC / ".venv/bin/python3"))
         path = os.environ.get("PYTHONPATH", "")
-        out = subprocess.run(
-            [py, str(SRC / "bench/py_vllm_sync.py"), "--model-dir",
-             str(model), "--url", e.url, "--reps", str(reps)],
-            env=dict(os.environ, HY_VLLM_API_KEY=e.key,
-                     PYTHONPATH=str(SRC / "build/python")
-                     + (":" + path if path else "")),
-            capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"py_vllm_sync.py exited {out.returncode}: "
-                               f"{out.stderr[-3000:]}")
-        return json.loads(out.stdout)
+        env = dict(os.environ, HY_VLLM_API_KEY=e.key,
+                   PYTHONPATH=str(SRC / "build/python")
+                   + (":" + path if path else ""))
+
+        def script(name, *extra):
+            out = subprocess.run(
+                [py, str(SRC / "bench" / name), "--model-dir", str(model),
+                 "--url", e.url, "--reps", str(reps), *extra],
+                env=env, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{name} exited {out.returncode}: "
+                                   f"{out.stderr[-3000:]}")
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        res = script("py_vllm_sync.py")
+        res["ranks"] = [script("py_vllm_sync_ranks.py"),
+                        script("py_vllm_sync_ranks.py", "--two-hosts")]
+        return res
     finally:
         e.close()
 
@@ -440,6 +451,18 @@ def main():
                   f"{r['full_engine_s']:6.3f} {r['delta_s']:7.3f} "
                   f"{r['delta_write_s']:6.3f} {r['delta_engine_s']:6.3f} "
                   f"{r['delta_s'] / r['full_s']:7.2f}")
+        print("hystate.vllm from 2 ranks of DTensor halves: full push "
+              "against a delta push after a fraction of the values changed")
+        print(f"{'rank 1':<9} {'changed':>7} {'full s':>7} {'wire MiB':>8} "
+              f"{'delta s':>7} {'wire MiB':>8} {'engine':>6} {'x full':>7}")
+        for ranks in p["ranks"]:
+            where = "other" if ranks["two_hosts"] else "same"
+            for r in ranks["rows"]:
+                print(f"{where + ' host':<9} {r['changed']:7.0%} "
+                      f"{r['full_s']:7.3f} {r['full_wire_mb']:8.1f} "
+                      f"{r['delta_s']:7.3f} {r['delta_wire_mb']:8.1f} "
+                      f"{r['delta_engine_s']:6.3f} "
+                      f"{r['delta_s'] / r['full_s']:7.2f}")
     if "demo" in res:
         d = res["demo"]
         print(f"demo iteration (median after 3): hy rollout "

@@ -47,6 +47,20 @@ class Group:
         return out
 
 
+    def send(self, tensor: Any, dst: int) -> None:
+        """Sends a CPU tensor to group rank `dst` (which must recv it)."""
+        dist = _dist()
+        dist.send(tensor, self._global(dst), group=self.group)
+
+    def recv(self, tensor: Any, src: int) -> None:
+        """Fills a CPU tensor from what group rank `src` sends."""
+        dist = _dist()
+        dist.recv(tensor, self._global(src), group=self.group)
+
+    def _global(self, rank: int) -> int:
+        return _dist().get_global_rank(self.group, rank)
+
+
 def _destroy(dist: Any) -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

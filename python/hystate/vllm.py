@@ -30,9 +30,16 @@ backend refuses a delta against any other. Otherwise (the first push, an
 engine restarted, an engine left out of a push or whose update failed) it
 is sent the whole model, so a missed update can never leave mixed weights.
 
-Ranks on other hosts than the engines' cannot reach the file: that is
-InvalidArgument here (hyctl train's rollout.vllm moves a remote rank's
-changed values over c10d).
+Ranks on other hosts than rank 0's (rank 0 runs beside the engines) cannot
+reach the file: they send rank 0 what changed over the group (c10d), and
+rank 0 writes it. Each keeps its share of the model in the engines' dtype
+(the values the file holds for it) to compare against; a tensor of which
+few values changed crosses the wire as index/value pairs, one that changed
+more as a whole. Where the last push showed that sending a byte takes
+less time than comparing it (a fast link), such a rank sends its parts
+whole and keeps no copy, and rank 0 skips the ones that did not change.
+Every part of the model is written by one rank: a replicated one by a
+rank on rank 0's host when one holds it.
 
 Thread-safety: one EngineSync per process and engine set; its calls are
 collective over its group, made from one thread.
@@ -49,7 +56,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import FailedPrecondition, InvalidArgument, Unavailable
+from . import DataLoss, FailedPrecondition, InvalidArgument, Unavailable
 from ._group import Group
 
 _ALIGN = 64
@@ -73,11 +80,15 @@ class PushReport:
     step: int
     changed_tensors: int  # Tensors whose bytes differ from the last push.
     tensors: int
-    written_bytes: int  # Bytes this rank rewrote in the file.
+    written_bytes: int  # Bytes this rank rewrote in the file (or sent).
     model_bytes: int  # The whole model in the engines' dtype.
     write_seconds: float  # This rank's compare and write.
     seconds: float  # The whole push, on this rank.
     engines: List[EnginePush] = field(default_factory=list)
+    wire_bytes: int = 0  # What ranks on other hosts sent rank 0 (c10d).
+
+
+_Box = Tuple[Tuple[int, ...], Tuple[int, ...]]  # (offset, shape)
 
 
 @dataclass
@@ -131,6 +142,20 @@ class EngineSync:
         self._file_step: Optional[int] = None
         # The step each engine was last brought to by this sync (rank 0).
         self._engine_step: Dict[str, Optional[int]] = {u: None for u in self.urls}
+        # The parts this rank writes: entry index -> box (offset, shape),
+        # None for the whole of a plain tensor.
+        self._mine: Dict[int, Optional[_Box]] = {}
+        # On another host than rank 0: the values the file holds for this
+        # rank's parts (None until rank 0 has written them), and where
+        # rank 0's host is.
+        self._remote = False
+        self._prev: Dict[int, Any] = {}
+        # Bytes a second this rank compared, and sent to rank 0, last time.
+        self._scan_bps: Optional[float] = None
+        self._wire_bps: Optional[float] = None
+        # Ranks on other hosts, and the parts each rank writes.
+        self._remotes: List[int] = []
+        self._all_boxes: List[Dict[int, Optional[_Box]]] = []
 
     # -- the file -----------------------------------------------------
 
@@ -172,29 +197,45 @@ class EngineSync:
                 self._owner = self._path is None
             except FailedPrecondition as e:
                 err = str(e)
+        try:
+            boxes, box_err = _boxes(state, entries), ""
+        except InvalidArgument as e:
+            boxes, box_err = [], str(e)
         got = self.group.all_gather((socket.gethostname(), path, signature,
-                                     err))
+                                     err or box_err, boxes))
         path = got[0][1]
-        if got[0][3]:
-            raise FailedPrecondition(got[0][3])
-        for rank, (host, _, sig, _) in enumerate(got):
-            if host != got[0][0]:
+        for rank, (_, _, _, e, _) in enumerate(got):
+            if e:
                 self._drop_owned(path)
-                raise InvalidArgument(
-                    f"rank {rank} runs on {host}, rank 0 on {got[0][0]}: "
-                    "hystate.vllm syncs through shared memory on one host")
+                raise (FailedPrecondition if rank == 0 and err
+                       else InvalidArgument)(
+                    e if rank == 0 else f"rank {rank}: {e}")
+        for rank, (_, _, sig, _, _) in enumerate(got):
             if sig != signature:
                 self._drop_owned(path)
                 raise InvalidArgument(
                     f"rank {rank}'s state dict has other names or shapes "
                     "than rank 0's")
+        hosts = [g[0] for g in got]
+        self._remotes = [r for r, h in enumerate(hosts) if h != hosts[0]]
+        self._remote = self.group.rank in self._remotes
+        try:
+            self._all_boxes = _owners(entries, [g[4] for g in got],
+                                      [h == hosts[0] for h in hosts])
+        except InvalidArgument:
+            self._drop_owned(path)
+            raise
+        self._mine = self._all_boxes[self.group.rank]
+        self._entries = entries
+        if self._remote:  # The file is on rank 0's host, not this one.
+            return
         try:
             self._buf = self._torch.from_file(path, shared=True,
                                               size=max(self._size, 1),
                                               dtype=self._torch.uint8)
         except RuntimeError as e:
             raise FailedPrecondition(f"cannot map {path}: {e}") from e
-        self._path, self._entries = path, entries
+        self._path = path
 
     def _drop_owned(self, path: str) -> None:
         if self.group.rank == 0 and self._path is None:
@@ -204,47 +245,147 @@ class EngineSync:
         flat = self._buf[e.offset:e.offset + e.nbytes]
         return flat.view(self.dtype).view(e.shape)
 
-    def _write(self, state: Dict[str, Any]) -> Tuple[List[int], int]:
-        """Writes this rank's part of `state`; the indices of the entries
-        it changed and the bytes it wrote."""
-        torch = self._torch
-        changed, written = [], 0
-        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
-        for i, (e, t) in enumerate(zip(self._entries, state.values())):
+    def _parts(self, state: Dict[str, Any]):
+        """This rank's parts of `state`: (entry index, box, values in the
+        engines' dtype), after checking every tensor's shape."""
+        for e, t in zip(self._entries, state.values()):
             if tuple(t.shape) != e.shape:
                 raise InvalidArgument(
                     f"{e.name}: shape {tuple(t.shape)}, the first push's "
                     f"was {e.shape}: make a new EngineSync")
-            if e.alias_of >= 0:  # Written with the tensor it shares.
-                continue
-            region, local = self._region(e, t)
-            if region is None:
-                continue
-            with torch.no_grad():
-                new = local.detach().to(device="cpu", dtype=self.dtype)
+        values = list(state.values())
+        dtensor = _dtensor_class()
+        for i, box in self._mine.items():
+            t = values[i]
+            if dtensor is not None and isinstance(t, dtensor):
+                t = t.to_local()
+            yield i, box, t.detach().to(device="cpu", dtype=self.dtype)
+
+    def _write(self, state: Dict[str, Any]) -> Tuple[List[int], int]:
+        """Writes this rank's parts of `state` into the file; the indices
+        of the entries it changed and the bytes it wrote."""
+        torch = self._torch
+        changed, written = [], 0
+        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
+        with torch.no_grad():
+            for i, box, new in self._parts(state):
+                region = self._region(self._entries[i], box)
                 if torch.equal(region.view(as_int), new.view(as_int)):
                     continue
                 region.copy_(new)
-            changed.append(i)
-            written += new.numel() * self.width
+                changed.append(i)
+                written += new.numel() * self.width
         return changed, written
 
-    def _region(self, e: _Entry, t: Any):
-        """The part of the file this rank writes for `t`, and its values."""
+    def _region(self, e: _Entry, box: Optional[_Box]):
+        """The part of the file that holds `box` of entry `e`."""
         view = self._view(e)
-        dtensor = _dtensor_class()
-        if dtensor is not None and isinstance(t, dtensor):
-            from torch.distributed.tensor._utils import (
-                compute_local_shape_and_global_offset)
-            shape, offset = compute_local_shape_and_global_offset(
-                t.shape, t.device_mesh, t.placements)
-            local = t.to_local()
-            if local.numel() == 0:
-                return None, None
-            index = tuple(slice(o, o + s) for o, s in zip(offset, shape))
-            return view[index], local
-        # A plain tensor is the same on every rank: rank 0 writes it.
-        return (view, t) if self.group.rank == 0 else (None, None)
+        if box is None:
+            return view
+        return view[tuple(slice(o, o + n) for o, n in zip(*box))]
+
+    # -- ranks on other hosts -----------------------------------------
+
+    def _collect(self, state: Dict[str, Any]):
+        """A remote rank's changed parts: ([(entry, kind, count)], the
+        tensors to send, and how to bring its base to them once rank 0 has
+        them). kind "full" sends the part's count values; "sparse" sends
+        count int32 flat indices into the part, then their count values."""
+        torch = self._torch
+        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
+        meta, pieces, updates = [], [], []
+        scan = self._scan_pays()
+        if not scan:
+            self._prev.clear()  # Not kept where it would not be used.
+        t0, scanned = time.perf_counter(), 0
+        with torch.no_grad():
+            for i, _, new in self._parts(state):
+                new = new.contiguous()
+                prev = self._prev.get(i) if scan else None
+                if prev is not None:
+                    scanned += new.numel() * self.width
+                    nv, pv = new.view(as_int), prev.view(as_int)
+                    if torch.equal(nv, pv):
+                        continue
+                    idx = (nv != pv).view(-1).nonzero().view(-1)
+                    count = idx.numel()
+                    if count * (4 + self.width) < new.numel() * self.width:
+                        vals = new.view(-1)[idx]
+                        meta.append((i, "sparse", count))
+                        pieces += [idx.to(torch.int32), vals]
+                        updates.append((i, idx, vals))
+                        continue
+                meta.append((i, "full", new.numel()))
+                pieces.append(new.view(-1))
+                if scan:
+                    updates.append((i, None, new))
+        if scanned:
+            self._scan_bps = scanned / max(time.perf_counter() - t0, 1e-6)
+        return meta, pieces, updates
+
+    def _scan_pays(self) -> bool:
+        """Whether to compare with the base (and keep one): with deltas on,
+        unless the last push showed that sending a byte to rank 0 takes
+        less time than comparing it (a fast link: a full send is then
+        quicker than finding what changed)."""
+        if not self.delta:
+            return False
+        if self._scan_bps is None or self._wire_bps is None:
+            return True
+        return self._wire_bps < self._scan_bps
+
+    def _commit(self, updates) -> None:
+        """Rank 0 has written what this rank sent: its base follows."""
+        for i, idx, vals in updates:
+            if idx is not None:
+                self._prev[i].view(-1)[idx] = vals
+            elif i in self._prev:
+                self._prev[i].copy_(vals)
+            else:
+                self._prev[i] = vals.clone()
+
+    def _receive(self, meta_by_rank: Dict[int, list]) -> Tuple[set, int, str]:
+        """Rank 0: receives each remote rank's changed parts into the file;
+        the entries changed, the bytes received, and what was wrong with
+        them ("" if nothing). Everything sent is received, even after an
+        error, so no sender is left waiting."""
+        torch = self._torch
+        changed, wire, err = set(), 0, ""
+        for r in sorted(meta_by_rank):
+            for i, kind, n in meta_by_rank[r]:
+                e = self._entries[i]
+                region = self._region(e, self._all_boxes[r].get(i, None))
+                whole = kind == "full"
+                bad = "" if i in self._all_boxes[r] else "a part it does not own"
+                if not bad and (n != region.numel() if whole
+                                else not 0 < n <= region.numel()):
+                    bad = f"{n} values for a part of {region.numel()}"
+                into = torch.empty(n, dtype=self.dtype)
+                idx = None if whole else torch.empty(n, dtype=torch.int32)
+                if idx is not None:
+                    self.group.recv(idx, r)
+                self.group.recv(into.view(-1), r)
+                wire += n * self.width + (4 * n if idx is not None else 0)
+                try:
+                    if bad:
+                        raise InvalidArgument(bad)
+                    if whole:
+                        # A part sent whole (the sender did not compare)
+                        # that did not change reloads nothing.
+                        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
+                        new = into.view(region.shape)
+                        if torch.equal(new.view(as_int), region.view(as_int)):
+                            continue
+                        region.copy_(new)
+                    else:
+                        box = region.contiguous()
+                        box.view(-1)[idx.to(torch.int64)] = into
+                        if box is not region:
+                            region.copy_(box)
+                except (InvalidArgument, RuntimeError, IndexError) as x:
+                    err = err or f"rank {r}'s {e.name}: {x}"
+                changed.add(i)
+        return changed, wire, err
 
     # -- the engines --------------------------------------------------
 
@@ -353,22 +494,39 @@ class EngineSync:
         prev_file = self._file_step
         self._file_step = None  # Until every rank has written.
         tw = time.perf_counter()
+        meta, pieces, updates = [], [], []
         try:
-            changed, written = self._write(state)
+            if self._remote:
+                meta, pieces, updates = self._collect(state)
+                changed = [m[0] for m in meta]
+                written = sum(p.numel() * p.element_size() for p in pieces)
+            else:
+                changed, written = self._write(state)
             err = ""
         except Exception as e:  # noqa: BLE001 (every rank must hear of it)
             changed, written, err = [], 0, f"{type(e).__name__}: {e}"
-        write_s = time.perf_counter() - tw
-        got = self.group.all_gather((changed, err))
-        for rank, (_, e) in enumerate(got):
+            meta, pieces = [], []
+        got = self.group.all_gather((changed, err, meta))
+        for rank, (_, e, _) in enumerate(got):
             if e:
                 raise InvalidArgument(f"rank {rank} could not write: {e}")
         all_changed = set()
-        for c, _ in got:
-            all_changed.update(c)
-        self._file_step = step
+        for r, (c, _, _) in enumerate(got):
+            if r not in self._remotes:
+                all_changed.update(c)
+        wire, bad = 0, ""
+        if self.group.rank == 0 and self._remotes:
+            c, wire, bad = self._receive({r: got[r][2] for r in self._remotes})
+            all_changed |= c
+        ts = time.perf_counter()
+        for p in pieces:  # To rank 0, in the order of `meta`.
+            self.group.send(p, 0)
+        sent = sum(p.numel() * p.element_size() for p in pieces)
+        if sent >= 1 << 20:  # Enough to time the link by.
+            self._wire_bps = sent / max(time.perf_counter() - ts, 1e-6)
+        write_s = time.perf_counter() - tw
         pushes = []
-        if self.group.rank == 0:
+        if self.group.rank == 0 and not bad:
             for url in self.urls:
                 if url not in targets:  # It keeps its step; see _update.
                     pushes.append(EnginePush(url, "skipped"))
@@ -378,7 +536,14 @@ class EngineSync:
                                                prev_file))
                 except Unavailable as e:
                     pushes.append(EnginePush(url, "failed", error=str(e)))
-        pushes = self.group.all_gather(pushes)[0]
+        pushes, wire, bad, all_changed = self.group.all_gather(
+            (pushes, wire, bad, all_changed))[0]
+        if bad:  # The file holds part of this step: no engine took it.
+            self._prev.clear()
+            raise DataLoss("rank 0 could not write what a rank on another "
+                           f"host sent: {bad}; the next push is whole")
+        self._commit(updates)
+        self._file_step = step
         first_error = next((p.error for p in pushes if p.mode == "failed"), "")
         if first_error:
             raise Unavailable(first_error)
@@ -387,7 +552,7 @@ class EngineSync:
             tensors=sum(1 for e in self._entries if e.alias_of < 0),
             written_bytes=written, model_bytes=self._size,
             write_seconds=write_s, seconds=time.perf_counter() - t0,
-            engines=pushes)
+            engines=pushes, wire_bytes=wire)
 
     def close(self) -> None:
         """Unmaps the file and removes it if this sync made it."""
@@ -411,6 +576,68 @@ def _identity(t: Any) -> Any:
         return ("empty", id(t))
     return (t.untyped_storage().data_ptr(), t.storage_offset(),
             tuple(t.shape), tuple(t.stride()))
+
+
+def _boxes(state: Dict[str, Any], entries: List[_Entry]) -> List[Any]:
+    """What this rank holds of each entry: "plain" (a whole tensor), None
+    (an alias, or nothing), or its box (offset, shape) in the tensor."""
+    dtensor = _dtensor_class()
+    out: List[Any] = []
+    for e, t in zip(entries, state.values()):
+        if e.alias_of >= 0:
+            out.append(None)
+        elif dtensor is None or not isinstance(t, dtensor):
+            out.append("plain")
+        elif any(p.is_partial() for p in t.placements):
+            raise InvalidArgument(f"{e.name}: a partial DTensor (pending a "
+                                  "reduction) holds no values to send")
+        elif t.to_local().numel() == 0:
+            out.append(None)
+        else:
+            from torch.distributed.tensor._utils import (
+                compute_local_shape_and_global_offset)
+            shape, offset = compute_local_shape_and_global_offset(
+                t.shape, t.device_mesh, t.placements)
+            out.append((tuple(offset), tuple(shape)))
+    return out
+
+
+def _owners(entries: List[_Entry], boxes: List[List[Any]],
+            local: List[bool]) -> List[Dict[int, Optional[_Box]]]:
+    """Which rank writes which part: rank 0 a plain tensor; each distinct
+    box of a DTensor its lowest rank on rank 0's host, else its lowest
+    rank. Raises InvalidArgument where the parts do not make the tensor."""
+    owners: List[Dict[int, Optional[_Box]]] = [{} for _ in boxes]
+    for i, e in enumerate(entries):
+        if e.alias_of >= 0:
+            continue
+        held = [b[i] for b in boxes]
+        if any(h == "plain" for h in held):
+            if any(h not in ("plain", None) for h in held):
+                raise InvalidArgument(f"{e.name}: a DTensor on some ranks, "
+                                      "a plain tensor on others")
+            owners[0][i] = None
+            continue
+        by_box: Dict[Any, List[int]] = {}
+        for r, h in enumerate(held):
+            if h is not None:
+                by_box.setdefault(h, []).append(r)
+        total = 0
+        for box, ranks in by_box.items():
+            near = [r for r in ranks if local[r]]
+            owners[min(near or ranks)][i] = box
+            n = 1
+            for d in box[1]:
+                n *= d
+            total += n
+        want = 1
+        for d in e.shape:
+            want *= d
+        if total != want:
+            raise InvalidArgument(
+                f"{e.name}: the ranks' parts hold {total} of its {want} "
+                "values (overlapping or missing shards)")
+    return owners
 
 
 def _dtensor_class():

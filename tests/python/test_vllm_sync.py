@@ -6,7 +6,9 @@ under torchrun, and transformers.
    state after each: the engine's greedy tokens then equal transformers'
    generate on the full weights PyTorch gathers (DTensor.full_tensor); the
    first push is whole, the next two are deltas naming only the trained
-   tensors (layer 0 and the embedding are frozen).
+   tensors (layer 0 and the embedding are frozen). The same with rank 1 on
+   another host (its own namespaces): it sends its changed values over
+   c10d, as index/value pairs where few changed.
 2. A delta and a full push leave bit-identical weights in the engine, with
    changes that touch one part of a fused layer (q_proj alone: the engine
    must reload qkv_proj from q, k and v) and the tied embedding.
@@ -113,18 +115,52 @@ def states(model_dir, n):
     return out
 
 
-def test_fsdp2_two_ranks_sync_each_step_and_match_transformers(engine,
-                                                              tmp_path):
+def run_ranks(engine, tmp_path, two_hosts=False, mode="train"):
+    """vllm_sync_ranks.py on 2 ranks: under torchrun, or by hand with rank
+    1 in namespaces of its own (another hostname, so another host, and an
+    empty /dev/shm, so it cannot reach the weight file). Returns rank 0's
+    record of each step."""
     env = dict(os.environ, HY_VLLM_API_KEY=engine.key, OMP_NUM_THREADS="1")
-    p = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
-         "2", "--master-port", str(serve.free_port()),
-         HERE / "vllm_sync_ranks.py", engine.model, tmp_path, engine.url],
-        capture_output=True, text=True, env=env, timeout=900)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-5000:]
+    args = [HERE / "vllm_sync_ranks.py", engine.model, tmp_path, engine.url,
+            mode]
+    port = str(serve.free_port())
+    if not two_hosts:
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run",
+             "--nproc-per-node", "2", "--master-port", port, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env)]
+    else:
+        probe = subprocess.run(["unshare", "-rmu", "true"],
+                               capture_output=True)
+        if probe.returncode != 0:
+            pytest.skip("cannot make namespaces here (unshare -rmu): "
+                        + probe.stderr.decode())
+        procs = []
+        for rank in range(2):
+            cmd = [sys.executable, *args]
+            if rank == 1:
+                cmd = ["unshare", "-rmu", "sh", "-c",
+                       "mount -t tmpfs none /dev/shm && hostname hy-host-b"
+                       ' && exec "$0" "$@"', *cmd]
+            procs.append(subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, env=dict(env, RANK=str(rank), WORLD_SIZE="2",
+                                    MASTER_ADDR="127.0.0.1",
+                                    MASTER_PORT=port)))
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:] + err[-5000:]
     steps = [json.loads(l) for l in
              (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [1, 2, 3]
+    return steps
+
+
+def check_against_transformers(engine, tmp_path, steps):
+    """Each step's engine tokens equal transformers' greedy tokens on the
+    weights PyTorch gathered, and its log-probs are theirs, not the last
+    step's."""
     from vllm_sync_ranks import PROMPTS
 
     def transformers_greedy(model_dir):
@@ -160,7 +196,17 @@ def test_fsdp2_two_ranks_sync_each_step_and_match_transformers(engine,
         (e,) = r["engines"]
         print(f"step {s['step']}: {e['mode']}, {e['tensors']} of "
               f"{r['tensors']} tensors, {e['bytes']} of {r['model_bytes']}"
-              f" bytes, {e['seconds']:.2f} s")
+              f" bytes, {r['wire_bytes']} over c10d, {e['seconds']:.2f} s")
+
+
+def test_fsdp2_two_ranks_sync_each_step_and_match_transformers(engine,
+                                                              tmp_path):
+    steps = run_ranks(engine, tmp_path)
+    check_against_transformers(engine, tmp_path, steps)
+    for s in steps:
+        r = s["report"]
+        (e,) = r["engines"]
+        assert r["wire_bytes"] == 0  # One host: nothing crosses c10d.
         if s["step"] == 1:
             assert e["mode"] == "full" and e["tensors"] == r["tensors"] == 24
         else:
@@ -172,6 +218,61 @@ def test_fsdp2_two_ranks_sync_each_step_and_match_transformers(engine,
     assert last_update(engine)["delta"] is True
     # The engine is at step 3 and the two ranks wrote halves of it.
     assert engine.request("/weight_info")["weight_version"] == "3"
+
+
+def test_fsdp2_rank_on_another_host_sends_what_changed_over_c10d(engine,
+                                                                tmp_path):
+    """Rank 1 on another host than the engine and rank 0: it sends its
+    half of the model once, then only the values that changed (1% of two
+    tensors: index/value pairs), and the engine still serves exactly the
+    weights PyTorch gathers."""
+    steps = run_ranks(engine, tmp_path, two_hosts=True, mode="sparse")
+    check_against_transformers(engine, tmp_path, steps)
+    first = steps[0]["report"]
+    # Rank 1's half of every tensor but the tied alias, in float32.
+    assert 0.4 * first["model_bytes"] < first["wire_bytes"] < \
+        0.6 * first["model_bytes"], first
+    for s in steps[1:]:
+        r = s["report"]
+        (e,) = r["engines"]
+        assert e["mode"] == "delta" and r["changed_tensors"] == 2, r
+        # 1% of rank 1's half of two tensors, 8 bytes a value.
+        assert 0 < r["wire_bytes"] < 0.01 * first["wire_bytes"], r
+    assert engine.request("/weight_info")["weight_version"] == "3"
+
+
+def test_each_part_is_written_by_one_rank_preferring_rank_0s_host():
+    """Which rank sends which part (no engine): a replicated box goes to
+    the lowest rank on rank 0's host, a plain tensor to rank 0, and parts
+    that do not make the whole tensor are InvalidArgument."""
+    from hystate import InvalidArgument
+    from hystate.vllm import _Entry, _owners
+    a = _Entry("a", (4, 2), 0, 16)
+    b = _Entry("b", (4,), 64, 8)
+    tied = _Entry("c", (4, 2), 0, 16, alias_of=0)
+    top, bottom = ((0, 0), (2, 2)), ((2, 0), (2, 2))
+    # Ranks 0 and 2 on rank 0's host; 1 and 3 elsewhere. Rank 1 and 3
+    # hold the top half replicated, ranks 0 and 2 the bottom.
+    boxes = [[bottom, "plain", None], [top, "plain", None],
+             [bottom, "plain", None], [top, "plain", None]]
+    got = _owners([a, b, tied], boxes, [True, False, True, False])
+    assert got == [{0: bottom, 1: None}, {0: top}, {}, {}]
+    # A rank of rank 0's host that holds the top half takes it.
+    boxes[2][0] = top
+    boxes[0][0] = ((0, 0), (4, 2))
+    with pytest.raises(InvalidArgument, match="12 of its 8"):
+        _owners([a, b, tied], boxes, [True, False, True, False])
+    boxes[0][0] = bottom
+    got = _owners([a, b, tied], boxes, [True, False, True, False])
+    assert got[2] == {0: top} and got[1] == {} and got[3] == {}
+    boxes[1][0] = boxes[3][0] = None
+    boxes[2][0] = None
+    with pytest.raises(InvalidArgument, match="4 of its 8"):
+        _owners([a, b, tied], boxes, [True, False, True, False])
+    boxes[2][0] = top
+    boxes[3][1] = ((0,), (4,))
+    with pytest.raises(InvalidArgument, match="plain tensor on others"):
+        _owners([a, b, tied], boxes, [True, False, True, False])
 
 
 def test_delta_and_full_push_leave_identical_weights(engine):

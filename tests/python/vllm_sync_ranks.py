@@ -1,6 +1,6 @@
 """The ranks of test_vllm_sync.py's FSDP2 test, run under torchrun:
 
-    torchrun --nproc-per-node 2 vllm_sync_ranks.py MODEL OUT URL
+    torchrun --nproc-per-node 2 vllm_sync_ranks.py MODEL OUT URL [MODE]
 
 A Hugging Face Qwen3 model from MODEL (float32) wrapped with PyTorch's
 FSDP2 (fully_shard per decoder layer and at the root: DTensor parameters
@@ -12,6 +12,11 @@ key is $HY_VLLM_API_KEY); rank 0 then records the push's report, the
 engine's greedy tokens and their log-probs for PROMPTS, and the full weights as a Hugging Face
 directory (OUT/step-<k>, from DTensor.full_tensor: the test's reference,
 made by PyTorch, not by hy), in OUT/steps.jsonl.
+
+MODE "sparse" replaces the optimizer step by a change of 1% of the values
+of two of layer 1's tensors (q_proj, down_proj), as a low learning rate
+leaves most bf16 values as they were: what a rank on another host sends
+is then index/value pairs.
 """
 
 import dataclasses
@@ -30,6 +35,8 @@ from transformers import AutoModelForCausalLM
 from hystate.vllm import EngineSync
 
 STEPS = 3
+SPARSE = ["model.layers.1.self_attn.q_proj.weight",
+          "model.layers.1.mlp.down_proj.weight"]
 PROMPTS = [[257, 49, 43, 50, 61], [257, 55, 43, 57, 61], [257, 51, 43, 51, 61]]
 
 
@@ -48,6 +55,7 @@ def greedy(url, key, prompt, n=6):
 
 def main():
     model_dir, out, url = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    mode = sys.argv[4] if len(sys.argv) > 4 else "train"
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
@@ -69,9 +77,16 @@ def main():
     for step in range(1, STEPS + 1):
         ids = torch.randint(0, 256, (4, 12), generator=gen)
         loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        if mode == "sparse":
+            params = dict(model.named_parameters())
+            with torch.no_grad():
+                for name in SPARSE:
+                    local = params[name].to_local()
+                    local[torch.rand(local.shape, generator=gen) < 0.01] += 0.05
+        else:
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
         report = sync.push(model.state_dict(), step)
         full = {k: v.full_tensor() if isinstance(v, DTensor) else v
                 for k, v in model.state_dict().items()}

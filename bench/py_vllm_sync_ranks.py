@@ -1,0 +1,135 @@
+"""hystate.vllm.EngineSync from 2 ranks holding DTensor halves (Shard(0)
+of every tensor, as FSDP2 shards), rank 1 on this host or on another one
+(--two-hosts: its own namespaces, another hostname and an empty /dev/shm,
+so what it holds crosses c10d to rank 0). For changes of 1%, 5% and 50% of
+the values of every tensor: a delta push against a full push of the same
+state (delta=False), median of --reps. Prints one JSON object (rank 0).
+
+  python3 bench/py_vllm_sync_ranks.py --model-dir D --url U [--two-hosts]
+
+with the engine's key in $HY_VLLM_API_KEY, the build's interpreter
+(hystate on the path), and the engine on this host. The link is the
+loopback; scripts/bench-vllm-link.sh shapes one for hyctl train's sync.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+IDLE_S = 1.0  # See bench/py_vllm_sync.py.
+FRACTIONS = [0.01, 0.05, 0.5]
+
+
+def launch(a):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    procs = []
+    for rank in range(2):
+        cmd = [sys.executable, __file__, "--model-dir", a.model_dir, "--url",
+               a.url, "--reps", str(a.reps), "--rank", str(rank)]
+        if rank == 1 and a.two_hosts:
+            cmd = ["unshare", "-rmu", "sh", "-c",
+                   "mount -t tmpfs none /dev/shm && hostname hy-bench-b && "
+                   'exec "$0" "$@"', *cmd]
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                   OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      text=True))
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        sys.exit(f"a rank failed: {[p.returncode for p in procs]}")
+    print(outs[0].strip().splitlines()[-1])
+
+
+def sharded_state(model_dir, rank):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+    from transformers import AutoConfig, AutoModelForCausalLM
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (2,))
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    state, memo = {}, {}
+    for name, t in model.state_dict().items():
+        if t.data_ptr() not in memo:  # Tied tensors stay one DTensor.
+            local = t.chunk(2)[rank].clone()
+            memo[t.data_ptr()] = DTensor.from_local(
+                local, mesh, [Shard(0)], run_check=False, shape=t.shape,
+                stride=t.stride())
+        state[name] = memo[t.data_ptr()]
+    return state
+
+
+def change(state, frac, gen):
+    seen = set()
+    for t in state.values():
+        local = t.to_local()
+        if local.data_ptr() in seen or local.numel() == 0:
+            continue
+        seen.add(local.data_ptr())
+        flat = local.view(-1)
+        idx = torch.randint(0, flat.numel(), (max(1, int(flat.numel() * frac)),),
+                            generator=gen)
+        flat[idx] = flat[idx] * 1.03 + 0.01  # More than a bf16 ulp.
+
+
+def rank_main(a):
+    from hystate.vllm import EngineSync
+    state = sharded_state(a.model_dir, a.rank)
+    gen = torch.Generator().manual_seed(1 + a.rank)
+    out = {"two_hosts": None, "rows": []}
+    step = 0
+    with EngineSync([a.url], delta=False) as full_sync, \
+            EngineSync([a.url]) as delta_sync:
+        for frac in FRACTIONS:
+            rows = {k: [] for k in ("delta", "full", "delta_wire",
+                                    "full_wire", "delta_engine",
+                                    "full_engine")}
+            for _ in range(a.reps):
+                step += 1
+                delta_sync.push(state, step)
+                change(state, frac, gen)
+                for sync, kind in ((delta_sync, "delta"), (full_sync, "full")):
+                    step += 1
+                    time.sleep(IDLE_S)
+                    r = sync.push(state, step)
+                    rows[kind].append(r.seconds)
+                    rows[kind + "_wire"].append(r.wire_bytes)
+                    rows[kind + "_engine"].append(r.engines[0].seconds)
+            out["model_mb"] = r.model_bytes / 2**20
+            out["two_hosts"] = r.wire_bytes > 0
+            out["rows"].append({"changed": frac, **{
+                k + ("_mb" if "wire" in k else "_s"):
+                statistics.median(v) / (2**20 if "wire" in k else 1)
+                for k, v in rows.items()}})
+    if a.rank == 0:
+        print(json.dumps(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--two-hosts", action="store_true")
+    ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.rank < 0:
+        launch(a)
+    else:
+        rank_main(a)
+
+
+if __name__ == "__main__":
+    main()

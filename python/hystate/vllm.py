@@ -10,10 +10,10 @@ sending only what changed.
 The engines are vLLM servers started as hy starts them (``python -m
 hy_vllm.serve``, or ``vllm serve`` with ``--worker-extension-cls
 hy_vllm.worker.HyWorkerExtension --weight-transfer-config
-'{"backend": "hy_shm"}'`` and hy_vllm on the path) on this host. The state
+'{"backend": "hy_shm"}'`` and hy_vllm on the path) on rank 0's host. The state
 is a plain state dict on one process, or an FSDP2 (DTensor) state dict on N
-ranks of one host: every rank calls ``push`` with what it holds and writes
-its own shard, no rank gathers the model. Names are Hugging Face's
+ranks, on that host or others: every rank calls ``push`` with what it
+holds and writes (or sends) its own shard, no rank gathers the model. Names are Hugging Face's
 (``model.layers.0.self_attn.q_proj.weight``); vLLM fuses and slices them
 for its tensor parallelism itself.
 
@@ -307,9 +307,10 @@ class EngineSync:
                     nv, pv = new.view(as_int), prev.view(as_int)
                     if torch.equal(nv, pv):
                         continue
-                    idx = (nv != pv).view(-1).nonzero().view(-1)
-                    count = idx.numel()
-                    if count * (4 + self.width) < new.numel() * self.width:
+                    idx = _changed(nv.view(-1), pv.view(-1),
+                                   new.numel() * self.width // (4 + self.width))
+                    count = -1 if idx is None else idx.numel()
+                    if idx is not None:
                         vals = new.view(-1)[idx]
                         meta.append((i, "sparse", count))
                         pieces += [idx.to(torch.int32), vals]
@@ -576,6 +577,25 @@ def _identity(t: Any) -> Any:
         return ("empty", id(t))
     return (t.untyped_storage().data_ptr(), t.storage_offset(),
             tuple(t.shape), tuple(t.stride()))
+
+
+def _changed(new: Any, old: Any, most: int) -> Any:
+    """The flat indices where `new` and `old` (1-d, integer views) differ,
+    or None once more than `most` do. By pieces that stay in the cache."""
+    import torch
+    step = 1 << 22
+    hit = torch.empty(min(step, new.numel()), dtype=torch.bool)
+    out, count = [], 0
+    for at in range(0, new.numel(), step):
+        m = min(step, new.numel() - at)
+        torch.ne(new[at:at + m], old[at:at + m], out=hit[:m])
+        idx = hit[:m].nonzero().view(-1)
+        count += idx.numel()
+        if count > most:
+            return None
+        if idx.numel():
+            out.append(idx + at)
+    return torch.cat(out) if out else torch.empty(0, dtype=torch.int64)
 
 
 def _boxes(state: Dict[str, Any], entries: List[_Entry]) -> List[Any]:

@@ -29,19 +29,6 @@ std::string ExitCodeHelp() {
          "Data is written to stdout, diagnostics to stderr.";
 }
 
-int ExitCodeFor(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kOk:
-      return kExitOk;
-    case StatusCode::kNotFound:
-      return kExitNotFound;
-    case StatusCode::kDataLoss:
-      return kExitDataLoss;
-    default:
-      return kExitError;
-  }
-}
-
 int Report(std::string_view command, const Status& status) {
   if (!status.ok()) {
     std::cerr << "hyctl " << command << ": " << status.ToString() << "\n";

@@ -12,6 +12,7 @@
 
 #include "hy/common/result.h"
 #include "hy/common/status.h"
+#include "hy/launcher/exit_codes.h"
 
 namespace CLI {
 class App;
@@ -19,27 +20,20 @@ class App;
 
 namespace hy::cli {
 
-// hyctl's exit codes (also listed in `hyctl --help`).
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitError = 1,     // Any other failure.
-  kExitNotFound = 2,  // A named thing (version, store, metric) is missing.
-  kExitDataLoss = 3,  // Stored data is corrupt or truncated.
-  kExitUsage = 64,    // Bad command line (EX_USAGE).
-  // train: checkpoints cannot be written (a full disk, a write error): the
-  // final one failed, or checkpoint.on_failure stop ended the run; never
-  // restarted (EX_IOERR).
-  kExitCheckpointFailed = 74,
-  // train: a well-formed config that cannot run here (a device this
-  // machine lacks, data or a tokenizer that does not load) (EX_CONFIG).
-  kExitConfig = 78,
-};
+// hyctl's exit codes: the launcher room's (the supervisor reads its
+// workers' by them).
+using launcher::ExitCode;
+using launcher::ExitCodeFor;
+using launcher::kExitCheckpointFailed;
+using launcher::kExitConfig;
+using launcher::kExitDataLoss;
+using launcher::kExitError;
+using launcher::kExitNotFound;
+using launcher::kExitOk;
+using launcher::kExitUsage;
 
 // The epilogue of `hyctl --help` that documents the exit codes.
 std::string ExitCodeHelp();
-
-// Returns the exit code for `status` (kExitOk for OK).
-int ExitCodeFor(const Status& status);
 
 // Prints "hyctl <command>: <status>" to stderr unless OK, and returns
 // ExitCodeFor(status).

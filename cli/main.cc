@@ -12,6 +12,7 @@
 #include "eval_command.h"
 #include "export_hf_command.h"
 #include "hy/common/edit_distance.h"
+#include "hy/launcher/stop_signals.h"
 #include "hy/metrics/hy_metrics.h"
 #include "maintenance_commands.h"
 #include "metrics_command.h"
@@ -22,7 +23,6 @@
 #include "restore_command.h"
 #include "store_commands.h"
 #include "tokenize_command.h"
-#include "stop_signals.h"
 #include "train_command.h"
 
 namespace {
@@ -77,7 +77,7 @@ void SuggestFix(CLI::App* app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "train") {
-    hy::cli::HoldStopSignals();  // Until the launcher or worker catches them.
+    hy::launcher::HoldStopSignals();  // Until the launcher or worker catches them.
   }
   using hy::cli::kExitError;
   using hy::cli::kExitOk;

@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "hy/launcher/stop_signals.h"
+#include "hy/launcher/supervisor.h"
+#include "hy/launcher/worker_launcher.h"
 #include "hy/metrics/exporter.h"
 #include "hy/metrics/file_sd.h"
 #include "hy/metrics/hy_metrics.h"
@@ -25,14 +28,11 @@
 #include "hy/recovery/node_layout.h"
 #include "hy/trainer/config/config.h"
 #include "hy/trainer/ppo/worker.h"
-#include "stop_signals.h"
 #include "train_config.h"
-#include "train_launcher.h"
 #if HY_WITH_TENSORBOARD
 #include "train_events.h"
 #endif
 #include "train_output.h"
-#include "train_supervisor.h"
 
 namespace hy::cli {
 namespace {
@@ -131,7 +131,7 @@ void OnStopSignal(int sig) {
     g_stop_signal = sig;
     return;
   }
-  if (now.tv_sec - g_stop_at <= kStopRepeatSeconds) return;
+  if (now.tv_sec - g_stop_at <= launcher::kStopRepeatSeconds) return;
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -145,7 +145,7 @@ void CatchStopSignals() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  ReleaseStopSignals();
+  launcher::ReleaseStopSignals();
 }
 
 int Work(const TrainConfig& c, const TrainFlags& f) {
@@ -294,7 +294,24 @@ int RunTrain(const TrainFlags& f) {
     std::cout << trainer::ToYaml(*c) << std::flush;
     return std::cout ? kExitOk : kExitError;
   }
-  return worker ? Work(*c, f) : SuperviseTraining(*c, f);
+  if (worker) return Work(*c, f);
+  Result<std::vector<std::string>> argv = launcher::SelfCommandLine();
+  if (!argv.ok()) return ReportArgs("train", argv.status());
+  launcher::SuperviseOptions o;
+  o.worker_argv = std::move(argv).value();
+  o.worker_argv.push_back("--worker");
+  o.resume = !f.resume.empty();
+  o.check_resume = [&]() -> Status {
+    if (f.from_step >= 0) {
+      HY_RETURN_IF_ERROR(RollBackTo(c->checkpoint.store_root,
+                                    static_cast<uint64_t>(f.from_step),
+                                    f.drop_newer));
+    }
+    return CheckResume(*c);
+  };
+  o.max_restarts = f.max_restarts;
+  o.min_nodes = f.min_nodes;
+  return launcher::Supervise(*c, o);
 }
 
 }  // namespace

@@ -20,8 +20,8 @@
 // Launcher mode (RANK is not set): starts trainer.nproc workers, each this
 // executable with the same arguments plus the hidden --worker flag and the
 // effective config as YAML in HY_TRAIN_CONFIG_YAML, and restarts them on
-// the surviving nodes after a failure (train_supervisor.h, which starts
-// them through train_launcher.h). Rank 0's report lines are this command's
+// the surviving nodes after a failure (launcher/: hy/launcher/supervisor.h,
+// which starts them through worker_launcher.h). Rank 0's report lines are this command's
 // stdout; logs go to stderr.
 //
 // Worker mode (RANK set, as torchrun sets it, or --worker): runs one rank.

@@ -18,9 +18,7 @@
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
-#include "hy/trainer/config/device.h"
 #include "hy/trainer/hf/hf_model.h"
-#include "hy/trainer/tokenizer/tokenizer.h"
 #include "maintenance_commands.h"
 #include "restore_command.h"
 #include "run_path.h"
@@ -157,38 +155,6 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
   HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
   return c;
-}
-
-Status CheckRunnable(const TrainConfig& c) {
-  HY_RETURN_IF_ERROR(trainer::ChooseDevice(c.trainer.device).status());
-  for (const auto& [key, files] :
-       {std::make_pair("data.train_files", &c.data.train_files),
-        std::make_pair("data.val_files", &c.data.val_files)}) {
-    for (const std::string& file : *files) {
-      std::ifstream in(file);
-      if (!in) {
-        return Status::InvalidArgument(std::string(key) + ": cannot read " +
-                                       file + ": " + std::strerror(errno));
-      }
-    }
-  }
-  if (!c.data.train_files.empty()) {
-    const std::string& path =
-        c.data.tokenizer.empty() ? c.model.path : c.data.tokenizer;
-    if (path.empty()) {
-      return Status::InvalidArgument(
-          "data.train_files needs a tokenizer to read the prompts with: set "
-          "data.tokenizer or model.path");
-    }
-    auto tokenizer = trainer::Tokenizer::Load(path);
-    if (!tokenizer.ok()) {
-      return Status::InvalidArgument((c.data.tokenizer.empty()
-                                          ? "model.path (the tokenizer): "
-                                          : "data.tokenizer: ") +
-                                     std::string(tokenizer.status().message()));
-    }
-  }
-  return Status::OK();
 }
 
 Status CheckResume(const TrainConfig& c) {

@@ -1,7 +1,7 @@
 // hyctl train's flags and the effective config they resolve to: config
 // file, the stored config of a resumed run, --set overrides, flags, the
-// default store root (train_config.cc). Used by train_command.cc and
-// train_supervisor.cc.
+// default store root (train_config.cc), and the checks of a resume that
+// train_command.cc hands the supervisor (launcher/).
 //
 // Thread-safety: plain functions.
 
@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "hy/common/result.h"
+#include "hy/launcher/supervisor.h"
 #include "hy/trainer/config/config.h"
 
 namespace hy::cli {
 
-// The launcher hands the effective config to its workers in this variable.
-inline constexpr const char* kConfigEnv = "HY_TRAIN_CONFIG_YAML";
+// The supervisor hands the effective config to its workers in this
+// variable.
+using launcher::kConfigEnv;
 
 struct TrainFlags {
   std::string config_file;
@@ -63,13 +65,6 @@ const char* Env(const char* name);
 // run id). Returns InvalidArgument for a bad file, override, flag or
 // value, NotFound for a missing file.
 Result<trainer::TrainConfig> ResolveConfig(const TrainFlags& f, bool worker);
-
-// Before a worker starts: what the config names can be used on this
-// machine: its device (ChooseDevice), every data file readable, the
-// tokenizer of a dataset run loadable. Returns InvalidArgument (a
-// configuration error) naming the key and the file. The prompts themselves
-// are parsed by the workers, which report a bad record the same way.
-Status CheckRunnable(const trainer::TrainConfig& c);
 
 // For --resume, before anything is created: `c`'s store root must be a run
 // root (CheckRunRoot) with a committed step, below trainer.total_iterations.

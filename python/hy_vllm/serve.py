@@ -6,7 +6,7 @@ hy's engines run: hy's worker extension and ``hy_shm`` weight-transfer
 backend, the run-key middleware, on 127.0.0.1, dummy weights until hy's
 first sync, vLLM's own sampling defaults (not the model directory's
 generation_config) and the log-probs of the distribution sampled from.
-hyctl train's engine keeper (cli/engine_keeper.cc) starts engines this way;
+hyctl train's engine keeper (launcher/engine_keeper.cc) starts engines this way;
 ``Engine`` starts one from Python (tests, benchmarks). The environment
 (``environment``) carries the run's key and vLLM's CPU settings.
 

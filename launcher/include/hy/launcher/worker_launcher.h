@@ -1,4 +1,5 @@
-// The process launcher of `hyctl train`: starts N worker processes on this
+// The worker launcher under the supervisor (supervisor.h; `hyctl train`
+// without RANK): starts N worker processes on this
 // machine the way torchrun --standalone does (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT, OMP_NUM_THREADS=1),
 // forwards their output, and stops them all when one fails.
@@ -23,8 +24,8 @@
 // Thread-safety: call RunLauncher from a single-threaded process (it forks,
 // and installs SIGINT / SIGTERM / SIGCHLD handlers while it runs).
 
-#ifndef HY_CLI_TRAIN_LAUNCHER_H_
-#define HY_CLI_TRAIN_LAUNCHER_H_
+#ifndef HY_LAUNCHER_WORKER_LAUNCHER_H_
+#define HY_LAUNCHER_WORKER_LAUNCHER_H_
 
 #include <sys/types.h>
 
@@ -34,7 +35,7 @@
 
 #include "hy/common/result.h"
 
-namespace hy::cli {
+namespace hy::launcher {
 
 // Stop signals within this many seconds of the first are the same stop.
 inline constexpr int kStopRepeatSeconds = 3;
@@ -96,6 +97,6 @@ Result<std::vector<std::string>> SelfCommandLine();
 Status RunLauncher(const LaunchOptions& options, int* exit_code,
                    LaunchResult* result = nullptr);
 
-}  // namespace hy::cli
+}  // namespace hy::launcher
 
-#endif  // HY_CLI_TRAIN_LAUNCHER_H_
+#endif  // HY_LAUNCHER_WORKER_LAUNCHER_H_

@@ -1,4 +1,4 @@
-#include "train_launcher.h"
+#include "hy/launcher/worker_launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,11 +19,11 @@
 #include <iterator>
 #include <optional>
 
-#include "stop_signals.h"
+#include "hy/launcher/stop_signals.h"
 
 extern char** environ;
 
-namespace hy::cli {
+namespace hy::launcher {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -434,4 +434,4 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
   return Status::OK();
 }
 
-}  // namespace hy::cli
+}  // namespace hy::launcher

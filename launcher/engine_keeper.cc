@@ -1,6 +1,6 @@
 // The vLLM engines' preparation and keeper (see engine_keeper.h).
 
-#include "engine_keeper.h"
+#include "hy/launcher/engine_keeper.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,12 +17,12 @@
 #include <sstream>
 #include <thread>
 
+#include "hy/launcher/exit_codes.h"
+#include "hy/launcher/stop_signals.h"
+#include "hy/launcher/worker_launcher.h"
 #include "hy/trainer/data/special_tokens.h"
 #include "hy/trainer/hf/hf_export.h"
 #include "hy/trainer/vllm/engine_client.h"
-#include "cli_util.h"
-#include "stop_signals.h"
-#include "train_launcher.h"
 
 #ifndef HY_SOURCE_PYTHON_DIR
 #define HY_SOURCE_PYTHON_DIR ""
@@ -31,7 +31,7 @@
 #define HY_DEFAULT_VLLM_PYTHON ""
 #endif
 
-namespace hy::cli {
+namespace hy::launcher {
 namespace {
 
 namespace fs = std::filesystem;
@@ -383,4 +383,4 @@ EngineKeeper::~EngineKeeper() {
   }
 }
 
-}  // namespace hy::cli
+}  // namespace hy::launcher

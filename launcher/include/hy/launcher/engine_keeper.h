@@ -25,8 +25,8 @@
 //
 // Thread-safety: call from hyctl's main thread, single-threaded (it forks).
 
-#ifndef HY_CLI_ENGINE_KEEPER_H_
-#define HY_CLI_ENGINE_KEEPER_H_
+#ifndef HY_LAUNCHER_ENGINE_KEEPER_H_
+#define HY_LAUNCHER_ENGINE_KEEPER_H_
 
 #include <sys/types.h>
 
@@ -37,7 +37,7 @@
 #include "hy/common/result.h"
 #include "hy/trainer/config/config.h"
 
-namespace hy::cli {
+namespace hy::launcher {
 
 struct EnginePlan {
   std::string python;     // vLLM's interpreter.
@@ -79,6 +79,6 @@ class EngineKeeper {
   std::string weight_file_;
 };
 
-}  // namespace hy::cli
+}  // namespace hy::launcher
 
-#endif  // HY_CLI_ENGINE_KEEPER_H_
+#endif  // HY_LAUNCHER_ENGINE_KEEPER_H_

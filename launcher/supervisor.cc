@@ -1,26 +1,30 @@
-// hyctl train's supervisor (see train_supervisor.h).
+// The supervisor (see supervisor.h).
 
-#include "train_supervisor.h"
+#include "hy/launcher/supervisor.h"
 
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <optional>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "cli_util.h"
 #include "hy/checkpoint/checkpoint.h"
+#include "hy/launcher/engine_keeper.h"
+#include "hy/launcher/exit_codes.h"
+#include "hy/launcher/worker_launcher.h"
 #include "hy/metrics/hy_metrics.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/config/config.h"
-#include "engine_keeper.h"
-#include "train_launcher.h"
+#include "hy/trainer/config/device.h"
+#include "hy/trainer/tokenizer/tokenizer.h"
 
-namespace hy::cli {
+namespace hy::launcher {
 namespace {
 
 namespace fs = std::filesystem;
@@ -32,6 +36,13 @@ using trainer::TrainConfig;
 int FailConfig(const Status& s) {
   std::cerr << "hyctl train: configuration error: " << s.ToString() << "\n";
   return kExitConfig;
+}
+
+// An error in what the caller named: said, and InvalidArgument exits
+// kExitUsage (as hyctl's commands do).
+int Fail(const Status& s) {
+  std::cerr << "hyctl train: " << s.ToString() << "\n";
+  return s.IsInvalidArgument() ? kExitUsage : ExitCodeFor(s);
 }
 
 bool Exited(int status, int code) {
@@ -46,48 +57,73 @@ std::string NodeList(const std::vector<int>& nodes) {
 
 }  // namespace
 
-int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
+Status CheckRunnable(const TrainConfig& c) {
+  HY_RETURN_IF_ERROR(trainer::ChooseDevice(c.trainer.device).status());
+  for (const auto& [key, files] :
+       {std::make_pair("data.train_files", &c.data.train_files),
+        std::make_pair("data.val_files", &c.data.val_files)}) {
+    for (const std::string& file : *files) {
+      std::ifstream in(file);
+      if (!in) {
+        return Status::InvalidArgument(std::string(key) + ": cannot read " +
+                                       file + ": " + std::strerror(errno));
+      }
+    }
+  }
+  if (!c.data.train_files.empty()) {
+    const std::string& path =
+        c.data.tokenizer.empty() ? c.model.path : c.data.tokenizer;
+    if (path.empty()) {
+      return Status::InvalidArgument(
+          "data.train_files needs a tokenizer to read the prompts with: set "
+          "data.tokenizer or model.path");
+    }
+    auto tokenizer = trainer::Tokenizer::Load(path);
+    if (!tokenizer.ok()) {
+      return Status::InvalidArgument((c.data.tokenizer.empty()
+                                          ? "model.path (the tokenizer): "
+                                          : "data.tokenizer: ") +
+                                     std::string(tokenizer.status().message()));
+    }
+  }
+  return Status::OK();
+}
+
+int Supervise(const TrainConfig& c, const SuperviseOptions& f) {
+  if (f.worker_argv.empty()) {
+    return Fail(Status::InvalidArgument("no worker command line to run"));
+  }
   const int nproc = c.trainer.nproc;
   const int tg = c.rollout.tensor_model_parallel_size;
   // A resumed run on another world size rolls out with the largest TP
   // group that fits (the worker says so); a fresh one must fit.
-  if (nproc % tg != 0 && f.resume.empty()) {
-    return ReportArgs(
-        "train",
-        Status::InvalidArgument(
-            "rollout.tensor_model_parallel_size " + std::to_string(tg) +
-            " must divide the number of workers, trainer.nproc (--nproc) " +
-            std::to_string(nproc)));
+  if (nproc % tg != 0 && !f.resume) {
+    return Fail(Status::InvalidArgument(
+        "rollout.tensor_model_parallel_size " + std::to_string(tg) +
+        " must divide the number of workers, trainer.nproc (--nproc) " +
+        std::to_string(nproc)));
   }
   if (Status s = CheckRunnable(c); !s.ok()) return FailConfig(s);
   // Nothing is created for a resume that cannot go on.
-  if (!f.resume.empty() && f.from_step >= 0) {
-    Status s = RollBackTo(c.checkpoint.store_root,
-                          static_cast<uint64_t>(f.from_step), f.drop_newer);
-    if (!s.ok()) return ReportArgs("train", s);
+  if (f.resume && f.check_resume) {
+    if (Status s = f.check_resume(); !s.ok()) return Fail(s);
   }
-  if (!f.resume.empty()) {
-    if (Status s = CheckResume(c); !s.ok()) return ReportArgs("train", s);
-  }
-  Result<std::vector<std::string>> argv = SelfCommandLine();
-  if (!argv.ok()) return ReportArgs("train", argv.status());
   const std::string& root = c.checkpoint.store_root;
   // A run continued with more processes than nodes takes fresh nodes.
   Result<std::vector<int>> existing = recovery::ListNodes(root);
-  if (!existing.ok()) return ReportArgs("train", existing.status());
+  if (!existing.ok()) return Fail(existing.status());
   std::vector<int> nodes =
       recovery::AssignNodes(std::vector<int>(nproc, -1), *existing);
   // The run's identity, kept across restarts: the environment's, else the
   // one the stores record when resuming, else a new one.
   std::string run_id = recovery::RunIdFromEnv();
-  if (run_id.empty() && !f.resume.empty()) {
+  if (run_id.empty() && f.resume) {
     Result<std::string> recorded = recovery::RecordedRunId(root);
-    if (!recorded.ok()) return ReportArgs("train", recorded.status());
+    if (!recorded.ok()) return Fail(recorded.status());
     run_id = *recorded;
   }
   if (run_id.empty()) run_id = recovery::NewRunId();
-  if (Status v = recovery::ValidateRunId(run_id); !v.ok())
-    return ReportArgs("train", v);
+  if (Status v = recovery::ValidateRunId(run_id); !v.ok()) return Fail(v);
   // rollout.engine vllm without URLs: the engines, started now so that
   // their start-up (a minute) overlaps the workers' set-up and SFT; kept
   // across the workers' restarts.
@@ -97,7 +133,7 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
     Result<EnginePlan> plan = PrepareEngines(c, run_id);
     if (!plan.ok()) return FailConfig(plan.status());
     Result<EngineKeeper> k = EngineKeeper::Start(c, *plan);
-    if (!k.ok()) return ReportArgs("train", k.status());
+    if (!k.ok()) return Fail(k.status());
     engines = std::move(plan).value();
     keeper.emplace(std::move(k).value());
   }
@@ -105,11 +141,10 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
   std::string restart_cause;  // A metrics::RestartCause label value.
   for (int attempt = 0;; ++attempt) {
     Result<int> port = PickFreePort();
-    if (!port.ok()) return ReportArgs("train", port.status());
+    if (!port.ok()) return Fail(port.status());
     LaunchOptions o;
     o.nproc = static_cast<int>(nodes.size());
-    o.argv = *argv;
-    o.argv.push_back("--worker");
+    o.argv = f.worker_argv;
     o.env = {{kConfigEnv, trainer::ToYaml(c)},
              {"HY_RESTART_COUNT", std::to_string(attempt)},
              {"HY_RUN_ID", run_id}};
@@ -225,4 +260,4 @@ int SuperviseTraining(const TrainConfig& c, const TrainFlags& f) {
   }
 }
 
-}  // namespace hy::cli
+}  // namespace hy::launcher

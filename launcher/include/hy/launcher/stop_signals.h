@@ -8,12 +8,12 @@
 // Both functions are async-signal-safe (usable between fork and exec).
 // Thread-safety: they change the calling thread's signal mask only.
 
-#ifndef HY_CLI_STOP_SIGNALS_H_
-#define HY_CLI_STOP_SIGNALS_H_
+#ifndef HY_LAUNCHER_STOP_SIGNALS_H_
+#define HY_LAUNCHER_STOP_SIGNALS_H_
 
 #include <signal.h>
 
-namespace hy::cli {
+namespace hy::launcher {
 
 inline void SetStopSignalsHeld(bool held) {
   sigset_t stops;
@@ -26,6 +26,6 @@ inline void SetStopSignalsHeld(bool held) {
 inline void HoldStopSignals() { SetStopSignalsHeld(true); }
 inline void ReleaseStopSignals() { SetStopSignalsHeld(false); }
 
-}  // namespace hy::cli
+}  // namespace hy::launcher
 
-#endif  // HY_CLI_STOP_SIGNALS_H_
+#endif  // HY_LAUNCHER_STOP_SIGNALS_H_

@@ -1,0 +1,87 @@
+// The supervisor: the process half of hy's fault tolerance (recovery/ is
+// the state half). It runs a training job's workers on this machine and
+// brings the job back by itself when a worker or a node is lost. `hyctl
+// train` without RANK turns its flags into a TrainConfig and
+// SuperviseOptions and calls Supervise; anything else that starts hy
+// workers can too.
+//
+// Before anything starts it checks what can be checked here: that the
+// rollout's TP size divides the workers (unless resuming), that the config
+// can run on this machine (CheckRunnable, else exit 78), and the caller's
+// checks of a resume (SuperviseOptions::check_resume). It then picks the
+// run's id (the environment's HY_RUN_ID, the stores' when resuming, else a
+// new one) and a node per worker (recovery::AssignNodes), starts the vLLM
+// engines the config asks for (engine_keeper.h; kept across restarts), and
+// starts the workers (worker_launcher.h), each with the effective config in
+// kConfigEnv.
+//
+// What is detected, and what happens then:
+// - A worker exits non-zero or is killed: the others notice through the
+//   heartbeat (checkpoint.heartbeat_timeout_ms) and exit, or are killed
+//   heartbeat_timeout + 5 s after the first failure.
+// - A node is lost when its directory under the store root is gone (a
+//   machine and its disk): the workers restart on the surviving nodes,
+//   which recover the last committed step (recovery/, checkpoint/). A
+//   worker that died on a node whose directory is still there (a process
+//   crash) is restarted on it. The workers learn the restart's count,
+//   cause and detection time (HY_RESTART_COUNT, HY_RESTART_CAUSE,
+//   HY_DETECT_SECONDS) for their metrics.
+// - Not restarted: a configuration error (a worker or the engine keeper
+//   exits kExitConfig: returns it), checkpoints that cannot be written
+//   (kExitCheckpointFailed), a failure a worker found unrecoverable
+//   (recovery::kExitUnrecoverable, or kExitUsage), more than max_restarts
+//   restarts, fewer than min_nodes nodes left, or engines that cannot be
+//   kept running.
+// - SIGINT / SIGTERM: forwarded; the workers save and exit, and the run
+//   ends with kExitOk (continue it with --resume).
+// Every decision is said on stderr, prefixed "hyctl train: ".
+//
+// Thread-safety: call from the main thread of a single-threaded process
+// (it forks, and installs signal handlers while the workers run).
+
+#ifndef HY_LAUNCHER_SUPERVISOR_H_
+#define HY_LAUNCHER_SUPERVISOR_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hy/common/status.h"
+#include "hy/trainer/config/config.h"
+
+namespace hy::launcher {
+
+// The environment variable that carries the effective config (YAML) to
+// every worker.
+inline constexpr const char* kConfigEnv = "HY_TRAIN_CONFIG_YAML";
+
+struct SuperviseOptions {
+  // The workers' command line, argv[0] first, run as /proc/self/exe
+  // (hyctl: its own command line and --worker).
+  std::vector<std::string> worker_argv;
+  // Whether the run continues the one under c.checkpoint.store_root.
+  bool resume = false;
+  // Run before anything is created, when resuming (hyctl: --from-step's
+  // roll back, and a committed step below trainer.total_iterations). An
+  // error ends the run: InvalidArgument with kExitUsage.
+  std::function<Status()> check_resume;
+  int max_restarts = 3;  // Restarts after which it gives up.
+  int min_nodes = 1;     // Nodes below which it does not restart.
+};
+
+// Runs the training `c` to its end under supervision; returns the exit
+// code (kExitOk when the run finished, or was stopped by a signal after
+// the workers saved).
+// An empty options.worker_argv is InvalidArgument (kExitUsage).
+int Supervise(const trainer::TrainConfig& c, const SuperviseOptions& options);
+
+// Whether the config can run on this machine, before a worker starts: its
+// device (trainer::ChooseDevice), every data file readable, the tokenizer
+// of a dataset run loadable. Returns InvalidArgument (a configuration
+// error) naming the key and the file. The prompts themselves are parsed by
+// the workers, which report a bad record the same way.
+Status CheckRunnable(const trainer::TrainConfig& c);
+
+}  // namespace hy::launcher
+
+#endif  // HY_LAUNCHER_SUPERVISOR_H_

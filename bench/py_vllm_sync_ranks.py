@@ -5,7 +5,17 @@ so what it holds crosses c10d to rank 0). For changes of 1%, 5% and 50% of
 the values of every tensor: a delta push against a full push of the same
 state (delta=False), median of --reps. Prints one JSON object (rank 0).
 
+--train LR [LR ...] measures real optimizer steps instead, in this one
+process (the 2-rank FSDP2 run of the 0.5B model does not fit beside the
+engine in 24 GiB): the model in float32, AdamW at each LR on a
+language-model loss over random tokens, --steps steps, a delta push after
+each; per step the fraction of the engine's (bf16) values that changed,
+and what a rank on another host would send for them by EngineSync's rule
+(6 bytes a changed value, or the tensor whole where that is less).
+
   python3 bench/py_vllm_sync_ranks.py --model-dir D --url U [--two-hosts]
+  python3 bench/py_vllm_sync_ranks.py --model-dir D --url U --train 1e-6 1e-5
+      [--steps 4]
 
 with the engine's key in $HY_VLLM_API_KEY, the build's interpreter
 (hystate on the path), and the engine on this host. The link is the
@@ -13,6 +23,7 @@ loopback; scripts/bench-vllm-link.sh shapes one for hyctl train's sync.
 """
 
 import argparse
+import gc
 import json
 import os
 import socket
@@ -117,15 +128,74 @@ def rank_main(a):
         print(json.dumps(out))
 
 
+def train_main(a):
+    """Real AdamW steps (see the module)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from hystate.vllm import EngineSync
+    config = AutoConfig.from_pretrained(a.model_dir)
+    out = {"steps": []}
+    step = 0
+    for lr in a.train:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        # One parameter at a time: foreach's temporaries of the whole
+        # model do not fit beside the engine on a small machine.
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=False)
+        gen = torch.Generator().manual_seed(7)
+        state = model.state_dict()
+        names = [n for n in state if n != "lm_head.weight"]  # Tied.
+
+        def engine_values():
+            return [state[n].detach().to(torch.bfloat16).view(torch.int16)
+                    for n in names]
+
+        with EngineSync([a.url]) as sync:
+            step += 1
+            sync.push(state, step)
+            before = engine_values()
+            for k in range(a.steps):
+                ids = torch.randint(0, config.vocab_size, (1, 32),
+                                    generator=gen)
+                model(input_ids=ids, labels=ids).loss.backward()
+                opt.step()
+                opt.zero_grad()
+                step += 1
+                time.sleep(IDLE_S)
+                r = sync.push(state, step)
+                after = engine_values()
+                changed = total = wire = 0
+                for x, y in zip(before, after):
+                    c = int((x != y).sum())
+                    changed += c
+                    total += x.numel()
+                    # What a rank on another host sends for it (_collect).
+                    wire += min(c * 6, x.numel() * 2) if c else 0
+                before = after
+                out["model_mb"] = r.model_bytes / 2**20
+                out["steps"].append({
+                    "lr": lr, "step": k + 1, "changed": changed / total,
+                    "wire_mb": wire / 2**20, "push_s": r.seconds,
+                    "mode": r.engines[0].mode,
+                    "changed_tensors": r.changed_tensors,
+                    "tensors": r.tensors})
+        del model, opt, state, before, after
+        gc.collect()
+    print(json.dumps(out))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model-dir", required=True)
     ap.add_argument("--url", required=True)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--two-hosts", action="store_true")
+    ap.add_argument("--train", type=float, nargs="*", default=[])
+    ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if a.rank < 0:
+    if a.train:
+        train_main(a)
+    elif a.rank < 0:
         launch(a)
     else:
         rank_main(a)

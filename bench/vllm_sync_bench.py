@@ -37,7 +37,11 @@ each side held before:
             Then from 2 ranks holding DTensor halves
             (bench/py_vllm_sync_ranks.py), rank 1 on this host and on
             another (namespaces: it sends what changed over c10d), after
-            1%, 5% and 50% of every tensor's values changed.
+            1%, 5% and 50% of every tensor's values changed; and after
+            real AdamW steps (one process, float32 master weights, a
+            language-model loss, lr 1e-6 and 1e-5: --train-lr), the
+            fraction of the engine's bf16 values each step changed and
+            what a rank on another host would send for them.
 
 Also the README demo's iteration time on vLLM against hy's own rollout
 (--demo-iterations; 0 skips it).
@@ -165,7 +169,7 @@ def run_hy(model, reps, root, changed=(), link=(), mode="auto"):
         e.close()
 
 
-def run_py(model, reps, root):
+def run_py(model, reps, root, train_lr=()):
     """hystate.vllm's rows (bench/py_vllm_sync.py) on an engine of their
     own."""
     e = Engine(model, root / "engine-py.log")
@@ -189,6 +193,9 @@ def run_py(model, reps, root):
         res = script("py_vllm_sync.py")
         res["ranks"] = [script("py_vllm_sync_ranks.py"),
                         script("py_vllm_sync_ranks.py", "--two-hosts")]
+        if train_lr:
+            res["train"] = script("py_vllm_sync_ranks.py",
+                                  "--train", *map(str, train_lr))
         return res
     finally:
         e.close()
@@ -365,6 +372,9 @@ def main():
                     help="rank 0's address from --remote-netns")
     ap.add_argument("--remote-addr", default="127.0.0.1",
                     help="the c10d rank's own address in --remote-netns")
+    ap.add_argument("--train-lr", type=float, nargs="*",
+                    default=[1e-6, 1e-5],
+                    help="learning rates of the real-step rows (none: skip)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     link = (["--remote-netns", a.remote_netns, "--master-addr",
@@ -382,7 +392,7 @@ def main():
                                a.delta)
         if "python" not in a.skip:
             log("python ...")
-            res["python"] = run_py(model, a.reps, root)
+            res["python"] = run_py(model, a.reps, root, a.train_lr)
         if "verl" not in a.skip:
             log("verl ...")
             res["verl"] = run_verl(model, a.reps)
@@ -463,6 +473,20 @@ def main():
                       f"{r['delta_s']:7.3f} {r['delta_wire_mb']:8.1f} "
                       f"{r['delta_engine_s']:6.3f} "
                       f"{r['delta_s'] / r['full_s']:7.2f}")
+        if "train" in p:
+            t = p["train"]
+            print("real AdamW steps (one process, float32 master weights): "
+                  "the engine's bf16 values each step changed, and what a "
+                  "rank on another host would send for them "
+                  f"(full: {t['model_mb']:.0f} MiB)")
+            print(f"{'lr':>7} {'step':>4} {'changed':>8} {'wire MiB':>8} "
+                  f"{'x full':>7} {'push s':>6} {'tensors':>9}")
+            for r in t["steps"]:
+                print(f"{r['lr']:7.0e} {r['step']:4d} {r['changed']:8.2%} "
+                      f"{r['wire_mb']:8.1f} "
+                      f"{r['wire_mb'] / t['model_mb']:7.3f} "
+                      f"{r['push_s']:6.2f} "
+                      f"{r['changed_tensors']:4d}/{r['tensors']:<4d}")
     if "demo" in res:
         d = res["demo"]
         print(f"demo iteration (median after 3): hy rollout "

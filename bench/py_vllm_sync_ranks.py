@@ -34,7 +34,8 @@ import time
 
 import torch
 
-IDLE_S = 1.0  # See bench/py_vllm_sync.py.
+from py_vllm_sync import IDLE_S, change  # This directory's.
+
 FRACTIONS = [0.01, 0.05, 0.5]
 
 
@@ -82,17 +83,15 @@ def sharded_state(model_dir, rank):
     return state
 
 
-def change(state, frac, gen):
-    seen = set()
-    for t in state.values():
+def local_parts(state):
+    """Each DTensor's local part once (tied ones share it), non-empty."""
+    parts = {}
+    for name, t in state.items():
         local = t.to_local()
-        if local.data_ptr() in seen or local.numel() == 0:
-            continue
-        seen.add(local.data_ptr())
-        flat = local.view(-1)
-        idx = torch.randint(0, flat.numel(), (max(1, int(flat.numel() * frac)),),
-                            generator=gen)
-        flat[idx] = flat[idx] * 1.03 + 0.01  # More than a bf16 ulp.
+        if local.numel() and all(p.data_ptr() != local.data_ptr()
+                                 for p in parts.values()):
+            parts[name] = local
+    return parts
 
 
 def rank_main(a):
@@ -110,7 +109,8 @@ def rank_main(a):
             for _ in range(a.reps):
                 step += 1
                 delta_sync.push(state, step)
-                change(state, frac, gen)
+                parts = local_parts(state)
+                change(parts, list(parts), frac, gen)
                 for sync, kind in ((delta_sync, "delta"), (full_sync, "full")):
                     step += 1
                     time.sleep(IDLE_S)

@@ -2,7 +2,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <iostream>
 #include <string>
 
 #include "hy/recovery/node_layout.h"
@@ -27,18 +26,6 @@ std::string ExitCodeHelp() {
          "  train: unrecoverable (too few nodes, or every copy of a part "
          "lost)\n"
          "Data is written to stdout, diagnostics to stderr.";
-}
-
-int Report(std::string_view command, const Status& status) {
-  if (!status.ok()) {
-    std::cerr << "hyctl " << command << ": " << status.ToString() << "\n";
-  }
-  return ExitCodeFor(status);
-}
-
-int ReportArgs(std::string_view command, const Status& status) {
-  const int code = Report(command, status);
-  return status.IsInvalidArgument() ? kExitUsage : code;
 }
 
 Result<std::string> ParseWeightsDtype(std::string_view text) {

@@ -31,18 +31,11 @@ using launcher::kExitError;
 using launcher::kExitNotFound;
 using launcher::kExitOk;
 using launcher::kExitUsage;
+using launcher::Report;
+using launcher::ReportArgs;
 
 // The epilogue of `hyctl --help` that documents the exit codes.
 std::string ExitCodeHelp();
-
-// Prints "hyctl <command>: <status>" to stderr unless OK, and returns
-// ExitCodeFor(status).
-int Report(std::string_view command, const Status& status);
-
-// Report for an error in what the user named (a path of the wrong kind, a
-// value no flag takes): InvalidArgument exits kExitUsage, any other status
-// as Report says.
-int ReportArgs(std::string_view command, const Status& status);
 
 // The dtype of exported weights as a user may spell it: "float32" for
 // float32, fp32 or f32; "bfloat16" for bfloat16 or bf16. Returns

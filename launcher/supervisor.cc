@@ -38,13 +38,6 @@ int FailConfig(const Status& s) {
   return kExitConfig;
 }
 
-// An error in what the caller named: said, and InvalidArgument exits
-// kExitUsage (as hyctl's commands do).
-int Fail(const Status& s) {
-  std::cerr << "hyctl train: " << s.ToString() << "\n";
-  return s.IsInvalidArgument() ? kExitUsage : ExitCodeFor(s);
-}
-
 bool Exited(int status, int code) {
   return status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == code;
 }
@@ -91,27 +84,30 @@ Status CheckRunnable(const TrainConfig& c) {
 
 int Supervise(const TrainConfig& c, const SuperviseOptions& f) {
   if (f.worker_argv.empty()) {
-    return Fail(Status::InvalidArgument("no worker command line to run"));
+    return ReportArgs("train",
+                      Status::InvalidArgument("no worker command line to run"));
   }
   const int nproc = c.trainer.nproc;
   const int tg = c.rollout.tensor_model_parallel_size;
   // A resumed run on another world size rolls out with the largest TP
   // group that fits (the worker says so); a fresh one must fit.
   if (nproc % tg != 0 && !f.resume) {
-    return Fail(Status::InvalidArgument(
-        "rollout.tensor_model_parallel_size " + std::to_string(tg) +
-        " must divide the number of workers, trainer.nproc (--nproc) " +
-        std::to_string(nproc)));
+    return ReportArgs(
+        "train",
+        Status::InvalidArgument(
+            "rollout.tensor_model_parallel_size " + std::to_string(tg) +
+            " must divide the number of workers, trainer.nproc (--nproc) " +
+            std::to_string(nproc)));
   }
   if (Status s = CheckRunnable(c); !s.ok()) return FailConfig(s);
   // Nothing is created for a resume that cannot go on.
   if (f.resume && f.check_resume) {
-    if (Status s = f.check_resume(); !s.ok()) return Fail(s);
+    if (Status s = f.check_resume(); !s.ok()) return ReportArgs("train", s);
   }
   const std::string& root = c.checkpoint.store_root;
   // A run continued with more processes than nodes takes fresh nodes.
   Result<std::vector<int>> existing = recovery::ListNodes(root);
-  if (!existing.ok()) return Fail(existing.status());
+  if (!existing.ok()) return ReportArgs("train", existing.status());
   std::vector<int> nodes =
       recovery::AssignNodes(std::vector<int>(nproc, -1), *existing);
   // The run's identity, kept across restarts: the environment's, else the
@@ -119,11 +115,12 @@ int Supervise(const TrainConfig& c, const SuperviseOptions& f) {
   std::string run_id = recovery::RunIdFromEnv();
   if (run_id.empty() && f.resume) {
     Result<std::string> recorded = recovery::RecordedRunId(root);
-    if (!recorded.ok()) return Fail(recorded.status());
+    if (!recorded.ok()) return ReportArgs("train", recorded.status());
     run_id = *recorded;
   }
   if (run_id.empty()) run_id = recovery::NewRunId();
-  if (Status v = recovery::ValidateRunId(run_id); !v.ok()) return Fail(v);
+  if (Status v = recovery::ValidateRunId(run_id); !v.ok())
+    return ReportArgs("train", v);
   // rollout.engine vllm without URLs: the engines, started now so that
   // their start-up (a minute) overlaps the workers' set-up and SFT; kept
   // across the workers' restarts.
@@ -133,7 +130,7 @@ int Supervise(const TrainConfig& c, const SuperviseOptions& f) {
     Result<EnginePlan> plan = PrepareEngines(c, run_id);
     if (!plan.ok()) return FailConfig(plan.status());
     Result<EngineKeeper> k = EngineKeeper::Start(c, *plan);
-    if (!k.ok()) return Fail(k.status());
+    if (!k.ok()) return ReportArgs("train", k.status());
     engines = std::move(plan).value();
     keeper.emplace(std::move(k).value());
   }
@@ -141,7 +138,7 @@ int Supervise(const TrainConfig& c, const SuperviseOptions& f) {
   std::string restart_cause;  // A metrics::RestartCause label value.
   for (int attempt = 0;; ++attempt) {
     Result<int> port = PickFreePort();
-    if (!port.ok()) return Fail(port.status());
+    if (!port.ok()) return ReportArgs("train", port.status());
     LaunchOptions o;
     o.nproc = static_cast<int>(nodes.size());
     o.argv = f.worker_argv;

@@ -13,9 +13,9 @@ hy_vllm.worker.HyWorkerExtension --weight-transfer-config
 '{"backend": "hy_shm"}'`` and hy_vllm on the path) on rank 0's host. The state
 is a plain state dict on one process, or an FSDP2 (DTensor) state dict on N
 ranks, on that host or others: every rank calls ``push`` with what it
-holds and writes (or sends) its own shard, no rank gathers the model. Names are Hugging Face's
-(``model.layers.0.self_attn.q_proj.weight``); vLLM fuses and slices them
-for its tensor parallelism itself.
+holds and writes (or sends) its own shard, no rank gathers the model.
+Names are Hugging Face's (``model.layers.0.self_attn.q_proj.weight``);
+vLLM fuses and slices them for its tensor parallelism itself.
 
 How: the weights, in the engines' dtype, go into one shared-memory file
 (``/dev/shm``; it costs the model's size in the engines' dtype, kept for the
@@ -146,8 +146,7 @@ class EngineSync:
         # None for the whole of a plain tensor.
         self._mine: Dict[int, Optional[_Box]] = {}
         # On another host than rank 0: the values the file holds for this
-        # rank's parts (None until rank 0 has written them), and where
-        # rank 0's host is.
+        # rank's parts (absent until rank 0 has written them).
         self._remote = False
         self._prev: Dict[int, Any] = {}
         # Bytes a second this rank compared, and sent to rank 0, last time.
@@ -309,10 +308,9 @@ class EngineSync:
                         continue
                     idx = _changed(nv.view(-1), pv.view(-1),
                                    new.numel() * self.width // (4 + self.width))
-                    count = -1 if idx is None else idx.numel()
                     if idx is not None:
                         vals = new.view(-1)[idx]
-                        meta.append((i, "sparse", count))
+                        meta.append((i, "sparse", idx.numel()))
                         pieces += [idx.to(torch.int32), vals]
                         updates.append((i, idx, vals))
                         continue
@@ -351,6 +349,7 @@ class EngineSync:
         them ("" if nothing). Everything sent is received, even after an
         error, so no sender is left waiting."""
         torch = self._torch
+        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
         changed, wire, err = set(), 0, ""
         for r in sorted(meta_by_rank):
             for i, kind, n in meta_by_rank[r]:
@@ -373,7 +372,6 @@ class EngineSync:
                     if whole:
                         # A part sent whole (the sender did not compare)
                         # that did not change reloads nothing.
-                        as_int = getattr(torch, _INT_OF_WIDTH[self.width])
                         new = into.view(region.shape)
                         if torch.equal(new.view(as_int), region.view(as_int)):
                             continue
@@ -499,8 +497,7 @@ class EngineSync:
         try:
             if self._remote:
                 meta, pieces, updates = self._collect(state)
-                changed = [m[0] for m in meta]
-                written = sum(p.numel() * p.element_size() for p in pieces)
+                changed, written = [m[0] for m in meta], 0
             else:
                 changed, written = self._write(state)
             err = ""
@@ -523,6 +520,7 @@ class EngineSync:
         for p in pieces:  # To rank 0, in the order of `meta`.
             self.group.send(p, 0)
         sent = sum(p.numel() * p.element_size() for p in pieces)
+        written += sent  # What a remote rank wrote is what it sent.
         if sent >= 1 << 20:  # Enough to time the link by.
             self._wire_bps = sent / max(time.perf_counter() - ts, 1e-6)
         write_s = time.perf_counter() - tw

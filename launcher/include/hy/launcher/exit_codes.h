@@ -1,12 +1,15 @@
 // The exit codes of hyctl, and of the workers the supervisor starts: a
 // worker's code tells the supervisor whether a restart can help (see
-// supervisor.h). recovery/node_layout.h adds two that only workers use
+// supervisor.h); and how hyctl (the supervisor included) reports an error
+// with its code. recovery/node_layout.h adds two that only workers use
 // (kExitPeerFailed, kExitUnrecoverable).
 //
 // Thread-safety: constants and a pure function.
 
 #ifndef HY_LAUNCHER_EXIT_CODES_H_
 #define HY_LAUNCHER_EXIT_CODES_H_
+
+#include <string_view>
 
 #include "hy/common/status.h"
 
@@ -31,6 +34,15 @@ enum ExitCode : int {
 // Returns the exit code for `status` (kExitOk for OK): NotFound and
 // DataLoss have their own, every other error kExitError.
 int ExitCodeFor(const Status& status);
+
+// Prints "hyctl <command>: <status>" to stderr unless OK, and returns
+// ExitCodeFor(status).
+int Report(std::string_view command, const Status& status);
+
+// Report for an error in what the user named (a path of the wrong kind, a
+// value no flag takes): InvalidArgument exits kExitUsage, any other status
+// as Report says.
+int ReportArgs(std::string_view command, const Status& status);
 
 }  // namespace hy::launcher
 

@@ -20,13 +20,13 @@
 
 #include "cli_util.h"
 #include "hy/checkpoint/checkpoint.h"
+#include "hy/recovery/run_root.h"
 #include "hy/trainer/config/config.h"
 #include "hy/trainer/config/model_config.h"
 #include "hy/trainer/data/special_tokens.h"
 #include "hy/trainer/hf/hf_export.h"
 #include "hy/trainer/hf/hf_model.h"
 #include "hy/trainer/hf/run_tokens.h"
-#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -98,7 +98,7 @@ int ExportHf(const ExportHfArgs& a) {
     if (!parsed.ok()) return ReportArgs("export-hf", parsed.status());
     dtype = *parsed;
   }
-  if (Status s = CheckRunRoot(a.run); !s.ok()) {
+  if (Status s = recovery::RunRoot::Open(a.run).status(); !s.ok()) {
     return ReportArgs("export-hf", s);
   }
   auto reader = checkpoint::CheckpointReader::Open(

@@ -19,8 +19,8 @@
 #include "hy/recovery/node_identity.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/retention.h"
+#include "hy/recovery/run_root.h"
 #include "hy/statestore/store.h"
-#include "restore_command.h"
 #include "store_commands.h"
 
 namespace hy::cli {
@@ -147,7 +147,9 @@ Status FindDamagedCopies(const recovery::Catalog& catalog,
 // version recovery would choose. `only_step` keeps that step's versions.
 int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
                    const std::string& format, bool quick) {
-  Result<RunRootScan> scan = ScanRunRoot(root);
+  Result<recovery::RunRoot> run = recovery::RunRoot::Open(root);
+  if (!run.ok()) return Report("inspect", run.status());
+  Result<recovery::RunRootScan> scan = run->Scan();
   if (!scan.ok()) return Report("inspect", scan.status());
   const recovery::Catalog& catalog = scan->catalog;
   std::map<std::string, std::string> damaged;

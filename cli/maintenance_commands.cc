@@ -16,9 +16,8 @@
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/retention.h"
+#include "hy/recovery/run_root.h"
 #include "hy/statestore/store.h"
-#include "restore_command.h"
-#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -33,7 +32,8 @@ std::string Mb(uint64_t bytes) {
 
 Result<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                          bool read_only) {
-  Result<std::unique_ptr<Store>> s = OpenExistingStore(path, read_only);
+  Result<std::unique_ptr<Store>> s =
+      recovery::OpenExistingStore(path, read_only);
   if (!s.ok()) return s.status().WithContext(path);
   return s;
 }
@@ -88,12 +88,13 @@ int GcStore(const std::string& path, size_t keep,
 }
 
 // gc of a run root (recovery/retention.h).
-int GcRoot(const std::string& root, size_t keep,
+int GcRoot(const recovery::RunRoot& run, size_t keep,
            const std::vector<uint64_t>& pinned_steps, int replicas) {
-  Result<RunRootScan> scan = ScanRunRoot(root);
+  const std::string& root = run.path();
+  Result<recovery::RunRootScan> scan = run.Scan();
   if (!scan.ok()) return Report("gc", scan.status());
   for (const std::string& u : scan->catalog.unreadable()) {
-    return Report("gc", ExplainLocked(Status::IOError(u), u));
+    return Report("gc", recovery::ExplainLockedStore(Status::IOError(u), u));
   }
   std::set<uint64_t> pins(pinned_steps.begin(), pinned_steps.end());
   Result<recovery::RootRetention> plan = recovery::PlanRootRetention(
@@ -110,8 +111,7 @@ int GcRoot(const std::string& root, size_t keep,
   } else {
     std::cout << "; earlier generations kept: " << plan->why_unsafe << "\n";
   }
-  Result<std::vector<recovery::StoreLocation>> stores =
-      recovery::ListRootStores(root);
+  Result<std::vector<recovery::StoreLocation>> stores = run.Stores();
   if (!stores.ok()) return Report("gc", stores.status());
   std::vector<recovery::StoreRetention> done;
   Status s = recovery::ApplyRetention(*stores, p, "", &done);
@@ -127,7 +127,7 @@ int GcRoot(const std::string& root, size_t keep,
       std::cout << r.where.path << ": removed (holds nothing the run needs)\n";
     }
   }
-  if (!s.ok()) return Report("gc", ExplainLocked(s, root));
+  if (!s.ok()) return Report("gc", recovery::ExplainLockedStore(s, root));
   Result<std::vector<int>> gone = recovery::RemoveEmptyNodes(
       root, std::vector<int>(live_nodes.begin(), live_nodes.end()));
   if (!gone.ok()) return Report("gc", gone.status());
@@ -141,11 +141,12 @@ int GcRoot(const std::string& root, size_t keep,
 // drop: every version of `step` (every generation, committed or not) goes
 // from every store under `root`, primaries and replicas. The newest
 // recoverable step, what a resume would continue from, only with `force`.
-int DropStep(const std::string& root, uint64_t step, bool force) {
-  Result<RunRootScan> scan = ScanRunRoot(root);
+int DropStep(const recovery::RunRoot& run, uint64_t step, bool force) {
+  const std::string& root = run.path();
+  Result<recovery::RunRootScan> scan = run.Scan();
   if (!scan.ok()) return Report("drop", scan.status());
   for (const std::string& u : scan->catalog.unreadable()) {
-    return Report("drop", ExplainLocked(Status::IOError(u), u));
+    return Report("drop", recovery::ExplainLockedStore(Status::IOError(u), u));
   }
   bool known = false;
   for (const recovery::CopyEntry& e : scan->catalog.entries()) {
@@ -165,42 +166,38 @@ int DropStep(const std::string& root, uint64_t step, bool force) {
                  "anyway\n";
     return kExitUsage;
   }
-  Status s =
-      DropSteps(root, [step](uint64_t v) { return v == step; }, std::cout);
-  return s.ok() ? kExitOk : Report("drop", ExplainLocked(s, root));
+  Status s = DropSteps(run, [step](uint64_t v) { return v == step; },
+                       std::cout);
+  return s.ok() ? kExitOk
+                : Report("drop", recovery::ExplainLockedStore(s, root));
 }
 
 }  // namespace
 
-Status DropSteps(const std::string& root,
+Status DropSteps(const recovery::RunRoot& root,
                  const std::function<bool(uint64_t step)>& which,
                  std::ostream& out) {
-  HY_ASSIGN_OR_RETURN(std::vector<recovery::StoreLocation> stores,
-                      recovery::ListRootStores(root));
-  statestore::GcOptions o;
-  o.counted = [](uint64_t) { return false; };  // Keep every other version.
-  o.drop = [which](uint64_t v) { return which(recovery::VersionStep(v)); };
+  std::vector<recovery::DroppedStore> dropped;
+  const Status s = root.DropSteps(which, &dropped);
   std::set<uint64_t> steps;
-  size_t dropped = 0;
-  for (const recovery::StoreLocation& where : stores) {
-    HY_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
-                        OpenStore(where.path, /*read_only=*/false));
-    Result<statestore::GcReport> r = store->Gc(o);
-    if (!r.ok()) return r.status().WithContext(where.path);
-    for (const auto* list : {&r->dropped_versions, &r->dropped_uncommitted}) {
+  size_t versions = 0;
+  for (const recovery::DroppedStore& d : dropped) {
+    for (const auto* list :
+         {&d.report.dropped_versions, &d.report.dropped_uncommitted}) {
       for (uint64_t v : *list) steps.insert(recovery::VersionStep(v));
-      dropped += list->size();
+      versions += list->size();
     }
-    if (!r->dropped_versions.empty() || !r->dropped_uncommitted.empty()) {
-      PrintGc(where.path + ": ", *r, out);
-    }
+    PrintGc(d.where.path + ": ", d.report, out);
   }
+  HY_RETURN_IF_ERROR(s);
   std::string names;
   for (uint64_t st : steps) {
     names += (names.empty() ? "" : ",") + std::to_string(st);
   }
-  out << "dropped step(s) " << (names.empty() ? "-" : names) << ": " << dropped
-      << " version(s) in " << stores.size() << " store(s)\n";
+  Result<std::vector<recovery::StoreLocation>> stores = root.Stores();
+  out << "dropped step(s) " << (names.empty() ? "-" : names) << ": "
+      << versions << " version(s) in "
+      << (stores.ok() ? stores->size() : dropped.size()) << " store(s)\n";
   return Status::OK();
 }
 
@@ -296,10 +293,10 @@ void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
                  "generation needs before it supersedes older generations "
                  "(default: as many as the best-copied part has)");
   gc->callback([args, exit_code] {
+    Result<recovery::RunRoot> root = recovery::RunRoot::Open(args->path);
     *exit_code =
-        IsRunRoot(args->path)
-            ? GcRoot(args->path, args->keep, args->pinned, args->replicas)
-            : GcStore(args->path, args->keep, args->pinned);
+        root.ok() ? GcRoot(*root, args->keep, args->pinned, args->replicas)
+                  : GcStore(args->path, args->keep, args->pinned);
   });
 
   CLI::App* drop = app->add_subcommand(
@@ -314,11 +311,12 @@ void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
                  "Also drop the newest recoverable step (a resume then "
                  "continues from the one before)");
   drop->callback([args, exit_code] {
-    if (Status s = CheckRunRoot(args->path); !s.ok()) {
-      *exit_code = ReportArgs("drop", s);
+    Result<recovery::RunRoot> root = recovery::RunRoot::Open(args->path);
+    if (!root.ok()) {
+      *exit_code = ReportArgs("drop", root.status());
       return;
     }
-    *exit_code = DropStep(args->path, args->step, args->force);
+    *exit_code = DropStep(*root, args->step, args->force);
   });
 
   CLI::App* repair = app->add_subcommand(
@@ -331,13 +329,13 @@ void AddMaintenanceCommands(CLI::App* app, int* exit_code) {
                      "Another store holding copies of the same chunks");
   repair->callback([args, exit_code] {
     std::vector<std::string> paths = {args->path};
-    if (IsRunRoot(args->path)) {
-      if (Status s = CheckOneRun(args->path); !s.ok()) {
+    if (Result<recovery::RunRoot> root = recovery::RunRoot::Open(args->path);
+        root.ok()) {
+      if (Status s = root->RunId().status(); !s.ok()) {
         *exit_code = Report("repair", s);
         return;
       }
-      Result<std::vector<recovery::StoreLocation>> stores =
-          recovery::ListRootStores(args->path);
+      Result<std::vector<recovery::StoreLocation>> stores = root->Stores();
       if (!stores.ok()) {
         *exit_code = Report("repair", stores.status());
         return;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "hy/common/status.h"
+#include "hy/recovery/run_root.h"
 
 namespace CLI {
 class App;
@@ -29,12 +30,9 @@ class App;
 
 namespace hy::cli {
 
-// Removes every version (any generation, committed or not) of each step
-// `which` accepts from every store under the run root `root`, primaries
-// and replicas, and says what went on `out`. Checks nothing about the
-// steps: callers refuse what must not go. Returns the first store's error
-// (open, a running job holding it, Gc), naming the store.
-Status DropSteps(const std::string& root,
+// root.DropSteps(which), saying on `out` what went from each store (also
+// when a later store fails) and in all.
+Status DropSteps(const recovery::RunRoot& root,
                  const std::function<bool(uint64_t step)>& which,
                  std::ostream& out);
 

@@ -13,6 +13,7 @@
 
 #include "cli_util.h"
 #include "hy/checkpoint/checkpoint.h"
+#include "hy/recovery/run_root.h"
 #include "hy/reshard/layout.h"
 #include "hy/reshard/plan.h"
 #include "hy/reshard/shard_map.h"
@@ -21,7 +22,6 @@
 #include "reshard_input.h"
 #include "reshard_run.h"
 #include "run_models.h"
-#include "run_path.h"
 #include "version_select.h"
 
 namespace hy::cli {
@@ -198,7 +198,7 @@ Status RunPlan(PlanArgs a) {
     models.emplace_back("", std::move(spec));
   } else {
     HY_RETURN_IF_ERROR(TakePathStep(&a.store, &a.at));
-    if (CheckRunRoot(a.store).ok()) {
+    if (recovery::RunRoot::Is(a.store)) {
       HY_RETURN_IF_ERROR(RequireStepForRunRoot(a.store, a.at));
       HY_ASSIGN_OR_RETURN(
           reader,
@@ -209,7 +209,7 @@ Status RunPlan(PlanArgs a) {
                           RunModelsOf(reader.get(), a.rules));
       for (RunModel& m : run) models.emplace_back(m.prefix, std::move(m.spec));
     } else {
-      HY_ASSIGN_OR_RETURN(auto store, OpenExistingStore(a.store, true));
+      HY_ASSIGN_OR_RETURN(auto store, recovery::OpenExistingStore(a.store, true));
       HY_ASSIGN_OR_RETURN(ChosenVersion v, ChooseVersion(store.get(), a.at));
       HY_ASSIGN_OR_RETURN(statestore::Manifest m,
                           store->ReadManifest(v.version));
@@ -301,7 +301,7 @@ int RunReshard(ReshardArgs a) {
   }
   Result<Layout> to = ParseLayout(a.to, "--to");
   if (!to.ok()) return ReportArgs("reshard", to.status());
-  const Status kind = CheckRunRoot(a.path);
+  const Status kind = recovery::RunRoot::Open(a.path).status();
   if (kind.ok()) return ReshardRun(a, *to);
   if (!kind.IsInvalidArgument()) return ReportArgs("reshard", kind);
   if (!a.out.empty() || a.allow_other_run) {
@@ -311,7 +311,7 @@ int RunReshard(ReshardArgs a) {
                                    "--allow-other-run are for a run root (the "
                                    "new version goes into the same store)"));
   }
-  auto opened = OpenExistingStore(a.path, /*read_only=*/false);
+  auto opened = recovery::OpenExistingStore(a.path, /*read_only=*/false);
   if (!opened.ok()) return Report("reshard", opened.status());
   Result<ChosenVersion> from = ChooseVersion(opened->get(), a.at);
   if (!from.ok()) return Report("reshard", from.status());

@@ -44,12 +44,12 @@
 #include "cli_util.h"
 #include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/node_layout.h"
+#include "hy/recovery/run_root.h"
 #include "hy/reshard/layout.h"
 #include "hy/reshard/shard_map.h"
 #include "hy/statestore/safetensors.h"
 #include "hy/statestore/store.h"
 #include "run_models.h"
-#include "run_path.h"
 
 namespace hy::cli {
 namespace {
@@ -229,7 +229,7 @@ int RunRestore(const RestoreArgs& a) {
     Report("restore", usage);
     return kExitUsage;
   }
-  if (Status s = CheckRunRoot(a.root); !s.ok()) {
+  if (Status s = recovery::RunRoot::Open(a.root).status(); !s.ok()) {
     return ReportArgs("restore", s);
   }
   // A layout that does not fit the run's tensors is a usage error too.
@@ -237,19 +237,6 @@ int RunRestore(const RestoreArgs& a) {
 }
 
 }  // namespace
-
-bool IsRunRoot(const std::string& path) {
-  Result<std::vector<int>> nodes = recovery::ListNodes(path);
-  return nodes.ok() && !nodes->empty();
-}
-
-Result<RunRootScan> ScanRunRoot(const std::string& root) {
-  HY_RETURN_IF_ERROR(CheckOneRun(root));
-  RunRootScan out;
-  HY_ASSIGN_OR_RETURN(out.catalog,
-                      recovery::Catalog::ScanRoot(root, &out.nodes));
-  return out;
-}
 
 Result<RestoreLayout> ParseRestoreLayout(const std::string& text) {
   RestoreLayout out;

@@ -1,7 +1,5 @@
 // hyctl restore: one rank's shards of a run's committed step, cut for a new
-// layout, as a safetensors file. Also the run-root helpers `hyctl inspect`
-// shares (a run root is a directory of node-<k>/ dirs, see
-// hy/recovery/node_layout.h).
+// layout, as a safetensors file, and how a layout is spelled for it.
 #ifndef HY_CLI_RESTORE_COMMAND_H_
 #define HY_CLI_RESTORE_COMMAND_H_
 
@@ -11,7 +9,6 @@
 
 #include "hy/common/result.h"
 #include "hy/common/shard.h"
-#include "hy/recovery/catalog.h"
 #include "hy/reshard/layout.h"
 
 namespace CLI {
@@ -25,19 +22,6 @@ namespace hy::cli {
 // command stores its exit code in `*exit_code`, which must outlive
 // app.parse().
 void AddRestoreCommand(CLI::App* app, int* exit_code);
-
-// Whether `path` is a run root: a directory holding at least one node-<k>
-// directory.
-bool IsRunRoot(const std::string& path);
-
-// Every store of a run root (primaries and replicas of every node), scanned.
-struct RunRootScan {
-  std::vector<int> nodes;  // Ascending.
-  recovery::Catalog catalog;
-};
-// Returns IOError if a directory cannot be listed, FailedPrecondition for
-// stores of two runs under `root` (CheckOneRun in run_path.h).
-Result<RunRootScan> ScanRunRoot(const std::string& root);
 
 // How a restored rank's shards are cut: "fsdp=N" (each tensor flattened
 // and split evenly over N ranks), "replicated" (whole tensors), or any

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "hy/checkpoint/checkpoint.h"
+#include "hy/recovery/run_root.h"
 #include "hy/statestore/store.h"
-#include "restore_command.h"
 #include "run_path.h"
 
 namespace hy::cli {
@@ -82,7 +82,7 @@ class RunSource : public StateSource {
 Result<std::unique_ptr<StateSource>> OpenStateSource(
     const std::string& path, const VersionChoice& choice,
     bool allow_other_run) {
-  if (IsRunRoot(path)) {
+  if (recovery::RunRoot::Is(path)) {
     HY_RETURN_IF_ERROR(RequireStepForRunRoot(path, choice));
     const std::optional<uint64_t>& n = choice.step;
     HY_ASSIGN_OR_RETURN(auto reader,

@@ -19,9 +19,8 @@
 #include "hy/common/tensor_meta.h"
 #include "hy/recovery/catalog.h"
 #include "hy/recovery/node_layout.h"
+#include "hy/recovery/run_root.h"
 #include "hy/statestore/store.h"
-#include "restore_command.h"
-#include "run_path.h"
 #include "version_select.h"
 
 namespace hy::cli {
@@ -30,9 +29,12 @@ namespace {
 using nlohmann::ordered_json;
 using statestore::Store;
 
-// The paths of every store under a run root (recovery::ListRootStores).
-Result<std::vector<std::string>> RunRootStores(const std::string& root) {
-  HY_ASSIGN_OR_RETURN(auto stores, recovery::ListRootStores(root));
+// The paths of every store under the run root `path`, primaries and
+// replicas, once they are known to belong to one run.
+Result<std::vector<std::string>> RunRootStores(const std::string& path) {
+  HY_ASSIGN_OR_RETURN(recovery::RunRoot root, recovery::RunRoot::Open(path));
+  HY_RETURN_IF_ERROR(root.RunId().status());
+  HY_ASSIGN_OR_RETURN(auto stores, root.Stores());
   std::vector<std::string> out;
   for (const auto& where : stores) out.push_back(where.path);
   return out;
@@ -237,9 +239,8 @@ Status VerifyStore(Store* store, const VersionChoice& only, VerifyResult* out) {
 int Verify(const std::string& path, const VersionChoice& only,
            const std::string& format) {
   std::vector<std::string> paths;
-  const bool root = IsRunRoot(path);
+  const bool root = recovery::RunRoot::Is(path);
   if (root) {
-    if (Status s = CheckOneRun(path); !s.ok()) return Report("verify", s);
     Result<std::vector<std::string>> all = RunRootStores(path);
     if (!all.ok()) return Report("verify", all.status());
     paths = *all;
@@ -253,7 +254,7 @@ int Verify(const std::string& path, const VersionChoice& only,
   // garbage file) is named and the others are still verified.
   std::vector<std::string> unreadable;
   for (const std::string& p : paths) {
-    auto store = OpenExistingStore(p, /*read_only=*/true);
+    auto store = recovery::OpenExistingStore(p, /*read_only=*/true);
     VerifyResult r;
     Status s =
         store.ok() ? VerifyStore(store->get(), only, &r) : store.status();
@@ -334,7 +335,7 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
   AddOutputOption(inspect, &args->format, {"table", "json"});
   inspect->callback([args, exit_code] {
     Status s = TakePathStep(&args->store, &args->at);
-    if (s.ok() && IsRunRoot(args->store)) {
+    if (s.ok() && recovery::RunRoot::Is(args->store)) {
       s = RequireStepForRunRoot(args->store, args->at);
       if (s.ok()) {
         *exit_code = InspectRunRoot(args->store, args->at.step, args->format,
@@ -346,7 +347,7 @@ void AddStoreCommands(CLI::App* app, int* exit_code) {
       *exit_code = ReportArgs("inspect", s);
       return;
     }
-    auto store = OpenExistingStore(args->store, /*read_only=*/true);
+    auto store = recovery::OpenExistingStore(args->store, /*read_only=*/true);
     if (!store.ok()) {
       *exit_code = Report("inspect", store.status());
       return;

@@ -301,14 +301,8 @@ int RunTrain(const TrainFlags& f) {
   o.worker_argv = std::move(argv).value();
   o.worker_argv.push_back("--worker");
   o.resume = !f.resume.empty();
-  o.check_resume = [&]() -> Status {
-    if (f.from_step >= 0) {
-      HY_RETURN_IF_ERROR(RollBackTo(c->checkpoint.store_root,
-                                    static_cast<uint64_t>(f.from_step),
-                                    f.drop_newer));
-    }
-    return CheckResume(*c);
-  };
+  o.from_step = f.from_step;
+  o.drop_newer = f.drop_newer;
   o.max_restarts = f.max_restarts;
   o.min_nodes = f.min_nodes;
   return launcher::Supervise(*c, o);

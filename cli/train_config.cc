@@ -15,13 +15,8 @@
 #include <sstream>
 
 #include "hy/checkpoint/checkpoint.h"
-#include "hy/recovery/catalog.h"
-#include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_identity.h"
 #include "hy/trainer/hf/hf_model.h"
-#include "maintenance_commands.h"
-#include "restore_command.h"
-#include "run_path.h"
 
 namespace hy::cli {
 
@@ -155,56 +150,6 @@ Result<TrainConfig> ResolveConfig(const TrainFlags& f, bool worker) {
   HY_RETURN_IF_ERROR(trainer::ResolveModelPath(&c.model));
   HY_RETURN_IF_ERROR(trainer::ValidateConfig(c));
   return c;
-}
-
-Status CheckResume(const TrainConfig& c) {
-  const std::string& root = c.checkpoint.store_root;
-  HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
-  auto reader = checkpoint::CheckpointReader::Open(root);
-  if (!reader.ok()) {
-    if (!reader.status().IsNotFound()) return Status::OK();
-    return Status::NotFound("--resume: nothing committed under " + root +
-                            " to resume");
-  }
-  const int64_t reached = static_cast<int64_t>((*reader)->step());
-  if (c.trainer.total_iterations <= reached) {
-    const std::string k = std::to_string(reached);
-    return Status::InvalidArgument(
-        root + " already reached iteration " + k + "; pass --iterations > " +
-        k + " to train further");
-  }
-  return Status::OK();
-}
-
-Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer) {
-  const std::string what = "--from-step " + std::to_string(step);
-  HY_RETURN_IF_ERROR(CheckRunRoot(root).WithContext("--resume"));
-  {
-    auto reader =
-        checkpoint::CheckpointReader::Open(root, static_cast<int64_t>(step));
-    if (!reader.ok()) return reader.status().WithContext(what);
-  }  // Closed before anything is dropped.
-  HY_ASSIGN_OR_RETURN(RunRootScan scan, ScanRunRoot(root));
-  std::set<uint64_t> newer;
-  for (const recovery::CopyEntry& e : scan.catalog.entries()) {
-    const uint64_t s = recovery::VersionStep(e.version);
-    if (s > step) newer.insert(s);
-  }
-  if (newer.empty()) return Status::OK();
-  std::string names;
-  for (uint64_t s : newer) {
-    names += (names.empty() ? "" : ",") + std::to_string(s);
-  }
-  if (!drop_newer) {
-    return Status::InvalidArgument(
-        what + ": " + root + " holds step(s) " + names +
-        " after it, which a restart would go back to; add --drop-newer to "
-        "remove them first (or keep them: hyctl export-hf / restore --step "
-        "copy a step out)");
-  }
-  std::cerr << "hyctl train: " << what << ": dropping step(s) " << names
-            << " from every store under " << root << "\n";
-  return DropSteps(root, [step](uint64_t s) { return s > step; }, std::cerr);
 }
 
 }  // namespace hy::cli

@@ -66,22 +66,6 @@ const char* Env(const char* name);
 // value, NotFound for a missing file.
 Result<trainer::TrainConfig> ResolveConfig(const TrainFlags& f, bool worker);
 
-// For --resume, before anything is created: `c`'s store root must be a run
-// root (CheckRunRoot) with a committed step, below trainer.total_iterations.
-// Returns NotFound when the root does not exist, is no run root or has
-// nothing committed; InvalidArgument for a single store or a run that has
-// reached trainer.total_iterations already. Other errors of reading the
-// root are left to the workers' recovery.
-Status CheckResume(const trainer::TrainConfig& c);
-
-// For --resume with --from-step: `step` must be recoverable under `root`
-// (NotFound otherwise). Steps after it would be an abandoned branch that a
-// restart goes back to (versions order by step), so with `drop_newer` they
-// are removed from every store first (said on stderr); without it their
-// presence is InvalidArgument naming them. Opens the stores for writing
-// only to drop.
-Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer);
-
 }  // namespace hy::cli
 
 #endif  // HY_CLI_TRAIN_CONFIG_H_

@@ -101,8 +101,14 @@ int Supervise(const TrainConfig& c, const SuperviseOptions& f) {
   }
   if (Status s = CheckRunnable(c); !s.ok()) return FailConfig(s);
   // Nothing is created for a resume that cannot go on.
-  if (f.resume && f.check_resume) {
-    if (Status s = f.check_resume(); !s.ok()) return ReportArgs("train", s);
+  if (f.resume) {
+    Status s = Status::OK();
+    if (f.from_step >= 0) {
+      s = RollBackTo(c.checkpoint.store_root,
+                     static_cast<uint64_t>(f.from_step), f.drop_newer);
+    }
+    if (s.ok()) s = CheckResume(c);
+    if (!s.ok()) return ReportArgs("train", s);
   }
   const std::string& root = c.checkpoint.store_root;
   // A run continued with more processes than nodes takes fresh nodes.

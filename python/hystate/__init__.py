@@ -27,7 +27,6 @@ hystate.DataLoss, hystate.IOError, hystate.Unavailable, hystate.Aborted, ...
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -308,7 +307,7 @@ def load(path: str, state_dict: dict, step: Optional[int] = None,
     `step=`."""
     del group
     step = _step_or_version(step, version, "hystate.load")
-    if not glob.glob(os.path.join(path, "node-*")):
+    if _hy.path_kind(path) != "run_root":
         raise _hy.NotFound(f"no hy checkpoint under {path}")
     reader = _hy.Reader(path, -1 if step is None else int(step))
     pieces, plain = split(state_dict, writable=True)
@@ -342,10 +341,10 @@ class Checkpoints:
 
     def __init__(self, path: str):
         self.path = path
-        if glob.glob(os.path.join(path, "node-*")):
-            self._stores = sorted(
-                glob.glob(os.path.join(path, "node-*", "store*")) +
-                glob.glob(os.path.join(path, "node-*", "replica-*")))
+        self._root = None
+        if _hy.path_kind(path) == "run_root":
+            self._root = _hy.RunRoot(path)
+            self._stores = sorted(s["path"] for s in self._root.stores())
         elif os.path.isdir(path):
             self._stores = [path]
         else:
@@ -360,7 +359,10 @@ class Checkpoints:
         return {s: _hy.Store(s).versions() for s in self._stores}
 
     def steps(self) -> List[int]:
-        """The committed steps, ascending."""
+        """The committed steps, ascending. Raises FailedPrecondition for a
+        directory whose stores belong to two runs."""
+        if self._root is not None:
+            return list(self._root.steps())
         return sorted({v["step"] for vs in self._versions().values()
                        for v in vs if v["committed"]})
 

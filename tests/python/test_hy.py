@@ -176,6 +176,35 @@ def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
     assert loaded["n"] == 5 and loaded["w"][2, 3] == 11
 
 
+def test_paths_are_named_as_hyctl_names_them(tmp_path):
+    """hystate sees a directory through the same RunRoot as hyctl: a run
+    root, a store inside one, nothing; and stores of two runs under one
+    root are refused, naming both."""
+    path = str(tmp_path / "ckpt")
+    hystate.save(path, {"w": np.arange(6, dtype=np.float32)}, step=4)
+    store = os.path.join(path, "node-0", "store")
+    assert hystate._hy.path_kind(path) == "run_root"
+    assert hystate._hy.path_kind(store) == "run_store"
+    assert hystate._hy.path_kind(str(tmp_path / "none")) == "missing"
+    assert hystate._hy.path_kind(str(tmp_path)) == "other"
+    root = hystate._hy.RunRoot(path)
+    assert root.nodes() == [0]
+    assert [s["path"] for s in root.stores()] == [store]
+    assert root.steps() == [4] and root.run_id() == ""
+    with pytest.raises(hystate.InvalidArgument,
+                       match="pass the run root " + path):
+        hystate._hy.RunRoot(store)
+    with pytest.raises(hystate.NotFound, match="no hy checkpoint"):
+        hystate.load(store, {"w": np.zeros(6, dtype=np.float32)})
+    # Another run's node directory copied in beside this run's.
+    hystate._hy.Store(store, read_only=False, run_id="run-a")
+    hystate._hy.Store(os.path.join(path, "node-1", "store"), create=True,
+                      read_only=False, run_id="run-b")
+    with pytest.raises(hystate.FailedPrecondition, match="run-a.*run-b"):
+        hystate.open(path).steps()
+    assert hystate._hy.RunRoot(path).steps(allow_other_run=True) == [4]
+
+
 def test_corrupted_chunk_is_data_loss(tmp_path):
     path = str(tmp_path / "ckpt")
     hystate.save(path, {"w": torch.randn(256, 256)})

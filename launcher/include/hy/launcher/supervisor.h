@@ -7,8 +7,9 @@
 //
 // Before anything starts it checks what can be checked here: that the
 // rollout's TP size divides the workers (unless resuming), that the config
-// can run on this machine (CheckRunnable, else exit 78), and the caller's
-// checks of a resume (SuperviseOptions::check_resume). It then picks the
+// can run on this machine (CheckRunnable, else exit 78), and, resuming,
+// that the run root has a step to continue from (CheckResume; first
+// RollBackTo when resuming from an earlier step). It then picks the
 // run's id (the environment's HY_RUN_ID, the stores' when resuming, else a
 // new one) and a node per worker (recovery::AssignNodes), starts the vLLM
 // engines the config asks for (engine_keeper.h; kept across restarts), and
@@ -42,7 +43,7 @@
 #ifndef HY_LAUNCHER_SUPERVISOR_H_
 #define HY_LAUNCHER_SUPERVISOR_H_
 
-#include <functional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -61,10 +62,10 @@ struct SuperviseOptions {
   std::vector<std::string> worker_argv;
   // Whether the run continues the one under c.checkpoint.store_root.
   bool resume = false;
-  // Run before anything is created, when resuming (hyctl: --from-step's
-  // roll back, and a committed step below trainer.total_iterations). An
-  // error ends the run: InvalidArgument with kExitUsage.
-  std::function<Status()> check_resume;
+  // Resuming from this committed step (>= 0) rather than the newest:
+  // RollBackTo(store root, from_step, drop_newer) before anything starts.
+  int64_t from_step = -1;
+  bool drop_newer = false;
   int max_restarts = 3;  // Restarts after which it gives up.
   int min_nodes = 1;     // Nodes below which it does not restart.
 };
@@ -81,6 +82,22 @@ int Supervise(const trainer::TrainConfig& c, const SuperviseOptions& options);
 // error) naming the key and the file. The prompts themselves are parsed by
 // the workers, which report a bad record the same way.
 Status CheckRunnable(const trainer::TrainConfig& c);
+
+// For a resume, before anything is created: `c`'s store root must be a run
+// root (recovery::RunRoot::Open) with a committed step, below
+// trainer.total_iterations. Returns NotFound when the root does not exist,
+// is no run root or has nothing committed; InvalidArgument for a single
+// store or a run that has reached trainer.total_iterations already. Other
+// errors of reading the root are left to the workers' recovery.
+Status CheckResume(const trainer::TrainConfig& c);
+
+// For a resume from an earlier step: `step` must be recoverable under
+// `root` (NotFound otherwise). Steps after it would be an abandoned branch
+// that a restart goes back to (versions order by step), so with
+// `drop_newer` they are removed from every store first (said on stderr);
+// without it their presence is InvalidArgument naming them. Opens the
+// stores for writing only to drop.
+Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer);
 
 }  // namespace hy::launcher
 

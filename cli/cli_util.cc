@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "hy/recovery/node_layout.h"
@@ -77,6 +78,12 @@ std::string FormatTable(const std::vector<std::string>& header,
   emit(header);
   for (const auto& row : rows) emit(row);
   return out;
+}
+
+std::string Mb(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", bytes / 1e6);
+  return buf;
 }
 
 }  // namespace hy::cli

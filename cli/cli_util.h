@@ -6,6 +6,7 @@
 #ifndef HY_CLI_CLI_UTIL_H_
 #define HY_CLI_CLI_UTIL_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,9 @@ Result<std::string> ParseWeightsDtype(std::string_view text);
 // is the default) and storing the choice in `*format`.
 void AddOutputOption(CLI::App* command, std::string* format,
                      const std::vector<std::string>& formats);
+
+// `bytes` in MB (10^6 bytes) with two decimals: "12.34".
+std::string Mb(uint64_t bytes);
 
 // Formats rows as a left-aligned table with a header row, columns separated
 // by two spaces, trailing spaces trimmed, one row per line.

@@ -8,22 +8,22 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "data_command.h"
-#include "eval_command.h"
-#include "export_hf_command.h"
 #include "hy/common/edit_distance.h"
 #include "hy/launcher/stop_signals.h"
 #include "hy/metrics/hy_metrics.h"
-#include "maintenance_commands.h"
-#include "metrics_command.h"
+#include "metrics/metrics_command.h"
+#include "model/data_command.h"
+#include "model/eval_command.h"
+#include "model/export_hf_command.h"
+#include "store/maintenance_commands.h"
 #if HY_WITH_TENSORBOARD
-#include "plot_command.h"
+#include "metrics/plot_command.h"
 #endif
-#include "reshard_command.h"
-#include "restore_command.h"
-#include "store_commands.h"
-#include "tokenize_command.h"
-#include "train_command.h"
+#include "layout/reshard_command.h"
+#include "layout/restore_command.h"
+#include "model/tokenize_command.h"
+#include "store/store_commands.h"
+#include "train/train_command.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "hyctl_run.h"
+#include "cli/hyctl_run.h"
 
 namespace hy::cli {
 namespace {

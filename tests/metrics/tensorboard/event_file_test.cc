@@ -1,7 +1,7 @@
 // EventWriter and the readers: a round trip through a real file, a damaged
 // CRC is DataLoss, a record cut short at the end is tolerated, a directory
 // of files read with TensorBoard's purge-on-START rule. The bytes are
-// checked against TensorBoard's own reader in tests/cli/tensorboard_test.py.
+// checked against TensorBoard's own reader in tests/cli/metrics/tensorboard_test.py.
 
 #include <gtest/gtest.h>
 

@@ -11,15 +11,21 @@ engine in 24 GiB): the model in float32, AdamW at each LR on a
 language-model loss over random tokens, --steps steps, a delta push after
 each; per step the fraction of the engine's (bf16) values that changed,
 and what a rank on another host would send for them by EngineSync's rule
-(6 bytes a changed value, or the tensor whole where that is less).
+(4 bytes a changed value: a 16-bit gap and the bf16 value, or the tensor
+whole where that is less; the gap coding's added indices, one per 65536
+values at most, are left out).
 
   python3 bench/py_vllm_sync_ranks.py --model-dir D --url U [--two-hosts]
+      [--remote-netns NS --master-addr A0]
   python3 bench/py_vllm_sync_ranks.py --model-dir D --url U --train 1e-6 1e-5
       [--steps 4]
 
 with the engine's key in $HY_VLLM_API_KEY, the build's interpreter
 (hystate on the path), and the engine on this host. The link is the
-loopback; scripts/bench-vllm-link.sh shapes one for hyctl train's sync.
+loopback, unless --remote-netns puts rank 1 in that network namespace
+(another host: implies --two-hosts), reaching rank 0 at --master-addr,
+as scripts/bench-vllm-link.sh sets up over a link tc shapes; both ranks'
+Gloo then uses their namespace's eth0.
 """
 
 import argparse
@@ -41,7 +47,7 @@ FRACTIONS = [0.01, 0.05, 0.5]
 
 def launch(a):
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((a.master_addr, 0))
         port = str(s.getsockname()[1])
     procs = []
     for rank in range(2):
@@ -51,9 +57,13 @@ def launch(a):
             cmd = ["unshare", "-rmu", "sh", "-c",
                    "mount -t tmpfs none /dev/shm && hostname hy-bench-b && "
                    'exec "$0" "$@"', *cmd]
+            if a.remote_netns:
+                cmd = ["ip", "netns", "exec", a.remote_netns, *cmd]
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+                   MASTER_ADDR=a.master_addr, MASTER_PORT=port,
                    OMP_NUM_THREADS="1")
+        if a.remote_netns:
+            env["GLOO_SOCKET_IFNAME"] = "eth0"
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       text=True))
     outs = [p.communicate()[0] for p in procs]
@@ -169,7 +179,7 @@ def train_main(a):
                     changed += c
                     total += x.numel()
                     # What a rank on another host sends for it (_collect).
-                    wire += min(c * 6, x.numel() * 2) if c else 0
+                    wire += min(c * 4, x.numel() * 2) if c else 0
                 before = after
                 out["model_mb"] = r.model_bytes / 2**20
                 out["steps"].append({
@@ -189,10 +199,13 @@ def main():
     ap.add_argument("--url", required=True)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--two-hosts", action="store_true")
+    ap.add_argument("--remote-netns", default="")
+    ap.add_argument("--master-addr", default="127.0.0.1")
     ap.add_argument("--train", type=float, nargs="*", default=[])
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.two_hosts = a.two_hosts or bool(a.remote_netns)
     if a.train:
         train_main(a)
     elif a.rank < 0:

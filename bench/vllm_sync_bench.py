@@ -169,9 +169,10 @@ def run_hy(model, reps, root, changed=(), link=(), mode="auto"):
         e.close()
 
 
-def run_py(model, reps, root, train_lr=()):
+def run_py(model, reps, root, train_lr=(), link=()):
     """hystate.vllm's rows (bench/py_vllm_sync.py) on an engine of their
-    own."""
+    own. With `link` (rank 1 in another namespace), only the 2-rank rows
+    with rank 1 there."""
     e = Engine(model, root / "engine-py.log")
     try:
         py = os.environ.get("HY_BUILD_PYTHON", str(SRC / ".venv/bin/python3"))
@@ -190,6 +191,9 @@ def run_py(model, reps, root, train_lr=()):
                                    f"{out.stderr[-3000:]}")
             return json.loads(out.stdout.strip().splitlines()[-1])
 
+        if link:
+            return {"ranks": [script("py_vllm_sync_ranks.py",
+                                     *link[:4])]}  # Namespace, master.
         res = script("py_vllm_sync.py")
         res["ranks"] = [script("py_vllm_sync_ranks.py"),
                         script("py_vllm_sync_ranks.py", "--two-hosts")]
@@ -392,7 +396,7 @@ def main():
                                a.delta)
         if "python" not in a.skip:
             log("python ...")
-            res["python"] = run_py(model, a.reps, root, a.train_lr)
+            res["python"] = run_py(model, a.reps, root, a.train_lr, link)
         if "verl" not in a.skip:
             log("verl ...")
             res["verl"] = run_verl(model, a.reps)
@@ -445,8 +449,8 @@ def main():
         for d in hy["c10d_delta"]:
             print(f"{d['changed']:8.0%} {d['wire_mb']:9.2f} "
                   f"{d['sync_s']:9.3f} {d['sync_s'] / full['sync_s']:7.2f}")
-    if "python" in res:
-        p = res["python"]
+    p = res.get("python", {})
+    if "rows" in p:
         print(f"hystate.vllm from one process ({p['model_mb']:.0f} MiB): "
               f"full push against a delta push")
         print("(write: the compare and rewrite of the file; engine: the "
@@ -461,6 +465,7 @@ def main():
                   f"{r['full_engine_s']:6.3f} {r['delta_s']:7.3f} "
                   f"{r['delta_write_s']:6.3f} {r['delta_engine_s']:6.3f} "
                   f"{r['delta_s'] / r['full_s']:7.2f}")
+    if "python" in res:
         print("hystate.vllm from 2 ranks of DTensor halves: full push "
               "against a delta push after a fraction of the values changed")
         print(f"{'rank 1':<9} {'changed':>7} {'full s':>7} {'wire MiB':>8} "
@@ -473,6 +478,17 @@ def main():
                       f"{r['delta_s']:7.3f} {r['delta_wire_mb']:8.1f} "
                       f"{r['delta_engine_s']:6.3f} "
                       f"{r['delta_s'] / r['full_s']:7.2f}")
+        if "verl" in res:
+            v = res["verl"]["sync_s"]
+            print(f"against verl's colocated sync of the same 2 ranks "
+                  f"(all-gather, then vLLM's reload_weights: {v:.3f} s):")
+            for ranks in p["ranks"]:
+                where = "other" if ranks["two_hosts"] else "same"
+                for r in ranks["rows"]:
+                    print(f"  rank 1 on the {where} host, "
+                          f"{r['changed']:.0%} changed: hystate.vllm full "
+                          f"{r['full_s'] / v:.2f}x verl's time, delta "
+                          f"{r['delta_s'] / v:.2f}x")
         if "train" in p:
             t = p["train"]
             print("real AdamW steps (one process, float32 master weights): "

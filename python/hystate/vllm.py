@@ -34,8 +34,12 @@ Ranks on other hosts than rank 0's (rank 0 runs beside the engines) cannot
 reach the file: they send rank 0 what changed over the group (c10d), and
 rank 0 writes it. Each keeps its share of the model in the engines' dtype
 (the values the file holds for it) to compare against; a tensor of which
-few values changed crosses the wire as index/value pairs, one that changed
-more as a whole. Where the last push showed that sending a byte takes
+few values changed crosses the wire as its changed values, each after the
+16-bit distance from the one before (2 bytes of index a value, where
+int32 indices took 4), one that changed more as a whole: gaps while they
+take less time than the whole part, counting each changed value's bytes
+and the CPU time its coding, decoding and writing took last time (at the
+link's learned speed). Where the last push showed that sending a byte takes
 less time than comparing it (a fast link), such a rank sends its parts
 whole and keeps no copy, and rank 0 skips the ones that did not change.
 Every part of the model is written by one rank: a replicated one by a
@@ -152,6 +156,11 @@ class EngineSync:
         # Bytes a second this rank compared, and sent to rank 0, last time.
         self._scan_bps: Optional[float] = None
         self._wire_bps: Optional[float] = None
+        # Seconds a changed value sent as a gap costs beyond its bytes: this
+        # rank's coding and rank 0's decoding and writing, last time.
+        self._code_s: Optional[float] = None
+        self._apply_s: Optional[float] = None  # Its base's update, here.
+        self._decode_s: Optional[float] = None
         # Ranks on other hosts, and the parts each rank writes.
         self._remotes: List[int] = []
         self._all_boxes: List[Dict[int, Optional[_Box]]] = []
@@ -288,8 +297,9 @@ class EngineSync:
     def _collect(self, state: Dict[str, Any]):
         """A remote rank's changed parts: ([(entry, kind, count)], the
         tensors to send, and how to bring its base to them once rank 0 has
-        them). kind "full" sends the part's count values; "sparse" sends
-        count int32 flat indices into the part, then their count values."""
+        them). kind "full" sends the part's count values; "gaps" sends
+        count 16-bit gaps between flat indices into the part (_gap_code),
+        then the count values at those indices."""
         torch = self._torch
         as_int = getattr(torch, _INT_OF_WIDTH[self.width])
         meta, pieces, updates = [], [], []
@@ -297,6 +307,16 @@ class EngineSync:
         if not scan:
             self._prev.clear()  # Not kept where it would not be used.
         t0, scanned = time.perf_counter(), 0
+        coded, code_s = 0, 0.0
+        # A part goes as gaps while that takes less time than sending it
+        # whole: each changed value costs its 2 + width bytes on the wire
+        # plus the CPU time to code it, decode and write it at rank 0 and
+        # update the base with it (learned, in bytes at the link's learned
+        # speed; 0 until known), a whole part width bytes a value.
+        per_value = 0.0
+        if self._wire_bps and self._code_s is not None:
+            per_value = (self._code_s + (self._apply_s or 0.0) +
+                         (self._decode_s or 0.0)) * self._wire_bps
         with torch.no_grad():
             for i, _, new in self._parts(state):
                 new = new.contiguous()
@@ -306,13 +326,21 @@ class EngineSync:
                     nv, pv = new.view(as_int), prev.view(as_int)
                     if torch.equal(nv, pv):
                         continue
-                    idx = _changed(nv.view(-1), pv.view(-1),
-                                   new.numel() * self.width // (4 + self.width))
-                    if idx is not None:
+                    most = int(new.numel() * self.width
+                               // (2 + self.width + per_value))
+                    idx = None
+                    if not _sample_says_more(nv.view(-1), pv.view(-1), most):
+                        idx = _changed(nv.view(-1), pv.view(-1), most)
+                    tc = time.perf_counter()
+                    gaps = None if idx is None else _gap_code(idx)
+                    if gaps is not None and gaps[1].numel() <= most:
+                        idx, gaps = gaps
                         vals = new.view(-1)[idx]
-                        meta.append((i, "sparse", idx.numel()))
-                        pieces += [idx.to(torch.int32), vals]
+                        meta.append((i, "gaps", idx.numel()))
+                        pieces += [gaps, vals]
                         updates.append((i, idx, vals))
+                        coded += idx.numel()
+                        code_s += time.perf_counter() - tc
                         continue
                 meta.append((i, "full", new.numel()))
                 pieces.append(new.view(-1))
@@ -320,6 +348,8 @@ class EngineSync:
                     updates.append((i, None, new))
         if scanned:
             self._scan_bps = scanned / max(time.perf_counter() - t0, 1e-6)
+        if coded >= 1 << 16:  # Enough to time the coding by.
+            self._code_s = code_s / coded
         return meta, pieces, updates
 
     def _scan_pays(self) -> bool:
@@ -335,22 +365,31 @@ class EngineSync:
 
     def _commit(self, updates) -> None:
         """Rank 0 has written what this rank sent: its base follows."""
+        applied, apply_s = 0, 0.0
         for i, idx, vals in updates:
             if idx is not None:
+                t0 = time.perf_counter()
                 self._prev[i].view(-1)[idx] = vals
+                apply_s += time.perf_counter() - t0
+                applied += idx.numel()
             elif i in self._prev:
                 self._prev[i].copy_(vals)
             else:
                 self._prev[i] = vals.clone()
+        if applied >= 1 << 16:
+            self._apply_s = apply_s / applied
 
-    def _receive(self, meta_by_rank: Dict[int, list]) -> Tuple[set, int, str]:
+    def _receive(self, meta_by_rank: Dict[int, list]
+                 ) -> Tuple[set, int, str, Optional[float]]:
         """Rank 0: receives each remote rank's changed parts into the file;
-        the entries changed, the bytes received, and what was wrong with
-        them ("" if nothing). Everything sent is received, even after an
-        error, so no sender is left waiting."""
+        the entries changed, the bytes received, what was wrong with them
+        ("" if nothing), and the seconds a value sent as a gap took to
+        decode and write (None: too few to tell). Everything sent is
+        received, even after an error, so no sender is left waiting."""
         torch = self._torch
         as_int = getattr(torch, _INT_OF_WIDTH[self.width])
         changed, wire, err = set(), 0, ""
+        decoded, decode_s = 0, 0.0
         for r in sorted(meta_by_rank):
             for i, kind, n in meta_by_rank[r]:
                 e = self._entries[i]
@@ -361,14 +400,20 @@ class EngineSync:
                                 else not 0 < n <= region.numel()):
                     bad = f"{n} values for a part of {region.numel()}"
                 into = torch.empty(n, dtype=self.dtype)
-                idx = None if whole else torch.empty(n, dtype=torch.int32)
-                if idx is not None:
-                    self.group.recv(idx, r)
+                gaps = None if whole else torch.empty(n, dtype=torch.int16)
+                if gaps is not None:
+                    self.group.recv(gaps, r)
                 self.group.recv(into.view(-1), r)
-                wire += n * self.width + (4 * n if idx is not None else 0)
+                wire += n * self.width + (2 * n if gaps is not None else 0)
+                td = time.perf_counter()
                 try:
                     if bad:
                         raise InvalidArgument(bad)
+                    idx = None if whole else _gap_decode(gaps)
+                    if idx is not None and idx[-1] >= region.numel():
+                        raise InvalidArgument(
+                            f"index {int(idx[-1])} in a part of "
+                            f"{region.numel()} values")
                     if whole:
                         # A part sent whole (the sender did not compare)
                         # that did not change reloads nothing.
@@ -378,13 +423,16 @@ class EngineSync:
                         region.copy_(new)
                     else:
                         box = region.contiguous()
-                        box.view(-1)[idx.to(torch.int64)] = into
+                        box.view(-1)[idx] = into
                         if box is not region:
                             region.copy_(box)
+                        decoded += n
+                        decode_s += time.perf_counter() - td
                 except (InvalidArgument, RuntimeError, IndexError) as x:
                     err = err or f"rank {r}'s {e.name}: {x}"
                 changed.add(i)
-        return changed, wire, err
+        return (changed, wire, err,
+                decode_s / decoded if decoded >= 1 << 16 else None)
 
     # -- the engines --------------------------------------------------
 
@@ -512,9 +560,10 @@ class EngineSync:
         for r, (c, _, _) in enumerate(got):
             if r not in self._remotes:
                 all_changed.update(c)
-        wire, bad = 0, ""
+        wire, bad, decode_s = 0, "", None
         if self.group.rank == 0 and self._remotes:
-            c, wire, bad = self._receive({r: got[r][2] for r in self._remotes})
+            c, wire, bad, decode_s = self._receive(
+                {r: got[r][2] for r in self._remotes})
             all_changed |= c
         ts = time.perf_counter()
         for p in pieces:  # To rank 0, in the order of `meta`.
@@ -535,8 +584,10 @@ class EngineSync:
                                                prev_file))
                 except Unavailable as e:
                     pushes.append(EnginePush(url, "failed", error=str(e)))
-        pushes, wire, bad, all_changed = self.group.all_gather(
-            (pushes, wire, bad, all_changed))[0]
+        pushes, wire, bad, all_changed, decode_s = self.group.all_gather(
+            (pushes, wire, bad, all_changed, decode_s))[0]
+        if decode_s is not None:
+            self._decode_s = decode_s
         if bad:  # The file holds part of this step: no engine took it.
             self._prev.clear()
             raise DataLoss("rank 0 could not write what a rank on another "
@@ -594,6 +645,52 @@ def _changed(new: Any, old: Any, most: int) -> Any:
         if idx.numel():
             out.append(idx + at)
     return torch.cat(out) if out else torch.empty(0, dtype=torch.int64)
+
+
+def _sample_says_more(new: Any, old: Any, most: int) -> bool:
+    """Whether every k-th value of 1-d integer views `new` and `old` (65536
+    of them, one a cache line) says that more than `most` differ (by a quarter):
+    then the part goes whole without a scan that would stop past `most`
+    anyway. Only a shortcut: a sample that misses changes costs the scan."""
+    import torch
+    n = new.numel()
+    if n < 1 << 20:
+        return False
+    k = n // (1 << 16)
+    hits = int(torch.ne(new[::k], old[::k]).sum())
+    return hits * k > most * 5 // 4
+
+
+_GAP_SPAN = 1 << 16  # The largest distance a 16-bit gap holds.
+
+
+def _gap_code(idx: Any) -> Tuple[Any, Any]:
+    """Ascending flat indices (int64, 1-d, non-empty) as 16-bit gaps:
+    gap k holds idx[k] - idx[k-1] - 1 (idx[-1] taken as -1), in [0, 65535]
+    read unsigned. Where two indices lie further apart, indices in between
+    are added every 65536 (sending a value that did not change rewrites it
+    as it was). Returns (the indices, with those added; their gaps as
+    int16)."""
+    import torch
+    d = torch.diff(idx, prepend=idx.new_tensor([-1]))
+    extra = (d - 1) // _GAP_SPAN  # Indices to add before each one.
+    if bool(extra.any()):
+        prev = idx - d
+        n = int(extra.sum())
+        start = torch.cumsum(extra, 0) - extra
+        j = torch.arange(n) - torch.repeat_interleave(start, extra) + 1
+        fill = torch.repeat_interleave(prev, extra) + _GAP_SPAN * j
+        idx = torch.sort(torch.cat([idx, fill])).values
+        d = torch.diff(idx, prepend=idx.new_tensor([-1]))
+    g = d - 1
+    g = torch.where(g >= 1 << 15, g - _GAP_SPAN, g)  # Unsigned, as int16.
+    return idx, g.to(torch.int16)
+
+
+def _gap_decode(gaps: Any) -> Any:
+    """The int64 indices that _gap_code's gaps encode."""
+    import torch
+    return torch.cumsum((gaps.to(torch.int64) & 0xFFFF) + 1, 0) - 1
 
 
 def _boxes(state: Dict[str, Any], entries: List[_Entry]) -> List[Any]:

@@ -275,6 +275,38 @@ def test_each_part_is_written_by_one_rank_preferring_rank_0s_host():
         _owners([a, b, tied], boxes, [True, False, True, False])
 
 
+def test_changed_indices_cross_as_16_bit_gaps_whatever_their_spacing():
+    """What a rank on another host sends for a part that changed a little:
+    its indices as 16-bit gaps, indices added where two lie 65536 or more
+    apart; decoding gives back every index sent, the added ones only
+    between the real ones and 65536 apart."""
+    from hystate.vllm import _gap_code, _gap_decode
+    n = 5_000_000
+    gen = torch.Generator().manual_seed(3)
+    cases = [
+        torch.tensor([0]), torch.tensor([n - 1]),
+        torch.tensor([65535, 65536 * 2, 65536 * 2 + 1]),
+        torch.tensor([0, 65536, 65536 * 2 + 1, 4_999_999]),  # 65536 apart.
+        torch.arange(0, n, 65537), torch.arange(0, n, 32768),
+        torch.randperm(n, generator=gen)[:50_000].sort().values,
+        torch.randperm(n, generator=gen)[:7].sort().values,
+    ]
+    for idx in cases:
+        sent, gaps = _gap_code(idx)
+        assert gaps.dtype == torch.int16 and gaps.numel() == sent.numel()
+        assert torch.equal(_gap_decode(gaps), sent)
+        assert bool((sent.diff() > 0).all())
+        assert set(idx.tolist()) <= set(sent.tolist())
+        # Added indices only bridge gaps too long for 16 bits.
+        assert bool((torch.diff(sent, prepend=sent.new_tensor([-1]))
+                     <= 65536).all())
+        longest = int(torch.diff(idx, prepend=idx.new_tensor([-1])).max())
+        added = sent.numel() - idx.numel()
+        assert added == int(((torch.diff(idx, prepend=idx.new_tensor([-1]))
+                              - 1) // 65536).sum())
+        assert added == 0 or longest > 65536
+
+
 def test_delta_and_full_push_leave_identical_weights(engine):
     seq = states(engine.model, 5)
     crcs = {}

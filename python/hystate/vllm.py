@@ -51,8 +51,10 @@ collective over its group, made from one thread.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -139,6 +141,9 @@ class EngineSync:
         self.group = Group(group)
         self._path = path
         self._owner = False
+        # Rank 0's lock on a file it made (flock, released by close() or by
+        # the process's death), which tells _sweep_stale the file is live.
+        self._lock_fd: Optional[int] = None
         self._entries: Optional[List[_Entry]] = None
         self._buf = None
         self._size = 0
@@ -197,11 +202,14 @@ class EngineSync:
         signature = [(e.name, e.shape, e.alias_of) for e in entries]
         path = self._path
         if self.group.rank == 0 and path is None:
-            path = f"/dev/shm/hystate-vllm-{os.getpid()}-{os.urandom(4).hex()}"
+            _sweep_stale(_SHM_DIR)
+            path = os.path.join(
+                _SHM_DIR, f"hystate-vllm-{os.getpid()}-{os.urandom(4).hex()}")
         err = ""
         if self.group.rank == 0:
             try:
-                _create(path, self._size)
+                self._lock_fd = _create(path, self._size,
+                                        lock=self._path is None)
                 self._owner = self._path is None
             except FailedPrecondition as e:
                 err = str(e)
@@ -248,6 +256,12 @@ class EngineSync:
     def _drop_owned(self, path: str) -> None:
         if self.group.rank == 0 and self._path is None:
             _unlink(path)
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _view(self, e: _Entry):
         flat = self._buf[e.offset:e.offset + e.nbytes]
@@ -609,6 +623,7 @@ class EngineSync:
         self._buf = None
         if self._owner and self._path is not None:
             _unlink(self._path)
+        self._unlock()
         self._owner = False
 
     def __enter__(self) -> "EngineSync":
@@ -763,21 +778,83 @@ def _dtensor_class():
     return DTensor
 
 
-def _create(path: str, size: int) -> None:
+_SHM_DIR = "/dev/shm"
+# The files EngineSync makes there: its process id and 8 random hex digits.
+_SHM_NAME = re.compile(r"hystate-vllm-(\d+)-[0-9a-f]{8}")
+
+
+def _create(path: str, size: int, lock: bool = False) -> Optional[int]:
+    """Makes the file of `size` bytes at `path`. With `lock`, it is made
+    under a hidden name, locked (flock) and only then renamed to `path`;
+    returns the descriptor that holds the lock (until closed, or the
+    process dies), so _sweep_stale never takes a live sync's file."""
+    where = path
+    if lock:
+        where = os.path.join(os.path.dirname(path),
+                             "." + os.path.basename(path) + ".new")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     except OSError as e:
         raise FailedPrecondition(f"cannot create {path}: {e}") from e
-    # Reserve the pages now: a full /dev/shm is this error, not a SIGBUS
-    # on a later write.
     try:
+        if lock:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # Reserve the pages now: a full /dev/shm is this error, not a
+        # SIGBUS on a later write.
         os.posix_fallocate(fd, 0, max(size, 1))
+        if lock:
+            os.rename(where, path)
     except OSError as e:
         os.close(fd)
-        _unlink(path)
+        _unlink(where)
         raise FailedPrecondition(
             f"cannot reserve {size} bytes for {path}: {e}") from e
+    if lock:
+        return fd
     os.close(fd)
+    return None
+
+
+def _sweep_stale(directory: str) -> List[str]:
+    """Removes the files that EngineSyncs killed before close() left in
+    `directory` (each as big as a model): named as _open names them, their
+    process gone from this host and their lock free (a file a sync in
+    another pid namespace holds stays). Returns the paths removed."""
+    removed: List[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _SHM_NAME.fullmatch(name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            pass  # Locked: its sync lives. Or gone already.
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _unlink(path: str) -> None:

@@ -20,6 +20,7 @@ under torchrun, and transformers.
 One float32 engine serves every test (it starts in about a minute).
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -305,6 +306,49 @@ def test_changed_indices_cross_as_16_bit_gaps_whatever_their_spacing():
         assert added == int(((torch.diff(idx, prepend=idx.new_tensor([-1]))
                               - 1) // 65536).sum())
         assert added == 0 or longest > 65536
+
+
+def test_a_killed_syncs_file_is_removed_by_the_next_one(tmp_path):
+    """A sync killed before close() leaves its file (a model's size in
+    /dev/shm); the next sync's sweep removes it once its process is gone,
+    and never the file of a live sync, nor one it did not make."""
+    from hystate.vllm import _SHM_NAME, _sweep_stale
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys, time; from hystate.vllm import _create\n"
+         "p = os.path.join(sys.argv[1], f'hystate-vllm-{os.getpid()}-"
+         "0123abcd')\n"
+         "_create(p, 1 << 20, lock=True); print(p, flush=True); "
+         "time.sleep(600)", str(tmp_path)],
+        stdout=subprocess.PIPE, text=True)
+    live = holder.stdout.readline().strip()
+    assert _SHM_NAME.fullmatch(os.path.basename(live))
+    assert os.path.getsize(live) == 1 << 20
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".new")]
+    # A dead process's file from before the lock (none held), and files
+    # the sweep must leave: this process's, another name.
+    dead = subprocess.run([sys.executable, "-c", "import os; "
+                           "print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    old = tmp_path / f"hystate-vllm-{dead}-00ff00ff"
+    mine = tmp_path / f"hystate-vllm-{os.getpid()}-11111111"
+    other = tmp_path / f"hystate-vllm-{dead}-notmine"
+    for f in (old, mine, other):
+        f.write_bytes(b"x")
+    # A dead pid in the name is not enough while the lock is held (a sync
+    # in another pid namespace, where pids differ).
+    held = tmp_path / f"hystate-vllm-{dead}-22222222"
+    held.write_bytes(b"x")
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    assert _sweep_stale(str(tmp_path)) == [str(old)]
+    assert os.path.exists(live) and held.exists()
+    assert mine.exists() and other.exists()
+    os.close(fd)
+    holder.kill()
+    holder.wait()
+    assert sorted(_sweep_stale(str(tmp_path))) == sorted([live, str(held)])
+    assert mine.exists() and other.exists()
 
 
 def test_delta_and_full_push_leave_identical_weights(engine):

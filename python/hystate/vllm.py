@@ -664,9 +664,10 @@ def _changed(new: Any, old: Any, most: int) -> Any:
 
 def _sample_says_more(new: Any, old: Any, most: int) -> bool:
     """Whether every k-th value of 1-d integer views `new` and `old` (65536
-    of them, one a cache line) says that more than `most` differ (by a quarter):
-    then the part goes whole without a scan that would stop past `most`
-    anyway. Only a shortcut: a sample that misses changes costs the scan."""
+    of them, one a cache line) says that more than `most` differ, by a
+    quarter: then the part goes whole without a scan that would stop past
+    `most` anyway. Only a shortcut: a sample that misses changes costs the
+    scan."""
     import torch
     n = new.numel()
     if n < 1 << 20:

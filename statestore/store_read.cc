@@ -264,6 +264,13 @@ Status RocksStore::ReadRegion(uint64_t version, const std::string& tensor,
                             " holds part of the region");
   }
 
+  // In address order: the order a save's chunks sit in its SST files (keys
+  // are epoch, address), so the threads of a cold read walk each file front
+  // to back together and the kernel's readahead runs ahead of them.
+  std::sort(tasks.begin(), tasks.end(),
+            [](const ChunkTask& a, const ChunkTask& b) {
+              return a.ref.address < b.ref.address;
+            });
   // Decode the chunks in parallel, each into a per-thread buffer.
   std::vector<Status> results(tasks.size());
   auto decode = [&](size_t i) {
@@ -303,8 +310,15 @@ Status RocksStore::ReadShard(uint64_t version, const std::string& tensor,
           "output buffer has " + std::to_string(out.size()) +
           " bytes, the shard " + std::to_string(bytes));
     }
+    // In address order, as in ReadRegion.
+    std::vector<size_t> order(s.chunks.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return s.chunks[a].address < s.chunks[b].address;
+    });
     std::vector<Status> results(s.chunks.size());
-    ParallelFor(s.chunks.size(), [&](size_t i) {
+    ParallelFor(order.size(), [&](size_t k) {
+      const size_t i = order[k];
       results[i] = ReadChunk(
           s.chunks[i], out.subspan(i * s.chunk_bytes, s.chunks[i].raw_length));
     });

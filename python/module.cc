@@ -12,6 +12,7 @@ void BindStore(pybind11::module_& m);
 void BindReader(pybind11::module_& m);
 void BindPlan(pybind11::module_& m);
 void BindRunRoot(pybind11::module_& m);
+void BindGaps(pybind11::module_& m);
 }  // namespace hy::python
 
 namespace py = pybind11;
@@ -25,6 +26,7 @@ PYBIND11_MODULE(_hy, m) {
   hy::python::BindReader(m);
   hy::python::BindPlan(m);
   hy::python::BindRunRoot(m);
+  hy::python::BindGaps(m);
   // Flat runs of an N-d box of a tensor of `shape` (row-major).
   m.def("box_runs", [](const std::vector<int64_t>& offsets,
                        const std::vector<int64_t>& sizes,

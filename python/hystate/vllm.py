@@ -36,12 +36,14 @@ rank 0 writes it. Each keeps its share of the model in the engines' dtype
 (the values the file holds for it) to compare against; a tensor of which
 few values changed crosses the wire as its changed values, each after the
 16-bit distance from the one before (2 bytes of index a value, where
-int32 indices took 4), one that changed more as a whole: gaps while they
-take less time than the whole part, counting each changed value's bytes
-and the CPU time its coding, decoding and writing took last time (at the
-link's learned speed). Where the last push showed that sending a byte takes
-less time than comparing it (a fast link), such a rank sends its parts
-whole and keeps no copy, and rank 0 skips the ones that did not change.
+int32 indices took 4; found and coded in one pass over the part and its
+base, in C++ without the GIL), one that changed more as a whole: gaps
+while they take less time than the whole part, counting each changed
+value's bytes and the CPU time its coding, decoding and writing took last
+time (at the link's learned speed). Where the last push showed that
+sending a byte takes less time than comparing it (a fast link), such a
+rank sends its parts whole and keeps no copy, and rank 0 skips the ones
+that did not change.
 Every part of the model is written by one rank: a replicated one by a
 rank on rank 0's host when one holds it.
 
@@ -63,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import DataLoss, FailedPrecondition, InvalidArgument, Unavailable
+from . import _hy
 from ._group import Group
 
 _ALIGN = 64
@@ -312,8 +315,9 @@ class EngineSync:
         """A remote rank's changed parts: ([(entry, kind, count)], the
         tensors to send, and how to bring its base to them once rank 0 has
         them). kind "full" sends the part's count values; "gaps" sends
-        count 16-bit gaps between flat indices into the part (_gap_code),
-        then the count values at those indices."""
+        count 16-bit gaps between flat indices into the part (_hy.gap_code:
+        one pass over the part and its base), then the count values at
+        those indices."""
         torch = self._torch
         as_int = getattr(torch, _INT_OF_WIDTH[self.width])
         meta, pieces, updates = [], [], []
@@ -342,18 +346,17 @@ class EngineSync:
                         continue
                     most = int(new.numel() * self.width
                                // (2 + self.width + per_value))
-                    idx = None
-                    if not _sample_says_more(nv.view(-1), pv.view(-1), most):
-                        idx = _changed(nv.view(-1), pv.view(-1), most)
+                    coded_part = None
                     tc = time.perf_counter()
-                    gaps = None if idx is None else _gap_code(idx)
-                    if gaps is not None and gaps[1].numel() <= most:
-                        idx, gaps = gaps
-                        vals = new.view(-1)[idx]
-                        meta.append((i, "gaps", idx.numel()))
+                    if not _sample_says_more(nv.view(-1), pv.view(-1), most):
+                        coded_part = _hy.gap_code(nv.view(-1).numpy(),
+                                                  pv.view(-1).numpy(), most)
+                    if coded_part is not None:
+                        gaps, vals = (torch.from_numpy(a) for a in coded_part)
+                        meta.append((i, "gaps", gaps.numel()))
                         pieces += [gaps, vals]
-                        updates.append((i, idx, vals))
-                        coded += idx.numel()
+                        updates.append((i, gaps, vals))
+                        coded += gaps.numel()
                         code_s += time.perf_counter() - tc
                         continue
                 meta.append((i, "full", new.numel()))
@@ -380,12 +383,14 @@ class EngineSync:
     def _commit(self, updates) -> None:
         """Rank 0 has written what this rank sent: its base follows."""
         applied, apply_s = 0, 0.0
-        for i, idx, vals in updates:
-            if idx is not None:
+        as_int = getattr(self._torch, _INT_OF_WIDTH[self.width])
+        for i, gaps, vals in updates:
+            if gaps is not None:
                 t0 = time.perf_counter()
-                self._prev[i].view(-1)[idx] = vals
+                _hy.gap_apply(self._prev[i].view(as_int).view(-1).numpy(),
+                              gaps.numpy(), vals.numpy())
                 apply_s += time.perf_counter() - t0
-                applied += idx.numel()
+                applied += gaps.numel()
             elif i in self._prev:
                 self._prev[i].copy_(vals)
             else:
@@ -413,7 +418,7 @@ class EngineSync:
                 if not bad and (n != region.numel() if whole
                                 else not 0 < n <= region.numel()):
                     bad = f"{n} values for a part of {region.numel()}"
-                into = torch.empty(n, dtype=self.dtype)
+                into = torch.empty(n, dtype=self.dtype if whole else as_int)
                 gaps = None if whole else torch.empty(n, dtype=torch.int16)
                 if gaps is not None:
                     self.group.recv(gaps, r)
@@ -423,11 +428,6 @@ class EngineSync:
                 try:
                     if bad:
                         raise InvalidArgument(bad)
-                    idx = None if whole else _gap_decode(gaps)
-                    if idx is not None and idx[-1] >= region.numel():
-                        raise InvalidArgument(
-                            f"index {int(idx[-1])} in a part of "
-                            f"{region.numel()} values")
                     if whole:
                         # A part sent whole (the sender did not compare)
                         # that did not change reloads nothing.
@@ -437,7 +437,9 @@ class EngineSync:
                         region.copy_(new)
                     else:
                         box = region.contiguous()
-                        box.view(-1)[idx] = into
+                        # InvalidArgument for an index past the part.
+                        _hy.gap_apply(box.view(as_int).view(-1).numpy(),
+                                      gaps.numpy(), into.numpy())
                         if box is not region:
                             region.copy_(box)
                         decoded += n
@@ -643,25 +645,6 @@ def _identity(t: Any) -> Any:
             tuple(t.shape), tuple(t.stride()))
 
 
-def _changed(new: Any, old: Any, most: int) -> Any:
-    """The flat indices where `new` and `old` (1-d, integer views) differ,
-    or None once more than `most` do. By pieces that stay in the cache."""
-    import torch
-    step = 1 << 22
-    hit = torch.empty(min(step, new.numel()), dtype=torch.bool)
-    out, count = [], 0
-    for at in range(0, new.numel(), step):
-        m = min(step, new.numel() - at)
-        torch.ne(new[at:at + m], old[at:at + m], out=hit[:m])
-        idx = hit[:m].nonzero().view(-1)
-        count += idx.numel()
-        if count > most:
-            return None
-        if idx.numel():
-            out.append(idx + at)
-    return torch.cat(out) if out else torch.empty(0, dtype=torch.int64)
-
-
 def _sample_says_more(new: Any, old: Any, most: int) -> bool:
     """Whether every k-th value of 1-d integer views `new` and `old` (65536
     of them, one a cache line) says that more than `most` differ, by a
@@ -672,41 +655,9 @@ def _sample_says_more(new: Any, old: Any, most: int) -> bool:
     n = new.numel()
     if n < 1 << 20:
         return False
-    k = n // (1 << 16)
+    k = n // (1 << 16) | 1  # Odd: no aliasing with power-of-2 rows.
     hits = int(torch.ne(new[::k], old[::k]).sum())
     return hits * k > most * 5 // 4
-
-
-_GAP_SPAN = 1 << 16  # The largest distance a 16-bit gap holds.
-
-
-def _gap_code(idx: Any) -> Tuple[Any, Any]:
-    """Ascending flat indices (int64, 1-d, non-empty) as 16-bit gaps:
-    gap k holds idx[k] - idx[k-1] - 1 (idx[-1] taken as -1), in [0, 65535]
-    read unsigned. Where two indices lie further apart, indices in between
-    are added every 65536 (sending a value that did not change rewrites it
-    as it was). Returns (the indices, with those added; their gaps as
-    int16)."""
-    import torch
-    d = torch.diff(idx, prepend=idx.new_tensor([-1]))
-    extra = (d - 1) // _GAP_SPAN  # Indices to add before each one.
-    if bool(extra.any()):
-        prev = idx - d
-        n = int(extra.sum())
-        start = torch.cumsum(extra, 0) - extra
-        j = torch.arange(n) - torch.repeat_interleave(start, extra) + 1
-        fill = torch.repeat_interleave(prev, extra) + _GAP_SPAN * j
-        idx = torch.sort(torch.cat([idx, fill])).values
-        d = torch.diff(idx, prepend=idx.new_tensor([-1]))
-    g = d - 1
-    g = torch.where(g >= 1 << 15, g - _GAP_SPAN, g)  # Unsigned, as int16.
-    return idx, g.to(torch.int16)
-
-
-def _gap_decode(gaps: Any) -> Any:
-    """The int64 indices that _gap_code's gaps encode."""
-    import torch
-    return torch.cumsum((gaps.to(torch.int64) & 0xFFFF) + 1, 0) - 1
 
 
 def _boxes(state: Dict[str, Any], entries: List[_Entry]) -> List[Any]:

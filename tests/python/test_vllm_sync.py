@@ -277,35 +277,55 @@ def test_each_part_is_written_by_one_rank_preferring_rank_0s_host():
 
 
 def test_changed_indices_cross_as_16_bit_gaps_whatever_their_spacing():
-    """What a rank on another host sends for a part that changed a little:
-    its indices as 16-bit gaps, indices added where two lie 65536 or more
-    apart; decoding gives back every index sent, the added ones only
-    between the real ones and 65536 apart."""
-    from hystate.vllm import _gap_code, _gap_decode
+    """What a rank on another host sends for a part that changed a little
+    (hystate._hy.gap_code, checked against numpy's own comparison): its
+    changed values after 16-bit gaps, entries added only where two changes
+    lie 65536 or more apart; gap_apply brings the old values to the new
+    ones; more changes than allowed is None; an index past the end is
+    InvalidArgument with nothing written."""
+    import numpy as np
+    from hystate import InvalidArgument, _hy
     n = 5_000_000
-    gen = torch.Generator().manual_seed(3)
+    rng = np.random.default_rng(3)
     cases = [
-        torch.tensor([0]), torch.tensor([n - 1]),
-        torch.tensor([65535, 65536 * 2, 65536 * 2 + 1]),
-        torch.tensor([0, 65536, 65536 * 2 + 1, 4_999_999]),  # 65536 apart.
-        torch.arange(0, n, 65537), torch.arange(0, n, 32768),
-        torch.randperm(n, generator=gen)[:50_000].sort().values,
-        torch.randperm(n, generator=gen)[:7].sort().values,
+        [0], [n - 1], [65535, 65536 * 2, 65536 * 2 + 1],
+        [0, 65536, 65536 * 2 + 1, 4_999_999],  # 65536 apart.
+        list(range(0, n, 65537)), list(range(0, n, 32768)),
+        sorted(rng.choice(n, 50_000, replace=False)),
+        sorted(rng.choice(n, 7, replace=False)), list(range(100, 3000)),
     ]
-    for idx in cases:
-        sent, gaps = _gap_code(idx)
-        assert gaps.dtype == torch.int16 and gaps.numel() == sent.numel()
-        assert torch.equal(_gap_decode(gaps), sent)
-        assert bool((sent.diff() > 0).all())
-        assert set(idx.tolist()) <= set(sent.tolist())
-        # Added indices only bridge gaps too long for 16 bits.
-        assert bool((torch.diff(sent, prepend=sent.new_tensor([-1]))
-                     <= 65536).all())
-        longest = int(torch.diff(idx, prepend=idx.new_tensor([-1])).max())
-        added = sent.numel() - idx.numel()
-        assert added == int(((torch.diff(idx, prepend=idx.new_tensor([-1]))
-                              - 1) // 65536).sum())
-        assert added == 0 or longest > 65536
+    for dtype in (np.int16, np.int32):
+        old = rng.integers(-30000, 30000, n).astype(dtype)
+        for changed in cases:
+            idx = np.array(changed, dtype=np.int64)
+            new = old.copy()
+            new[idx] ^= 0x1234  # Another bit pattern at each.
+            assert np.array_equal(np.flatnonzero(new != old), idx)
+            gaps, vals = _hy.gap_code(new, old, n)
+            assert gaps.dtype == np.int16 and vals.dtype == dtype
+            sent = np.cumsum((gaps.astype(np.int64) & 0xFFFF) + 1) - 1
+            assert np.all(np.diff(sent) > 0) and set(idx) <= set(sent)
+            assert np.array_equal(vals, new[sent])
+            # Added entries only bridge distances too long for 16 bits.
+            d = np.diff(idx, prepend=-1)
+            assert len(sent) - len(idx) == int(((d - 1) // 65536).sum())
+            assert np.all(np.diff(sent, prepend=-1) <= 65536)
+            base = old.copy()
+            _hy.gap_apply(base, gaps, vals)
+            assert np.array_equal(base, new)
+            # One entry fewer than needed: not coded.
+            assert _hy.gap_code(new, old, len(sent) - 1) is None
+    same = old.copy()
+    assert [len(a) for a in _hy.gap_code(same, old, 10)] == [0, 0]
+    gaps, vals = _hy.gap_code(new[:1000], old[:1000], 1000)
+    short = old[:10].copy()
+    with pytest.raises(InvalidArgument, match="index .* in a part of 10"):
+        _hy.gap_apply(short, gaps, vals)
+    assert np.array_equal(short, old[:10])  # Nothing written.
+    with pytest.raises(InvalidArgument):
+        _hy.gap_code(new, old[:-1], n)
+    with pytest.raises(InvalidArgument):
+        _hy.gap_code(new.astype(np.int64), old.astype(np.int64), n)
 
 
 def test_a_killed_syncs_file_is_removed_by_the_next_one(tmp_path):

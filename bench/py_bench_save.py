@@ -32,7 +32,12 @@ between barriers (time = slowest rank):
      the saves left them) and cold (each writer's files dropped from the
      page cache with posix_fadvise(DONTNEED) just before its load).
      A loader whose sharding equals the saver's takes torch.load's tensors
-     as they are (no reslicing copy).
+     as they are (no reslicing copy). Each load then runs again into
+     tensors already in use (a model's, as load_state_dict finds them:
+     allocated and written before the clock starts), torch.load's result
+     copied into them: fresh targets make every loader fault its pages in,
+     which on some VMs (this one returns freed memory to its host) costs
+     more than the load itself.
 --dtype bf16 makes the state bf16 (the same bytes, twice the values).
 --repeat N runs the whole sequence N times in fresh directories and reports
 each figure's median.
@@ -139,7 +144,7 @@ def rank_main(args):
         if rank == 0:
             os.sync()
             if args.cold and mode == "load":
-                drop_cache(where[key])
+                drop_cache(where[key.removesuffix("_into")])
         dist.barrier()
         t0 = time.perf_counter()
         fn()
@@ -170,45 +175,56 @@ def rank_main(args):
             dts, storage_writer=HyStorageWriter(where["dcp_hy"])))
     else:  # load under another sharding
         old = args.saved_ranks
-        got = {}
 
-        def torch_load():
-            for r in range(old):
-                olo, ohi = my_rows(rows, r, old)
-                if ohi <= lo or olo >= hi:
-                    continue
-                part = torch.load(os.path.join(where["torch"], f"rank{r}.pt"))
-                if (olo, ohi) == (lo, hi):  # The same sharding: as loaded.
-                    got.update(part)
-                    continue
-                for k, v in part.items():
-                    a, b = max(lo, olo), min(hi, ohi)
-                    got.setdefault(k, torch.empty(hi - lo, COLS,
-                                                  dtype=dtype))[
-                        a - lo:b - lo] = v[a - olo:b - olo]
+        def targets(into):
+            # Fresh (torch.empty: each loader faults its pages in) or a
+            # model's tensors in use (touched, as load_state_dict finds
+            # them).
+            make = torch.ones if into else torch.empty
+            return {f"t{i}": make(hi - lo, COLS, dtype=dtype)
+                    for i in range(TENSORS)}
 
-        timed("torch", torch_load)
-        targets = {f"t{i}": hystate.Shard(
-            torch.empty(hi - lo, COLS, dtype=dtype), [lo, 0], shape)
-            for i in range(TENSORS)}
-        timed("hy", lambda: hystate.load(where["hy"], targets))
-        fs_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS, dtype=dtype)
-                             for i in range(TENSORS)})
-        timed("dcp_fs", lambda: dcp.load(
-            fs_state, storage_reader=dcp.FileSystemReader(
-                os.path.join(where["dcp_fs"], "step-2"))))
-        hy_state = dtensors({f"t{i}": torch.empty(hi - lo, COLS, dtype=dtype)
-                             for i in range(TENSORS)})
-        timed("dcp_hy", lambda: dcp.load(
-            hy_state, storage_reader=HyStorageReader(where["dcp_hy"])))
-        for i in range(TENSORS):
-            k = f"t{i}"
-            want = full(i, True)[lo:hi]
-            for who, t in (("torch", got[k]), ("hy", targets[k].tensor),
-                           ("DCP FS", fs_state[k].to_local()),
-                           ("hystate.dcp", hy_state[k].to_local())):
-                if not torch.equal(t, want):
-                    raise SystemExit(f"rank {rank}: {who} loaded {k} wrong")
+        for into in (False, True):
+            sfx = "_into" if into else ""
+            got = targets(True) if into else {}
+
+            def torch_load():
+                for r in range(old):
+                    olo, ohi = my_rows(rows, r, old)
+                    if ohi <= lo or olo >= hi:
+                        continue
+                    part = torch.load(
+                        os.path.join(where["torch"], f"rank{r}.pt"))
+                    if (olo, ohi) == (lo, hi) and not into:
+                        got.update(part)  # The same sharding: as loaded.
+                        continue
+                    for k, v in part.items():
+                        a, b = max(lo, olo), min(hi, ohi)
+                        got.setdefault(k, torch.empty(hi - lo, COLS,
+                                                      dtype=dtype))[
+                            a - lo:b - lo] = v[a - olo:b - olo]
+
+            timed("torch" + sfx, torch_load)
+            hy_targets = {k: hystate.Shard(v, [lo, 0], shape)
+                          for k, v in targets(into).items()}
+            timed("hy" + sfx, lambda: hystate.load(where["hy"], hy_targets))
+            fs_state = dtensors(targets(into))
+            timed("dcp_fs" + sfx, lambda: dcp.load(
+                fs_state, storage_reader=dcp.FileSystemReader(
+                    os.path.join(where["dcp_fs"], "step-2"))))
+            hy_state = dtensors(targets(into))
+            timed("dcp_hy" + sfx, lambda: dcp.load(
+                hy_state, storage_reader=HyStorageReader(where["dcp_hy"])))
+            for i in range(TENSORS):
+                k = f"t{i}"
+                want = full(i, True)[lo:hi]
+                for who, t in (("torch", got[k]), ("hy", hy_targets[k].tensor),
+                               ("DCP FS", fs_state[k].to_local()),
+                               ("hystate.dcp", hy_state[k].to_local())):
+                    if not torch.equal(t, want):
+                        raise SystemExit(
+                            f"rank {rank}: {who} loaded {k} wrong{sfx}")
+            del got, hy_targets, fs_state, hy_state
     if rank == 0:
         print(json.dumps(out), flush=True)
     dist.destroy_process_group()
@@ -261,6 +277,8 @@ def once(args, mb):
             "second_save_s": second[f"{who}_s"],
             "load_reshard_mb_s": mb / load[f"{who}_s"],
             "cold_load_reshard_mb_s": mb / cold[f"{who}_s"],
+            "load_into_mb_s": mb / load[f"{who}_into_s"],
+            "cold_load_into_mb_s": mb / cold[f"{who}_into_s"],
             "disk_mb_after_first": disk[who] / 1e6,
             "disk_mb_after_second": disk2[who] / 1e6,
         })
@@ -305,13 +323,15 @@ def main():
           "run(s) (torch.save overwrites its files; the others keep both "
           "steps)")
     head = ("writer", "save MB/s", "2nd save s (1% changed)",
-            "load+reshard MB/s warm", "cold", "disk MB", "disk MB after 2nd")
+            "load+reshard MB/s warm", "cold", "into tensors in use: warm",
+            "cold", "disk MB", "disk MB after 2nd")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         print(f"| {r['writer']} | {r['save_mb_s']:.0f} | "
               f"{r['second_save_s']:.2f} | {r['load_reshard_mb_s']:.0f} | "
               f"{r['cold_load_reshard_mb_s']:.0f} | "
+              f"{r['load_into_mb_s']:.0f} | {r['cold_load_into_mb_s']:.0f} | "
               f"{r['disk_mb_after_first']:.0f} | "
               f"{r['disk_mb_after_second']:.0f} |")
     by = {who: r for (who, _), r in zip(WRITERS, rows)}
@@ -323,8 +343,10 @@ def main():
                 f"{x['load_reshard_mb_s'] / y['load_reshard_mb_s']:.2f}x "
                 "warm, "
                 f"{x['cold_load_reshard_mb_s'] / y['cold_load_reshard_mb_s']:.2f}"
-                "x cold, "
-                "disk after 2nd "
+                "x cold (into tensors in use: "
+                f"{x['load_into_mb_s'] / y['load_into_mb_s']:.2f}x warm, "
+                f"{x['cold_load_into_mb_s'] / y['cold_load_into_mb_s']:.2f}x "
+                "cold), disk after 2nd "
                 f"{x['disk_mb_after_second'] / y['disk_mb_after_second']:.2f}"
                 "x")
 

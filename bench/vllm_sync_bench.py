@@ -192,8 +192,13 @@ def run_py(model, reps, root, train_lr=(), link=()):
             return json.loads(out.stdout.strip().splitlines()[-1])
 
         if link:
-            return {"ranks": [script("py_vllm_sync_ranks.py",
-                                     *link[:4])]}  # Namespace, master.
+            # The ranks script takes rank 1's namespace and rank 0's
+            # address (rank 1 reaches rank 0 there), not --remote-addr.
+            flag = dict(zip(link[::2], link[1::2]))
+            return {"ranks": [script(
+                "py_vllm_sync_ranks.py",
+                "--remote-netns", flag["--remote-netns"],
+                "--master-addr", flag["--master-addr"])]}
         res = script("py_vllm_sync.py")
         res["ranks"] = [script("py_vllm_sync_ranks.py"),
                         script("py_vllm_sync_ranks.py", "--two-hosts")]

@@ -50,10 +50,7 @@ Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer) {
     if (s > step) newer.insert(s);
   }
   if (newer.empty()) return Status::OK();
-  std::string names;
-  for (uint64_t s : newer) {
-    names += (names.empty() ? "" : ",") + std::to_string(s);
-  }
+  const std::string names = recovery::JoinSteps(newer);
   if (!drop_newer) {
     return Status::InvalidArgument(
         what + ": " + root + " holds step(s) " + names +
@@ -66,12 +63,8 @@ Status RollBackTo(const std::string& root, uint64_t step, bool drop_newer) {
   std::vector<recovery::DroppedStore> dropped;
   const Status s =
       run->DropSteps([step](uint64_t s) { return s > step; }, &dropped);
-  size_t versions = 0;
-  for (const recovery::DroppedStore& d : dropped) {
-    versions +=
-        d.report.dropped_versions.size() + d.report.dropped_uncommitted.size();
-  }
-  std::cerr << "hyctl train: " << what << ": dropped " << versions
+  std::cerr << "hyctl train: " << what << ": dropped "
+            << recovery::SumDropped(dropped).versions
             << " version(s) from " << dropped.size() << " store(s)\n";
   return s;
 }

@@ -126,6 +126,24 @@ Status RunRoot::DropSteps(const std::function<bool(uint64_t step)>& which,
   return Status::OK();
 }
 
+DropTotals SumDropped(const std::vector<DroppedStore>& dropped) {
+  DropTotals out;
+  for (const DroppedStore& d : dropped) {
+    for (const auto* list :
+         {&d.report.dropped_versions, &d.report.dropped_uncommitted}) {
+      for (uint64_t v : *list) out.steps.insert(VersionStep(v));
+      out.versions += list->size();
+    }
+  }
+  return out;
+}
+
+std::string JoinSteps(const std::set<uint64_t>& steps) {
+  std::string out;
+  for (uint64_t s : steps) out += (out.empty() ? "" : ",") + std::to_string(s);
+  return out;
+}
+
 Status ExplainLockedStore(const Status& s, const std::string& path) {
   if (s.code() == StatusCode::kIOError &&
       s.message().find("lock") != std::string_view::npos) {

@@ -173,25 +173,15 @@ Status DropSteps(const recovery::RunRoot& root,
                  std::ostream& out) {
   std::vector<recovery::DroppedStore> dropped;
   const Status s = root.DropSteps(which, &dropped);
-  std::set<uint64_t> steps;
-  size_t versions = 0;
   for (const recovery::DroppedStore& d : dropped) {
-    for (const auto* list :
-         {&d.report.dropped_versions, &d.report.dropped_uncommitted}) {
-      for (uint64_t v : *list) steps.insert(recovery::VersionStep(v));
-      versions += list->size();
-    }
     PrintGc(d.where.path + ": ", d.report, out);
   }
   HY_RETURN_IF_ERROR(s);
-  std::string names;
-  for (uint64_t st : steps) {
-    names += (names.empty() ? "" : ",") + std::to_string(st);
-  }
-  Result<std::vector<recovery::StoreLocation>> stores = root.Stores();
+  const recovery::DropTotals total = recovery::SumDropped(dropped);
+  const std::string names = recovery::JoinSteps(total.steps);
   out << "dropped step(s) " << (names.empty() ? "-" : names) << ": "
-      << versions << " version(s) in "
-      << (stores.ok() ? stores->size() : dropped.size()) << " store(s)\n";
+      << total.versions << " version(s) from " << dropped.size()
+      << " store(s)\n";
   return Status::OK();
 }
 

@@ -62,6 +62,17 @@ struct DroppedStore {
   statestore::GcReport report;
 };
 
+// What RunRoot::DropSteps reported, summed over its stores: the versions
+// removed (committed and uncommitted) and the steps they held.
+struct DropTotals {
+  size_t versions = 0;
+  std::set<uint64_t> steps;
+};
+DropTotals SumDropped(const std::vector<DroppedStore>& dropped);
+
+// Steps as hyctl lists them: "3,5,9" ("" for none).
+std::string JoinSteps(const std::set<uint64_t>& steps);
+
 class RunRoot {
  public:
   static PathKind Classify(const std::string& path);

@@ -26,15 +26,17 @@ __attribute__((target("avx2"))) inline void HighBytes(__m256i e, __m256i s,
                         _mm256_and_si256(_mm256_srli_epi16(e, 1), low7));
 }
 
-__attribute__((target("avx2"))) size_t MergeF32Avx2(
-    const uint8_t* exp, const uint8_t* p0, const uint8_t* p1,
-    const uint8_t* p2, size_t n, uint8_t* out) {
+__attribute__((target("avx2"))) size_t MergeF32Avx2(const uint8_t* exp,
+                                                    const uint8_t* p0,
+                                                    const uint8_t* p1,
+                                                    const uint8_t* p2, size_t n,
+                                                    uint8_t* out) {
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i b2, b3;
     HighBytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(exp + i)),
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p2 + i)),
-              &b2, &b3);
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p2 + i)), &b2,
+              &b3);
     const __m256i b0 =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + i));
     const __m256i b1 =
@@ -62,15 +64,89 @@ __attribute__((target("avx2"))) size_t MergeBf16Avx2(const uint8_t* exp,
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i lo, hi;
-    HighBytes(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(exp + i)),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sm + i)), &lo,
-        &hi);
+    HighBytes(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(exp + i)),
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sm + i)), &lo,
+              &hi);
     const __m256i a = _mm256_unpacklo_epi8(lo, hi);  // 0-7 | 16-23
     const __m256i b = _mm256_unpackhi_epi8(lo, hi);  // 8-15 | 24-31
     __m256i* o = reinterpret_cast<__m256i*>(out + 2 * i);
     _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(a, b, 0x20));
     _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(a, b, 0x31));
+  }
+  return i;
+}
+
+// The splits, the merges' inverses: 32 elements a step (the save path's
+// inner loop; the compiler vectorizes the portable loops with SSE2 only).
+// In-lane byte shuffles gather each byte of 4 elements into a dword; a
+// dword permute then a 64-bit unpack and 128-bit permute gather planes.
+__attribute__((target("avx2"))) inline void SplitHighBytes(__m256i lo,
+                                                           __m256i hi,
+                                                           __m256i* e,
+                                                           __m256i* s) {
+  const __m256i bit7 = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  *e = _mm256_or_si256(
+      _mm256_and_si256(_mm256_slli_epi16(hi, 1),
+                       _mm256_set1_epi8(static_cast<char>(0xFE))),
+      _mm256_and_si256(_mm256_srli_epi16(lo, 7), _mm256_set1_epi8(1)));
+  *s = _mm256_or_si256(_mm256_and_si256(hi, bit7), _mm256_and_si256(lo, low7));
+}
+
+__attribute__((target("avx2"))) size_t SplitF32Avx2(const uint8_t* in, size_t n,
+                                                    uint8_t* exp, uint8_t* p0,
+                                                    uint8_t* p1, uint8_t* p2) {
+  // Per lane: bytes 0 of its 4 elements, then bytes 1, 2, 3.
+  const __m256i by_byte =
+      _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,  //
+                       0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m256i pairs = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i* src = reinterpret_cast<const __m256i*>(in + 4 * i);
+    __m256i q[4];  // q[k]: qwords {b0, b1, b2, b3} of elements 8k..8k+7.
+    for (int k = 0; k < 4; ++k) {
+      q[k] = _mm256_permutevar8x32_epi32(
+          _mm256_shuffle_epi8(_mm256_loadu_si256(src + k), by_byte), pairs);
+    }
+    const __m256i lo01 = _mm256_unpacklo_epi64(q[0], q[1]);  // b0 | b2
+    const __m256i hi01 = _mm256_unpackhi_epi64(q[0], q[1]);  // b1 | b3
+    const __m256i lo23 = _mm256_unpacklo_epi64(q[2], q[3]);
+    const __m256i hi23 = _mm256_unpackhi_epi64(q[2], q[3]);
+    const __m256i b0 = _mm256_permute2x128_si256(lo01, lo23, 0x20);
+    const __m256i b1 = _mm256_permute2x128_si256(hi01, hi23, 0x20);
+    const __m256i b2 = _mm256_permute2x128_si256(lo01, lo23, 0x31);
+    const __m256i b3 = _mm256_permute2x128_si256(hi01, hi23, 0x31);
+    __m256i e, s;
+    SplitHighBytes(b2, b3, &e, &s);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(exp + i), e);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p0 + i), b0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p1 + i), b1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p2 + i), s);
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) size_t SplitBf16Avx2(const uint8_t* in,
+                                                     size_t n, uint8_t* exp,
+                                                     uint8_t* sm) {
+  // Per lane: the low bytes of its 8 elements, then the high bytes.
+  const __m256i by_byte =
+      _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,  //
+                       0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i* src = reinterpret_cast<const __m256i*>(in + 2 * i);
+    // {lo 0-7, lo 8-15, hi 0-7, hi 8-15} of 16 elements.
+    const __m256i a = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(_mm256_loadu_si256(src), by_byte), 0xD8);
+    const __m256i b = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(_mm256_loadu_si256(src + 1), by_byte), 0xD8);
+    __m256i e, s;
+    SplitHighBytes(_mm256_permute2x128_si256(a, b, 0x20),
+                   _mm256_permute2x128_si256(a, b, 0x31), &e, &s);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(exp + i), e);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(sm + i), s);
   }
   return i;
 }
@@ -188,7 +264,11 @@ void SplitExponentBf16(const uint8_t* __restrict in, size_t n,
                        uint8_t* __restrict out) {
   uint8_t* __restrict exp = out;
   uint8_t* __restrict sm = out + n;
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+#if defined(HY_BF16_LANES_X86)
+  if (HasAvx2()) i = SplitBf16Avx2(in, n, exp, sm);
+#endif
+  for (; i < n; ++i) {
     const uint16_t v = Load16(in + 2 * i);
     exp[i] = static_cast<uint8_t>(v >> 7);
     sm[i] = static_cast<uint8_t>(((v >> 8) & 0x80) | (v & 0x7F));
@@ -226,7 +306,11 @@ void SplitExponentF32(const uint8_t* __restrict in, size_t n,
   uint8_t* __restrict p0 = out + n;
   uint8_t* __restrict p1 = out + 2 * n;
   uint8_t* __restrict p2 = out + 3 * n;
-  for (size_t i = 0; i < n; ++i) {
+  size_t i = 0;
+#if defined(HY_BF16_LANES_X86)
+  if (HasAvx2()) i = SplitF32Avx2(in, n, exp, p0, p1, p2);
+#endif
+  for (; i < n; ++i) {
     const uint32_t v = Load32(in + 4 * i);
     exp[i] = static_cast<uint8_t>(v >> 23);
     p0[i] = static_cast<uint8_t>(v);

@@ -18,10 +18,10 @@ namespace {
 
 using internal::CastToStored;
 using internal::CopyBytes;
+using internal::GroupBytes;
 using internal::kNoMatchSearch;
 using internal::Scratch;
 using internal::ThreadScratch;
-using internal::GroupBytes;
 using internal::UngroupBytes;
 using internal::XorBytes;
 
@@ -147,7 +147,11 @@ Status EncodeChunk(const EncodeOptions& options, DType dtype, ConstBytes raw,
     CastToStored(raw, buf);
     stored = buf;
   }
-  h.checksum = Checksum64(ConstBytes(stored, stored_len));
+  // Version 1 checks the decoded bytes against this; version 2 checks each
+  // stored group instead and does not read the chunk a second time for it.
+  if (options.format_version == 1) {
+    h.checksum = Checksum64(ConstBytes(stored, stored_len));
+  }
 
   // Stage 2: XOR delta against the (cast) base.
   const uint8_t* work = stored;

@@ -267,6 +267,9 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
       ++stats_.new_chunks;
       if (e.depth > 0) ++stats_.delta_chunks;
     }
+    for (EncodedChunk& e : f.batch->encoded) {
+      spare_.push_back(std::move(e.value));
+    }
     return Status::OK();
   };
   for (size_t begin = 0; begin < to_write.size();) {
@@ -278,6 +281,11 @@ Status PartBuilder::AddChunks(std::vector<PendingChunk>* chunks_in,
     }
     auto next = std::make_unique<Batch>();
     next->encoded.resize(end - begin);
+    for (EncodedChunk& e : next->encoded) {
+      if (spare_.empty()) break;
+      e.value = std::move(spare_.back());
+      spare_.pop_back();
+    }
     std::vector<Status> results(end - begin);
     store_->ParallelFor(end - begin, [&](size_t j) {
       results[j] = EncodeOne(chunks[to_write[begin + j]], bases[begin + j],

@@ -99,6 +99,10 @@ class PartBuilder {
   rocksdb::WriteBatch batch_;
   std::vector<uint64_t> epochs_;
   SaveStats stats_;
+  // Encoded values already written, kept for the next batch to encode into:
+  // pages a new allocation would fault in afresh (no more than were in
+  // flight at once).
+  std::vector<std::string> spare_;
 };
 
 }  // namespace hy::statestore

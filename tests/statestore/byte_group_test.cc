@@ -69,6 +69,34 @@ TEST(ByteGroupTest, ExponentSplitsAreBijective) {
   }
 }
 
+// Every plane byte from its definition, element by element, at lengths that
+// take the 32-element SIMD steps and the loop after them.
+TEST(ByteGroupTest, ExponentSplitsMatchTheirDefinition) {
+  for (size_t n : {31u, 32u, 1000u, 4103u}) {
+    auto in4 = RandomBytes(4 * n, 7);
+    std::vector<uint8_t> out4(in4.size());
+    SplitExponentF32(in4.data(), n, out4.data());
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t v;
+      std::memcpy(&v, in4.data() + 4 * i, 4);
+      ASSERT_EQ(out4[i], (v >> 23) & 0xFF) << n << " " << i;
+      ASSERT_EQ(out4[n + i], v & 0xFF) << n << " " << i;
+      ASSERT_EQ(out4[2 * n + i], (v >> 8) & 0xFF) << n << " " << i;
+      ASSERT_EQ(out4[3 * n + i], ((v >> 24) & 0x80) | ((v >> 16) & 0x7F))
+          << n << " " << i;
+    }
+    auto in2 = RandomBytes(2 * n, 8);
+    std::vector<uint8_t> out2(in2.size());
+    SplitExponentBf16(in2.data(), n, out2.data());
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t v =
+          static_cast<uint16_t>(in2[2 * i] | in2[2 * i + 1] << 8);
+      ASSERT_EQ(out2[i], (v >> 7) & 0xFF) << n << " " << i;
+      ASSERT_EQ(out2[n + i], ((v >> 8) & 0x80) | (v & 0x7F)) << n << " " << i;
+    }
+  }
+}
+
 TEST(ByteGroupTest, XorBytesIsItsOwnInverse) {
   auto a = RandomBytes(1027, 1);
   auto b = RandomBytes(1027, 2);

@@ -298,5 +298,37 @@ TEST(CodecTest, Format2CompressesOnlyTheGroupsThatPay) {
   EXPECT_EQ(out, w);
 }
 
+// A long group is tried on a sample before zstd reads all of it: the
+// sample must still find what compresses, wherever it lies (here the low
+// mantissa bytes of the last 30% of a 4 MiB chunk are zero).
+TEST(CodecTest, Format2SamplesLongGroupsWithoutMissingWhatCompresses) {
+  const size_t n = size_t{1} << 20;  // f32 elements: 1 MiB planes.
+  auto w = WeightLikeBytes(DType::kF32, 4 * n, 15);
+  // All zero low bytes in planes 1 and 2 from element 85% on.
+  for (size_t i = n * 85 / 100; i < n; ++i) w[4 * i] = w[4 * i + 1] = 0;
+  EncodeOptions o;
+  std::string v;
+  ASSERT_TRUE(EncodeChunk(o, DType::kF32, w, {}, &v).ok());
+  ChunkHeader h = *ParseChunkHeader(v);
+  ASSERT_EQ(h.group_count, 4);
+  EXPECT_EQ(h.groups[0].codec, GroupCodec::kZstd);
+  EXPECT_EQ(h.groups[1].codec, GroupCodec::kZstd);
+  EXPECT_EQ(h.groups[2].codec, GroupCodec::kZstd);
+  EXPECT_EQ(h.groups[3].codec, GroupCodec::kRaw);
+  EXPECT_LT(h.groups[1].length, n * 9 / 10);
+  std::vector<uint8_t> out(w.size());
+  ASSERT_TRUE(DecodeChunk(v, {}, MutableBytes(out)).ok());
+  EXPECT_EQ(out, w);
+
+  // Random low bytes throughout: the sample says raw, and so would zstd.
+  w = WeightLikeBytes(DType::kF32, 4 * n, 16);
+  ASSERT_TRUE(EncodeChunk(o, DType::kF32, w, {}, &v).ok());
+  h = *ParseChunkHeader(v);
+  EXPECT_EQ(h.groups[1].codec, GroupCodec::kRaw);
+  EXPECT_EQ(h.groups[1].length, n);
+  ASSERT_TRUE(DecodeChunk(v, {}, MutableBytes(out)).ok());
+  EXPECT_EQ(out, w);
+}
+
 }  // namespace
 }  // namespace hy::statestore

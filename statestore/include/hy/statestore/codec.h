@@ -32,7 +32,10 @@
 // EncodeOptions::min_compression_ratio favours for that group: exponent
 // planes compress, the mantissa planes of trained weights do not and are
 // kept raw, so a decoder interleaves them straight from the stored bytes
-// into the destination. Each group carries xxh3-64 of its stored bytes,
+// into the destination. A group of 1 MiB or more, other than an exponent
+// plane or a delta's, is first tried on 64 KiB from four places, the last
+// at its end: zstd reads the whole group only if that sample pays. Each
+// group carries xxh3-64 of its stored bytes,
 // which the decoder computes block by block in the same pass that merges
 // the block into the destination: every stored byte is read from memory
 // once and checked, and the decoded bytes are not hashed again. The header
@@ -90,9 +93,9 @@ class ThreadPool;
 namespace hy::statestore {
 
 inline constexpr uint32_t kChunkMagic = 0x4B435948;  // "HYCK" little-endian.
-inline constexpr uint8_t kChunkFormatVersion = 2;  // What EncodeChunk writes.
-inline constexpr uint8_t kOldestChunkFormat = 1;   // Oldest DecodeChunk reads.
-inline constexpr size_t kChunkHeaderSize = 72;     // Version 1's header.
+inline constexpr uint8_t kChunkFormatVersion = 2;    // What EncodeChunk writes.
+inline constexpr uint8_t kOldestChunkFormat = 1;  // Oldest DecodeChunk reads.
+inline constexpr size_t kChunkHeaderSize = 72;    // Version 1's header.
 inline constexpr int kMaxChunkGroups = 8;
 // Version 2's header for `groups` byte groups.
 inline constexpr size_t ChunkHeaderSizeV2(int groups) {

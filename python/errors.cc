@@ -75,19 +75,17 @@ void RegisterErrors(py::module_& m) {
   for (StatusCode code : kCodes) {
     const std::string name(StatusCodeName(code));
     const char* doc = DocOf(code);
-    PyObject* cls = PyErr_NewExceptionWithDoc((module + "." + name).c_str(),
-                                              doc, g_base, nullptr);
     // OSError, LookupError, ValueError as bases too, where they fit.
+    py::object bases = py::reinterpret_borrow<py::object>(g_base);
     if (code == StatusCode::kIOError || code == StatusCode::kNotFound ||
         code == StatusCode::kInvalidArgument) {
       PyObject* builtin = code == StatusCode::kIOError    ? PyExc_OSError
                           : code == StatusCode::kNotFound ? PyExc_LookupError
                                                           : PyExc_ValueError;
-      Py_DECREF(cls);
-      py::tuple bases = py::make_tuple(py::handle(g_base), py::handle(builtin));
-      cls = PyErr_NewExceptionWithDoc((module + "." + name).c_str(), doc,
-                                      bases.ptr(), nullptr);
+      bases = py::make_tuple(py::handle(g_base), py::handle(builtin));
     }
+    PyObject* cls = PyErr_NewExceptionWithDoc((module + "." + name).c_str(),
+                                              doc, bases.ptr(), nullptr);
     PyObject_SetAttrString(cls, "code", py::str(name).ptr());
     m.attr(name.c_str()) = py::handle(cls);
     (*g_by_code)[code] = cls;

@@ -504,3 +504,19 @@ def test_store_of_chunk_format_1_reads_verifies_and_takes_new_steps(
     rc, versions = _verify_json(store)
     assert rc == 3
     assert any(v["bad"] for v in versions)
+
+
+def test_errors_are_hy_errors_and_their_builtin_kin(tmp_path):
+    for name, kin in (("NotFound", LookupError), ("IOError", OSError),
+                      ("InvalidArgument", ValueError)):
+        cls = getattr(hystate, name)
+        assert issubclass(cls, hystate.Error) and issubclass(cls, kin), name
+        assert cls.code == name
+    for name in ("DataLoss", "Aborted", "Unavailable"):
+        cls = getattr(hystate, name)
+        assert issubclass(cls, hystate.Error)
+        assert not issubclass(cls, (LookupError, OSError, ValueError)), name
+    with pytest.raises(LookupError) as e:
+        hystate.load(str(tmp_path / "none"), {"w": torch.zeros(2)})
+    assert isinstance(e.value, hystate.NotFound)
+    assert e.value.code == "NotFound"

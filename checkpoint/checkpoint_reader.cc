@@ -111,12 +111,12 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     const std::string& root, int64_t step, int64_t generation,
     bool allow_other_run) {
   std::vector<int> nodes;
+  std::vector<recovery::StoreRunId> ids;
   HY_ASSIGN_OR_RETURN(recovery::Catalog catalog,
-                      recovery::Catalog::ScanRoot(root, &nodes));
+                      recovery::Catalog::ScanRoot(root, &nodes, &ids));
   if (nodes.empty()) return Status::NotFound("no store under " + root);
   if (!allow_other_run) {
-    Result<std::string> run =
-        recovery::RecordedRunId(root, /*skip_unreadable=*/true);
+    Result<std::string> run = recovery::OneRunId(root, ids);
     if (run.status().code() == StatusCode::kFailedPrecondition) {
       return Status::FailedPrecondition(
           std::string(run.status().message()) +

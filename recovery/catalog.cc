@@ -28,7 +28,8 @@ const char* CopyStateName(CopyState s) {
   return "?";
 }
 
-Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores) {
+Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores,
+                              std::vector<StoreRunId>* run_ids) {
   Catalog out;
   for (const StoreLocation& where : stores) {
     statestore::StoreOptions o;
@@ -40,6 +41,8 @@ Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores) {
       out.unreadable_.push_back(where.path + ": " + store.status().ToString());
       continue;
     }
+    if (run_ids != nullptr)
+      run_ids->push_back({where.path, (*store)->run_id()});
     auto versions = (*store)->ListVersions();
     if (!versions.ok()) {
       out.unreadable_.push_back(where.path + ": " +
@@ -65,10 +68,11 @@ Result<Catalog> Catalog::Scan(const std::vector<StoreLocation>& stores) {
 }
 
 Result<Catalog> Catalog::ScanRoot(const std::string& root,
-                                  std::vector<int>* nodes) {
+                                  std::vector<int>* nodes,
+                                  std::vector<StoreRunId>* run_ids) {
   HY_ASSIGN_OR_RETURN(*nodes, ListNodes(root));
   HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> stores, ListRootStores(root));
-  return Scan(stores);
+  return Scan(stores, run_ids);
 }
 
 std::string Catalog::Encode() const {

@@ -61,7 +61,7 @@ Status ClaimNodeStores(const std::string& root, int node,
 Result<std::string> RecordedRunId(const std::string& root,
                                   bool skip_unreadable) {
   HY_ASSIGN_OR_RETURN(std::vector<StoreLocation> stores, ListRootStores(root));
-  std::string found, found_at;
+  std::vector<StoreRunId> ids;
   for (const StoreLocation& where : stores) {
     statestore::StoreOptions o;
     o.read_only = true;
@@ -71,17 +71,25 @@ Result<std::string> RecordedRunId(const std::string& root,
         statestore::Store::Open(where.path, o);
     if (!s.ok() && skip_unreadable) continue;
     if (!s.ok()) return s.status();
-    const std::string& id = (*s)->run_id();
-    if (id.empty()) continue;
-    if (!found.empty() && id != found) {
-      return Status::FailedPrecondition(
-          "stores of two runs under " + root + ": " + found_at + " is run '" +
-          found + "', " + where.path + " is run '" + id + "'");
-    }
-    found = id;
-    found_at = where.path;
+    ids.push_back({where.path, (*s)->run_id()});
   }
-  return found;
+  return OneRunId(root, ids);
+}
+
+Result<std::string> OneRunId(const std::string& root,
+                             const std::vector<StoreRunId>& ids) {
+  const StoreRunId* found = nullptr;
+  for (const StoreRunId& id : ids) {
+    if (id.run_id.empty()) continue;
+    if (found != nullptr && id.run_id != found->run_id) {
+      return Status::FailedPrecondition("stores of two runs under " + root +
+                                        ": " + found->path + " is run '" +
+                                        found->run_id + "', " + id.path +
+                                        " is run '" + id.run_id + "'");
+    }
+    found = &id;
+  }
+  return found != nullptr ? found->run_id : std::string();
 }
 
 }  // namespace hy::recovery

@@ -91,7 +91,10 @@ Result<std::vector<StoreLocation>> RunRoot::Stores() const {
 }
 
 Result<std::string> RunRoot::RunId() const {
-  Result<std::string> run = RecordedRunId(path_, /*skip_unreadable=*/true);
+  return RefuseMixed(RecordedRunId(path_, /*skip_unreadable=*/true));
+}
+
+Result<std::string> RunRoot::RefuseMixed(Result<std::string> run) const {
   if (run.status().code() != StatusCode::kFailedPrecondition) return run;
   return Status::FailedPrecondition(
       std::string(run.status().message()) +
@@ -101,9 +104,12 @@ Result<std::string> RunRoot::RunId() const {
 }
 
 Result<RunRootScan> RunRoot::Scan(bool allow_other_run) const {
-  if (!allow_other_run) HY_RETURN_IF_ERROR(RunId().status());
   RunRootScan out;
-  HY_ASSIGN_OR_RETURN(out.catalog, Catalog::ScanRoot(path_, &out.nodes));
+  std::vector<StoreRunId> ids;
+  HY_ASSIGN_OR_RETURN(out.catalog, Catalog::ScanRoot(path_, &out.nodes, &ids));
+  if (!allow_other_run) {
+    HY_RETURN_IF_ERROR(RefuseMixed(OneRunId(path_, ids)).status());
+  }
   return out;
 }
 

@@ -92,10 +92,26 @@ TEST_F(RunRootTest, RefusesStoresOfTwoRunsUnlessAllowed) {
   EXPECT_NE(msg.find("move the other run's node directories"),
             std::string::npos)
       << msg;
-  EXPECT_EQ(root->Scan().status().code(), StatusCode::kFailedPrecondition);
+  // Scan opens each store once and says the same as RunId.
+  const Status scan = root->Scan().status();
+  EXPECT_EQ(scan.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(scan.ToString(), msg);
   Result<RunRootScan> anyway = root->Scan(/*allow_other_run=*/true);
   ASSERT_TRUE(anyway.ok()) << anyway.status();
   EXPECT_EQ(anyway->CommittedSteps(), (std::set<uint64_t>{1}));
+}
+
+// OneRunId: stores that record no run claim nothing; two runs name both
+// stores.
+TEST(OneRunIdTest, ClaimsOnlyWhatStoresRecord) {
+  EXPECT_EQ(*OneRunId("/r", {}), "");
+  EXPECT_EQ(*OneRunId("/r", {{"/r/a", ""}, {"/r/b", "x"}, {"/r/c", ""}}), "x");
+  EXPECT_EQ(*OneRunId("/r", {{"/r/a", "x"}, {"/r/b", "x"}}), "x");
+  const Result<std::string> two =
+      OneRunId("/r", {{"/r/a", "x"}, {"/r/b", ""}, {"/r/c", "y"}});
+  ASSERT_EQ(two.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(two.status().message(),
+            "stores of two runs under /r: /r/a is run 'x', /r/c is run 'y'");
 }
 
 TEST_F(RunRootTest, DropsStepsFromEveryCopyAndNamesAStoreHeldOpen) {

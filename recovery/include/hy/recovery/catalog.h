@@ -24,6 +24,7 @@
 
 #include "hy/common/result.h"
 #include "hy/recovery/node_layout.h"
+#include "hy/recovery/run_identity.h"
 #include "hy/statestore/manifest.h"
 
 namespace hy::recovery {
@@ -38,7 +39,7 @@ struct CopyEntry {
   StoreLocation where;
   uint64_t version = 0;
   CopyState state = CopyState::kPrepared;
-  std::vector<int> ranks;          // The old ranks whose parts it holds.
+  std::vector<int> ranks;           // The old ranks whose parts it holds.
   statestore::CommitRecord commit;  // When committed.
 };
 
@@ -46,13 +47,17 @@ class Catalog {
  public:
   // Opens each store read-only and records its versions. A store that
   // cannot be opened (damaged, not a store) is left out and named in
-  // unreadable(). Returns IOError only for a failure to list.
-  static Result<Catalog> Scan(const std::vector<StoreLocation>& stores);
+  // unreadable(). With `run_ids`, each opened store's recorded run id is
+  // appended to it too (for OneRunId, without opening the stores again).
+  // Returns IOError only for a failure to list.
+  static Result<Catalog> Scan(const std::vector<StoreLocation>& stores,
+                              std::vector<StoreRunId>* run_ids = nullptr);
   // Scan of every store of every node under `root` (primaries and
   // replicas); *nodes gets the node ids, ascending. Returns IOError if a
   // directory cannot be listed.
   static Result<Catalog> ScanRoot(const std::string& root,
-                                  std::vector<int>* nodes);
+                                  std::vector<int>* nodes,
+                                  std::vector<StoreRunId>* run_ids = nullptr);
 
   // JSON, for the exchange between ranks. Decode returns DataLoss for text
   // that Encode did not write.
@@ -85,15 +90,15 @@ std::string CopyKey(const CopyEntry& copy, int rank);
 struct Choice {
   uint64_t version = 0;
   statestore::CommitRecord commit;
-  std::vector<CopyEntry> source;      // Index: old rank.
-  std::vector<std::string> notes;     // Newer versions passed over, and why.
+  std::vector<CopyEntry> source;   // Index: old rank.
+  std::vector<std::string> notes;  // Newer versions passed over, and why.
 };
 
 // Chooses the newest version committed somewhere (commit.step == step when
-// step >= 0, written by `generation` when generation >= 0) whose every old rank has a copy not in `bad`; copies on
-// `live_nodes` come first (primary before replica), then the others (a
-// shared store's directories of nodes no rank runs on).
-// Returns NotFound if no store committed any version (or `step`); DataLoss
+// step >= 0, written by `generation` when generation >= 0) whose every old rank
+// has a copy not in `bad`; copies on `live_nodes` come first (primary before
+// replica), then the others (a shared store's directories of nodes no rank runs
+// on). Returns NotFound if no store committed any version (or `step`); DataLoss
 // naming, for the newest version, the ranks whose every copy is lost or bad
 // when no committed version is complete.
 Result<Choice> ChooseVersion(const Catalog& catalog,

@@ -58,7 +58,7 @@ struct ReplicatorOptions {
   // Gc of a replica store after each copy keeps this many versions of the
   // copy's generation (earlier ones go by Retain).
   int keep_last = 2;
-  std::string run_id;      // Recorded in the replica stores (run_identity.h).
+  std::string run_id;  // Recorded in the replica stores (run_identity.h).
   // For the replica stores: statestore::StoreOptions::on_damaged_chunk and
   // ::metrics (hy_damaged_chunks_total).
   std::function<void(const std::string& store, const Hash128& address,

@@ -15,6 +15,7 @@
 #define HY_RECOVERY_RUN_IDENTITY_H_
 
 #include <string>
+#include <vector>
 
 #include "hy/common/result.h"
 #include "hy/common/status.h"
@@ -49,6 +50,19 @@ Status ClaimNodeStores(const std::string& root, int node,
 // readers that report such stores themselves).
 Result<std::string> RecordedRunId(const std::string& root,
                                   bool skip_unreadable = false);
+
+// The run id one store records ("" for none), as a scan finds it.
+struct StoreRunId {
+  std::string path;
+  std::string run_id;
+};
+
+// RecordedRunId over run ids already read (Catalog::Scan collects them as
+// it opens each store): the one run they record, "" when none records one.
+// Returns FailedPrecondition naming two stores and their runs when they
+// differ.
+Result<std::string> OneRunId(const std::string& root,
+                             const std::vector<StoreRunId>& ids);
 
 }  // namespace hy::recovery
 

@@ -103,8 +103,8 @@ class RunRoot {
   // naming two stores and both run ids when the root mixes two runs.
   Result<std::string> RunId() const;
 
-  // Opens every store read-only and records what it holds. Checks first
-  // that the stores belong to one run (RunId), unless allow_other_run.
+  // Opens every store read-only (once) and records what it holds. Checks
+  // that the stores belong to one run (as RunId), unless allow_other_run.
   // Returns IOError if a directory cannot be listed; a store that cannot be
   // opened is named in catalog.unreadable() instead.
   Result<RunRootScan> Scan(bool allow_other_run = false) const;
@@ -121,6 +121,8 @@ class RunRoot {
 
  private:
   explicit RunRoot(std::string path) : path_(std::move(path)) {}
+  // `run`, its FailedPrecondition (two runs) told to move one run out.
+  Result<std::string> RefuseMixed(Result<std::string> run) const;
 
   std::string path_;
 };

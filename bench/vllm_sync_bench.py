@@ -471,10 +471,16 @@ def main():
                   f"{r['delta_write_s']:6.3f} {r['delta_engine_s']:6.3f} "
                   f"{r['delta_s'] / r['full_s']:7.2f}")
     if "python" in res:
+        v = res["verl"]["sync_s"] if "verl" in res else None
         print("hystate.vllm from 2 ranks of DTensor halves: full push "
-              "against a delta push after a fraction of the values changed")
+              "against a delta push after a fraction of the values changed"
+              + ("" if v is None else
+                 "; x verl: against verl's colocated sync of the same 2 "
+                 f"ranks (all-gather, then vLLM's reload_weights: {v:.3f} s)"))
         print(f"{'rank 1':<9} {'changed':>7} {'full s':>7} {'wire MiB':>8} "
-              f"{'delta s':>7} {'wire MiB':>8} {'engine':>6} {'x full':>7}")
+              f"{'delta s':>7} {'wire MiB':>8} {'engine':>6} {'x full':>7}"
+              + ("" if v is None else f" {'full x verl':>11} "
+                 f"{'delta x verl':>12}"))
         for ranks in p["ranks"]:
             where = "other" if ranks["two_hosts"] else "same"
             for r in ranks["rows"]:
@@ -482,18 +488,9 @@ def main():
                       f"{r['full_s']:7.3f} {r['full_wire_mb']:8.1f} "
                       f"{r['delta_s']:7.3f} {r['delta_wire_mb']:8.1f} "
                       f"{r['delta_engine_s']:6.3f} "
-                      f"{r['delta_s'] / r['full_s']:7.2f}")
-        if "verl" in res:
-            v = res["verl"]["sync_s"]
-            print(f"against verl's colocated sync of the same 2 ranks "
-                  f"(all-gather, then vLLM's reload_weights: {v:.3f} s):")
-            for ranks in p["ranks"]:
-                where = "other" if ranks["two_hosts"] else "same"
-                for r in ranks["rows"]:
-                    print(f"  rank 1 on the {where} host, "
-                          f"{r['changed']:.0%} changed: hystate.vllm full "
-                          f"{r['full_s'] / v:.2f}x verl's time, delta "
-                          f"{r['delta_s'] / v:.2f}x")
+                      f"{r['delta_s'] / r['full_s']:7.2f}"
+                      + ("" if v is None else
+                         f" {r['full_s'] / v:11.2f} {r['delta_s'] / v:12.2f}"))
         if "train" in p:
             t = p["train"]
             print("real AdamW steps (one process, float32 master weights): "

@@ -14,10 +14,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "hy/launcher/exit_codes.h"
+#include "hy/launcher/shm_segments.h"
 #include "hy/launcher/stop_signals.h"
 #include "hy/launcher/worker_launcher.h"
 #include "hy/trainer/data/special_tokens.h"
@@ -172,9 +175,30 @@ pid_t SpawnEngine(const trainer::TrainConfig& c, const EnginePlan& plan,
   return pid;
 }
 
-void StopEngines(const std::vector<pid_t>& pids) {
-  for (pid_t p : pids) {
-    if (p > 0) kill(-p, SIGTERM);
+// Unlinks what engine group `pgid` left in /dev/shm (see shm_segments.h)
+// once no process of it is left; `known` holds what it was seen to map.
+void ReclaimEngineShm(size_t e, pid_t pgid, std::set<std::string> known) {
+  if (!WaitGroupGone(pgid, std::chrono::seconds(5))) {
+    std::cerr << "hyctl train: vLLM engine " << e << "'s processes outlived "
+              << "SIGKILL by 5 s; its shared memory stays" << std::endl;
+    return;
+  }
+  const auto gone = ReclaimShmSegments(known);
+  if (!gone.empty()) {
+    std::cerr << "hyctl train: removed " << gone.size()
+              << " shared-memory segment(s) vLLM engine " << e
+              << " left in /dev/shm" << std::endl;
+  }
+}
+
+// Stops the engines: SIGTERM to each group, SIGKILL what is left after
+// 10 s, then their leftover shared memory. `shm` holds what each mapped.
+void StopEngines(const std::vector<pid_t>& pids,
+                 std::vector<std::set<std::string>> shm) {
+  for (size_t e = 0; e < pids.size(); ++e) {
+    if (pids[e] <= 0) continue;
+    shm[e].merge(GroupShmSegments(pids[e]));
+    kill(-pids[e], SIGTERM);
   }
   const auto deadline = Clock::now() + std::chrono::seconds(10);
   for (pid_t p : pids) {
@@ -184,6 +208,9 @@ void StopEngines(const std::vector<pid_t>& pids) {
     }
     kill(-p, SIGKILL);  // The group: vLLM's engine core and workers too.
     waitpid(p, nullptr, WNOHANG);
+  }
+  for (size_t e = 0; e < pids.size(); ++e) {
+    if (pids[e] > 0) ReclaimEngineShm(e, pids[e], std::move(shm[e]));
   }
 }
 
@@ -198,6 +225,10 @@ void StopEngines(const std::vector<pid_t>& pids) {
   std::vector<bool> ready(n, false);
   std::vector<int> restarts(n, 0);
   std::vector<Clock::time_point> started(n);
+  // The shared-memory segments each engine's group was seen to map: read
+  // when it is ready, every ~10 s after, and as it dies.
+  std::vector<std::set<std::string>> shm(n);
+  int round = 0;
   std::vector<trainer::EngineClient> clients;
   for (size_t e = 0; e < n; ++e) {
     clients.emplace_back(plan.urls[e], plan.api_key, 2);
@@ -206,7 +237,7 @@ void StopEngines(const std::vector<pid_t>& pids) {
   }
   auto fail = [&](int code, const std::string& why) {
     std::cerr << "hyctl train: " << why << std::endl;
-    StopEngines(pids);
+    StopEngines(pids, shm);
     _exit(code);
   };
   while (g_stop == 0) {
@@ -216,7 +247,11 @@ void StopEngines(const std::vector<pid_t>& pids) {
       for (size_t e = 0; e < n; ++e) {
         if (pids[e] != p) continue;
         pids[e] = -1;
-        kill(-p, SIGKILL);  // What is left of its group.
+        // What its processes still alive map, then what is left of its
+        // group killed and its shared memory reclaimed.
+        shm[e].merge(GroupShmSegments(p));
+        kill(-p, SIGKILL);
+        ReclaimEngineShm(e, p, std::exchange(shm[e], {}));
         const std::string log =
             plan.dir + "/engine-" + std::to_string(e) + ".log";
         const std::string how =
@@ -250,6 +285,7 @@ void StopEngines(const std::vector<pid_t>& pids) {
           std::chrono::duration<double>(Clock::now() - started[e]).count();
       if (clients[e].Health(1).ok()) {
         ready[e] = true;
+        shm[e].merge(GroupShmSegments(pids[e]));
         std::cerr << "hyctl train: vLLM engine " << e << " ready at "
                   << plan.urls[e] << " after " << static_cast<int>(waited)
                   << " s" << std::endl;
@@ -264,9 +300,14 @@ void StopEngines(const std::vector<pid_t>& pids) {
                  " s); the end of " + log + ":\n" + LogTail(log, 12));
       }
     }
+    if (++round % 20 == 0) {
+      for (size_t e = 0; e < n; ++e) {
+        if (ready[e] && pids[e] > 0) shm[e].merge(GroupShmSegments(pids[e]));
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  StopEngines(pids);
+  StopEngines(pids, shm);
   _exit(0);
 }
 

@@ -54,11 +54,12 @@ void MergeBlock(const ChunkHeader& h, const uint8_t* const* plane, size_t i,
 // weights that cost more than the split itself.
 constexpr size_t kProbeSlice = 16 << 10;
 constexpr size_t kProbeSlices = 4;
-constexpr size_t kProbeMin = 16 * kProbeSlices * kProbeSlice;  // 1 MiB.
+constexpr size_t kProbeBytes = kProbeSlices * kProbeSlice;  // The sample.
+constexpr size_t kProbeMin = 16 * kProbeBytes;              // 1 MiB.
 
 // Whether zstd compressing `len` bytes at `src` might pay: false when a
 // sample of them does not. REQUIRES: the context is set up; dst has
-// ZSTD_compressBound(kProbeSlices * kProbeSlice) bytes.
+// ZSTD_compressBound(kProbeBytes) bytes.
 Result<bool> SampleCompresses(ZSTD_CCtx* cctx, const uint8_t* src, uint64_t len,
                               double min_ratio, uint8_t* sample, uint8_t* dst) {
   if (len < kProbeMin) return true;
@@ -66,7 +67,7 @@ Result<bool> SampleCompresses(ZSTD_CCtx* cctx, const uint8_t* src, uint64_t len,
   for (size_t k = 0; k < kProbeSlices; ++k) {
     std::memcpy(sample + k * kProbeSlice, src + k * stride, kProbeSlice);
   }
-  const size_t in = kProbeSlices * kProbeSlice;
+  const size_t in = kProbeBytes;
   const size_t n =
       ZSTD_compress2(cctx, dst, ZSTD_compressBound(in), sample, in);
   if (ZSTD_isError(n)) {
@@ -103,7 +104,7 @@ Status EncodeGroupsV2(const EncodeOptions& options, ChunkHeader* hp,
     for (int g = 0; g < h.group_count; ++g) {
       bound += ZSTD_compressBound(h.GroupDecodedLength(g));
     }
-    const size_t sample_len = kProbeSlices * kProbeSlice;
+    const size_t sample_len = kProbeBytes;
     uint8_t* dst =
         scratch.Buffer(3, bound + sample_len + ZSTD_compressBound(sample_len));
     uint8_t* sample = dst + bound;

@@ -74,10 +74,72 @@ def free_port():
         return s.getsockname()[1]
 
 
+SHM_DIR = "/dev/shm"
+SHM_PREFIXES = ("psm_", "sem.mp-")  # multiprocessing's named segments.
+
+
+def _live_group(pid):
+    """The process group of ``pid``, None if it is gone or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[2])
+
+
+def mapped_segments(pgid=None):
+    """Names under /dev/shm with SHM_PREFIXES that the live processes of
+    group ``pgid`` (None: of any group) map."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        g = _live_group(int(d))
+        if g is None or (pgid is not None and g != pgid):
+            continue
+        try:
+            with open(f"/proc/{d}/maps") as f:
+                for line in f:
+                    at = line.find(SHM_DIR + "/")
+                    if at < 0 or line.endswith(" (deleted)\n"):
+                        continue
+                    name = line[at + len(SHM_DIR) + 1:].rstrip("\n")
+                    if name.startswith(SHM_PREFIXES) and "/" not in name:
+                        out.add(name)
+        except OSError:
+            pass
+    return out
+
+
+def reclaim_segments(pgid, seen, wait=5.0):
+    """Unlinks ``seen`` (names that group ``pgid`` mapped) once the group
+    has no live process and no live process maps them; returns the names
+    unlinked. A SIGKILLed vLLM engine leaves its message queues' ring
+    buffers in /dev/shm (launcher/shm_segments.h does the same for hyctl
+    train's engines)."""
+    deadline = time.time() + wait
+    while any(_live_group(int(d)) == pgid
+              for d in os.listdir("/proc") if d.isdigit()):
+        if time.time() > deadline:
+            return []
+        time.sleep(0.02)
+    in_use = mapped_segments() & seen
+    gone = []
+    for name in sorted(seen - in_use):
+        try:
+            os.unlink(os.path.join(SHM_DIR, name))
+            gone.append(name)
+        except FileNotFoundError:
+            pass
+    return gone
+
+
 class Engine:
     """One engine started from Python and waited for until it answers
     /health; ``close`` kills its process group (vLLM's engine core and
-    workers too). Raises RuntimeError if vLLM exits or does not answer
+    workers too) and removes the shared memory vLLM then leaves in
+    /dev/shm. Raises RuntimeError if vLLM exits or does not answer
     within ``timeout`` seconds (its log says why)."""
 
     def __init__(self, model, log_path, dtype="bfloat16", dummy=True,
@@ -135,11 +197,13 @@ class Engine:
         return out
 
     def close(self):
+        seen = mapped_segments(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self.proc.wait()
+        reclaim_segments(self.proc.pid, seen)
         if not self.log.closed:
             self.log.close()
 

@@ -17,7 +17,8 @@ under torchrun, and transformers.
    version the engine does not hold is refused by the engine itself,
    which keeps serving the weights it had.
 
-One float32 engine serves every test (it starts in about a minute).
+One float32 engine serves every test (it starts in about a minute); once
+it is killed, the shared memory it mapped in /dev/shm is gone too.
 """
 
 import fcntl
@@ -68,7 +69,11 @@ def engine(tmp_path_factory):
                      dtype="float32", python=VLLM_PYTHON, quiet=False)
     e.model = d / "model"
     yield e
+    seen = serve.mapped_segments(e.proc.pid)
     e.close()
+    # vLLM's message queues' ring buffers, which the SIGKILL leaves in
+    # /dev/shm, went with the engine.
+    assert seen and not [n for n in seen if os.path.exists(f"/dev/shm/{n}")]
 
 
 def crc32s(engine):

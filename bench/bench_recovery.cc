@@ -2,15 +2,19 @@
 // on the survivors, with its state rebuilt under the new layout.
 //
 //   hy_bench_recovery [--json] [--gib G] [--ranks W] [--warm] [--dir DIR]
-//                     [--bound-mb M]
+//                     [--bound-mb M] [--heartbeat-ms T]
 //
 // Setup: W ranks (threads) each hold an FSDP flat shard of 8 fp32 tensors and
 // their two Adam moments (G GiB in all, normal-ish random values so zstd has
 // real work) and save step 10 through checkpoint::Checkpointer with one replica
 // per part. Then rank 2's node directory is deleted (the node is lost) and:
 //
-//   detect     heartbeats (period 100 ms, timeout 1000 ms) over an in-memory
-//              key-value store; rank 2 stops beating; until a survivor sees it
+//   detect     heartbeats (timeout --heartbeat-ms, 1000 by default, period a
+//              tenth of it) over an in-memory key-value store; rank 2 stops
+//              beating; until a survivor sees it. A hung or vanished host
+//              is found no sooner than the timeout; a process that exits
+//              is found at once by the launcher and by its peers' broken
+//              connections, which this does not time
 //   plan       Recovery::Open on the W-1 survivors: scan, settle, choose,
 //              verify checksums
 //   fetch      Recovery::Fetch of each survivor's fsdp=W-1 shard of every
@@ -78,6 +82,7 @@ struct Flags {
   bool warm = false;
   std::string dir = "/tmp";
   uint64_t bound_mb = 0;
+  int64_t heartbeat_ms = 1000;  // The heartbeat's timeout; period 1/10.
 };
 
 // Peak RSS growth of the process from now on, in MB (10^6 bytes).
@@ -224,15 +229,15 @@ class MemoryKv : public reshard::KeyValueStore {
 };
 
 // Seconds from rank `dead` stopping its heartbeat to a survivor's callback.
-double Detect(int world, int dead, std::string* why) {
+double Detect(int world, int dead, int64_t timeout_ms, std::string* why) {
   MemoryKv kv(5000);
   std::mutex mu;
   std::condition_variable cv;
   bool fired = false;
   Clock::time_point fired_at;
   recovery::HeartbeatOptions o;
-  o.period_ms = 100;
-  o.timeout_ms = 1000;
+  o.period_ms = std::max<int64_t>(1, timeout_ms / 10);
+  o.timeout_ms = timeout_ms;
   std::vector<std::unique_ptr<recovery::Heartbeat>> hbs;
   for (int r = 0; r < world; ++r) {
     hbs.push_back(std::make_unique<recovery::Heartbeat>(
@@ -335,6 +340,10 @@ int Main(int argc, char** argv) {
   app.add_option("--bound-mb", f.bound_mb,
                  "Bound on the read-back memory in MB (0: none)")
       ->capture_default_str();
+  app.add_option("--heartbeat-ms", f.heartbeat_ms,
+                 "Heartbeat timeout in ms (period: a tenth of it)")
+      ->capture_default_str()
+      ->check(AtLeast(10));
   if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   const int world = f.ranks, dead = std::min(2, world - 1);
   // 3 tensors (param, exp_avg, exp_avg_sq) of 8 [rows, 1024] fp32 each.
@@ -365,7 +374,7 @@ int Main(int argc, char** argv) {
   std::filesystem::remove_all(recovery::NodeDir(root, dead));
   if (!f.warm) DropPageCache(root);
   std::string why;
-  const double detect_s = Detect(world, dead, &why);
+  const double detect_s = Detect(world, dead, f.heartbeat_ms, &why);
 
   std::vector<RankState> new_states(world - 1);
   const PeakGrowth fetch_memory;
@@ -404,7 +413,7 @@ int Main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"recovery\",\"gib\":%.3f,\"ranks\":%d,\"lost_rank\":%d,"
         "\"state_mb\":%.1f,\"cold\":%s,\"save_s\":%.3f,\"detect_s\":%.3f,"
-        "\"detect_period_ms\":100,\"detect_timeout_ms\":1000,"
+        "\"detect_period_ms\":%lld,\"detect_timeout_ms\":%lld,"
         "\"plan_s\":%.3f,\"open_wall_s\":%.3f,\"read_s\":%.3f,"
         "\"exchange_s\":%.3f,\"fetch_wall_s\":%.3f,\"local_mb\":%.1f,"
         "\"received_mb\":%.1f,\"replicate_s\":%.3f,\"generation\":%u,"
@@ -414,10 +423,13 @@ int Main(int argc, char** argv) {
         "\"fetch_peak_growth_mb\":%.1f,\"replicate_peak_growth_mb\":%.1f,"
         "\"verified\":true}\n",
         f.gib, world, dead, total_mb, f.warm ? "false" : "true", save_s,
-        detect_s, plan_s, open_s, read_s, exch_s, fetch_s, local / 1e6,
-        received / 1e6, replicate_s, gen, rebuilt_s, total_s, restored_s,
-        met ? "true" : "false", static_cast<unsigned long long>(f.bound_mb),
-        rounds, largest_round / 1e6, fetch_peak_mb, replicate_peak_mb);
+        detect_s,
+        static_cast<long long>(std::max<int64_t>(1, f.heartbeat_ms / 10)),
+        static_cast<long long>(f.heartbeat_ms), plan_s, open_s, read_s, exch_s,
+        fetch_s, local / 1e6, received / 1e6, replicate_s, gen, rebuilt_s,
+        total_s, restored_s, met ? "true" : "false",
+        static_cast<unsigned long long>(f.bound_mb), rounds,
+        largest_round / 1e6, fetch_peak_mb, replicate_peak_mb);
     return 0;
   }
   std::printf(
@@ -433,8 +445,13 @@ int Main(int argc, char** argv) {
   std::snprintf(note, sizeof(note), "setup, not timed in total; %d ranks",
                 world);
   row("save step 10 (before the loss)", save_s, total_mb, note);
-  row("detect (heartbeat 100/1000 ms)", detect_s, 0,
-      "~ the 1000 ms timeout, +/- one 100 ms period");
+  char phase[64];
+  std::snprintf(phase, sizeof(phase), "detect (heartbeat timeout %lld ms)",
+                static_cast<long long>(f.heartbeat_ms));
+  std::snprintf(
+      note, sizeof(note), "~ the timeout, +/- one %lld ms period",
+      static_cast<long long>(std::max<int64_t>(1, f.heartbeat_ms / 10)));
+  row(phase, detect_s, 0, note);
   std::snprintf(note, sizeof(note), "scan+settle+choose+verify; wall %.3f s",
                 open_s);
   row("plan (Recovery::Open)", plan_s, 0, note);

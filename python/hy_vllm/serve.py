@@ -99,7 +99,7 @@ def mapped_segments(pgid=None):
         if g is None or (pgid is not None and g != pgid):
             continue
         try:
-            with open(f"/proc/{d}/maps") as f:
+            with open(f"/proc/{d}/maps", errors="replace") as f:
                 for line in f:
                     at = line.find(SHM_DIR + "/")
                     if at < 0 or line.endswith(" (deleted)\n"):

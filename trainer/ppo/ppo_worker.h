@@ -2,9 +2,14 @@
 // (hy/trainer/ppo/worker.h) drives: the FSDP models (actor, reference, and a
 // critic under GAE), the rollout shards of the actor and the reshard
 // executor that fills them, the checkpointer.
-// Split over ppo_worker.cc (setup, resume, checkpoint, the loop),
-// ppo_experience.cc (rollout and experience), ppo_validate.cc (greedy
-// validation) and ppo_update.cc (the minibatch updates and SFT).
+// Split over ppo_setup.cc (what is built before the first iteration, a
+// fresh start's weights), ppo_worker.cc (the loop), ppo_recovery.cc
+// (nodes, run claim, heartbeat, resume, checkpoints),
+// ppo_checkpoint_failure.cc (what a failed checkpoint says),
+// ppo_memory.cc (phase peaks, the offloaded reference), ppo_experience.cc
+// (rollout and experience), ppo_vllm.cc (rollouts on vLLM engines),
+// ppo_validate.cc (greedy validation) and ppo_update.cc (the minibatch
+// updates and SFT).
 //
 // Internal to hy_trainer_ppo. Thread-safety: one thread.
 
@@ -85,14 +90,21 @@ class PpoWorker {
   Result<RunSummary> Run();
 
  private:
-  // ppo_worker.cc
+  // ppo_setup.cc
   Status Setup();
   Status InitFresh();
+
+  // ppo_worker.cc
+  // The stop signal some rank saw (WorkerOptions::stop_signal), agreed
+  // on by all ranks; 0 for none. Collective.
+  // Or kStopCheckpointsFailing, when any rank's CheckpointsExhausted().
+  Result<int> AgreeToStop();
+  void Log(const std::string& line) const;  // Rank 0's, to options_.log.
+
+  // ppo_recovery.cc
   // Adopts trainer.state / trainer.config of the version being resumed.
   Status ApplyStoredState(const std::string& state_text,
                           const std::string& config_text);
-
-  // ppo_recovery.cc
   // Agrees on every rank's node id by host identity (nodes_, hosts_;
   // hy/recovery/node_identity.h), records the host and writes the pid file.
   Status JoinNodes();
@@ -101,10 +113,6 @@ class PpoWorker {
   // another run's stores (FailedPrecondition).
   Status ClaimRun();
   // Collective: whether any rank is a restart (IsRestart()).
-  // The stop signal some rank saw (WorkerOptions::stop_signal), agreed
-  // on by all ranks; 0 for none. Collective.
-  // Or kStopCheckpointsFailing, when any rank's CheckpointsExhausted().
-  Result<int> AgreeToStop();
   Result<bool> AnyRankRestarted();
   void StartHeartbeat();
   // Rebuilds this rank's shards of the chosen version.
@@ -134,7 +142,6 @@ class PpoWorker {
 
   // Records checkpoint_blocking_s_ in hy_checkpoint_blocking_seconds.
   void ObserveCheckpointBlocking();
-  void Log(const std::string& line) const;
 
   // ppo_memory.cc
   // Collective: every rank's peak of the iteration (the largest of its

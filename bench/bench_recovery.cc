@@ -229,14 +229,15 @@ class MemoryKv : public reshard::KeyValueStore {
 };
 
 // Seconds from rank `dead` stopping its heartbeat to a survivor's callback.
-double Detect(int world, int dead, int64_t timeout_ms, std::string* why) {
+double Detect(int world, int dead, int64_t period_ms, int64_t timeout_ms,
+              std::string* why) {
   MemoryKv kv(5000);
   std::mutex mu;
   std::condition_variable cv;
   bool fired = false;
   Clock::time_point fired_at;
   recovery::HeartbeatOptions o;
-  o.period_ms = std::max<int64_t>(1, timeout_ms / 10);
+  o.period_ms = period_ms;
   o.timeout_ms = timeout_ms;
   std::vector<std::unique_ptr<recovery::Heartbeat>> hbs;
   for (int r = 0; r < world; ++r) {
@@ -346,6 +347,7 @@ int Main(int argc, char** argv) {
       ->check(AtLeast(10));
   if (int code = ParseFlags(&app, argc, argv); code >= 0) return code;
   const int world = f.ranks, dead = std::min(2, world - 1);
+  const int64_t period_ms = f.heartbeat_ms / 10;  // >= 1: --heartbeat-ms >= 10.
   // 3 tensors (param, exp_avg, exp_avg_sq) of 8 [rows, 1024] fp32 each.
   const int64_t rows = std::max<int64_t>(
       1, static_cast<int64_t>(f.gib * (1ull << 30) / (3.0 * kTensors * 4)) /
@@ -374,7 +376,7 @@ int Main(int argc, char** argv) {
   std::filesystem::remove_all(recovery::NodeDir(root, dead));
   if (!f.warm) DropPageCache(root);
   std::string why;
-  const double detect_s = Detect(world, dead, f.heartbeat_ms, &why);
+  const double detect_s = Detect(world, dead, period_ms, f.heartbeat_ms, &why);
 
   std::vector<RankState> new_states(world - 1);
   const PeakGrowth fetch_memory;
@@ -423,8 +425,7 @@ int Main(int argc, char** argv) {
         "\"fetch_peak_growth_mb\":%.1f,\"replicate_peak_growth_mb\":%.1f,"
         "\"verified\":true}\n",
         f.gib, world, dead, total_mb, f.warm ? "false" : "true", save_s,
-        detect_s,
-        static_cast<long long>(std::max<int64_t>(1, f.heartbeat_ms / 10)),
+        detect_s, static_cast<long long>(period_ms),
         static_cast<long long>(f.heartbeat_ms), plan_s, open_s, read_s, exch_s,
         fetch_s, local / 1e6, received / 1e6, replicate_s, gen, rebuilt_s,
         total_s, restored_s, met ? "true" : "false",
@@ -448,9 +449,8 @@ int Main(int argc, char** argv) {
   char phase[64];
   std::snprintf(phase, sizeof(phase), "detect (heartbeat timeout %lld ms)",
                 static_cast<long long>(f.heartbeat_ms));
-  std::snprintf(
-      note, sizeof(note), "~ the timeout, +/- one %lld ms period",
-      static_cast<long long>(std::max<int64_t>(1, f.heartbeat_ms / 10)));
+  std::snprintf(note, sizeof(note), "~ the timeout, +/- one %lld ms period",
+                static_cast<long long>(period_ms));
   row(phase, detect_s, 0, note);
   std::snprintf(note, sizeof(note), "scan+settle+choose+verify; wall %.3f s",
                 open_s);

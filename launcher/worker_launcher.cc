@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <random>
 
 #include "hy/launcher/stop_signals.h"
 
@@ -174,22 +175,60 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
 
 }  // namespace
 
-Result<int> PickFreePort() {
+namespace {
+
+// Binds a TCP socket to 127.0.0.1:port (0: the kernel picks); returns the
+// port bound, closed again, or -1 with errno set.
+int BindLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::IOError(std::string("socket: ") + strerror(errno));
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string err = strerror(errno);
-    close(fd);
-    return Status::IOError("cannot pick a free port on 127.0.0.1: " + err);
+  int got = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    got = ntohs(addr.sin_port);
   }
+  const int saved = errno;
   close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  errno = saved;
+  return got;
+}
+
+}  // namespace
+
+int EphemeralPortsFrom() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0, high = 0;
+  if (in >> low >> high && low > 1024 && low <= 65535) return low;
+  return 32768;  // Linux's default.
+}
+
+Result<int> PickFreePort() {
+  // Below the range the kernel hands out itself: no other process's
+  // connect() (Gloo's, the rendezvous') or bind to port 0 takes the port
+  // between this pick and the bind that uses it, which for a vLLM engine's
+  // server comes most of a minute later.
+  const int high = EphemeralPortsFrom();
+  const int low = std::max(1025, high / 2);
+  if (low < high) {
+    std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(low, high - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int port = BindLoopback(pick(rng));
+      if (port > 0) return port;
+    }
+  }
+  const int port = BindLoopback(0);  // All tried were taken: any free one.
+  if (port < 0) {
+    return Status::IOError(std::string("cannot pick a free port on "
+                                       "127.0.0.1: ") +
+                           strerror(errno));
+  }
+  return port;
 }
 
 Result<std::vector<std::string>> SelfCommandLine() {

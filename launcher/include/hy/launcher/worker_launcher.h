@@ -81,9 +81,17 @@ struct LaunchResult {
   int stopped_by = 0;
 };
 
-// Returns a TCP port on 127.0.0.1 that was free a moment ago (bound to
-// port 0, read back, closed), or IOError.
+// Returns a TCP port on 127.0.0.1 that was free a moment ago (bound, then
+// closed), or IOError. It is taken below the ephemeral range
+// (EphemeralPortsFrom(), from half its start up), which the kernel never
+// hands out by itself, so no other process's outgoing connection takes it
+// before its user binds it; a port of that range only if 64 tries below
+// it found none free.
 Result<int> PickFreePort();
+
+// The first port of the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range; 32768 if unreadable).
+int EphemeralPortsFrom();
 
 // The command line of this process (/proc/self/cmdline), or IOError.
 Result<std::vector<std::string>> SelfCommandLine();

@@ -7,13 +7,17 @@ sending only what changed.
         train_step(model)
         sync.push(model.state_dict(), step)   # every rank
 
-The engines are vLLM servers started as hy starts them (``python -m
-hy_vllm.serve``, or ``vllm serve`` with ``--worker-extension-cls
-hy_vllm.worker.HyWorkerExtension --weight-transfer-config
-'{"backend": "hy_shm"}'`` and hy_vllm on the path) on rank 0's host. The state
-is a plain state dict on one process, or an FSDP2 (DTensor) state dict on N
-ranks, on that host or others: every rank calls ``push`` with what it
-holds and writes (or sends) its own shard, no rank gathers the model.
+The engines are vLLM servers started as hy starts them, on rank 0's host:
+``python -m hy_vllm.serve``, or ``vllm serve`` with hy_vllm on the path
+and these flags:
+
+    --worker-extension-cls hy_vllm.worker.HyWorkerExtension
+    --weight-transfer-config '{"backend": "hy_shm"}'
+
+The state is a plain state dict on one process, or an FSDP2 (DTensor)
+state dict on N ranks, on that host or others: every rank calls ``push``
+with what it holds and writes (or sends) its own shard, no rank gathers
+the model.
 Names are Hugging Face's (``model.layers.0.self_attn.q_proj.weight``);
 vLLM fuses and slices them for its tensor parallelism itself.
 

@@ -4,8 +4,9 @@
 # prometheus-cpp, ... copied into the wheel, a manylinux tag), then, in a
 # plain Debian root made here by debootstrap (minbase with python3, venv
 # and pip: none of hy's libraries or -dev packages), a fresh virtual
-# environment installs the wheel (and numpy and PyTorch's CPU wheel, from
-# wheels fetched here: the root gets no network configuration), runs
+# environment installs the wheel (and numpy and PyTorch's CPU wheel, as
+# requirements/plain-root.lock pins them, from wheels fetched here: the
+# root gets no network configuration), runs
 # plain_root_check.py (save, load, load under another sharding, plan,
 # verify; numpy only) and then every script in examples/ through
 # tests/examples/examples_test.sh (torchrun for the multi-rank ones).
@@ -61,12 +62,19 @@ mkdir -p "$root/tmp/wheels" "$root/tmp/hy/tests/examples"
 cp "$whl" "$SRC/tests/python/plain_root_check.py" "$root/tmp/"
 cp -r "$SRC/examples" "$root/tmp/hy/"
 cp "$SRC/tests/examples/examples_test.sh" "$root/tmp/hy/tests/examples/"
-torch_spec=$("$PY" -c 'import torch; print("torch==" + torch.__version__.split("+")[0])')
-"$PY" -m pip download --quiet --only-binary :all: \
-  --python-version "${root_py:0:1}.${root_py:1}" \
+# numpy and torch for the root, as requirements/plain-root.lock pins them
+# (hash-checked; the lock is for CPython 3.11, Debian 12's).
+if [[ $root_py != 311 ]]; then
+  echo "requirements/plain-root.lock is for cp311, the root has cp$root_py"; exit 1
+fi
+"$PY" -m pip download --quiet --only-binary :all: --no-deps --require-hashes \
+  --python-version 3.11 \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform linux_x86_64 \
-  -d "$root/tmp/wheels" "numpy>=1.24" "$torch_spec"
+  -d "$root/tmp/wheels" -r "$SRC/requirements/plain-root.lock" \
+  2> >(grep -v "^WARNING: Location" >&2)
+cp "$SRC/requirements/plain-root.lock" "$root/tmp/"
+numpy_pin=$(grep -o '^numpy==[^ ]*' "$SRC/requirements/plain-root.lock")
 
 echo "== in the plain root: venv, pip install the wheel, save/load/verify"
 in_root() {
@@ -76,12 +84,14 @@ in_root() {
       chroot '$root' /bin/sh -c '$1'"
 }
 in_root 'cd /tmp && python3 -m venv /v &&
-  /v/bin/pip install -q --no-index --find-links /tmp/wheels /tmp/hystate-*.whl &&
+  /v/bin/pip install -q --no-index --find-links /tmp/wheels --no-deps \
+    /tmp/hystate-*.whl '"$numpy_pin"' &&
   /v/bin/python /tmp/plain_root_check.py &&
   /v/bin/python -m hystate --version' | tee "$W/check.log"
 grep -q "^ok: hystate" "$W/check.log"
 echo "== in the plain root: PyTorch, then every example"
-in_root '/v/bin/pip install -q --no-index --find-links /tmp/wheels torch &&
+in_root '/v/bin/pip install -q --no-index --find-links /tmp/wheels --no-deps \
+    --require-hashes -r /tmp/plain-root.lock &&
   bash /tmp/hy/tests/examples/examples_test.sh /v/bin/python /tmp/examples' |
   tee "$W/examples.log"
 grep -q "^examples: all passed" "$W/examples.log"

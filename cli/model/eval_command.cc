@@ -28,6 +28,7 @@ struct EvalArgs {
 Json SampleJson(const trainer::EvalSample& s) {
   return {{"index", s.index},
           {"prompt", s.prompt},
+          {"prompt_ids", s.prompt_ids},
           {"response", s.response},
           {"response_ids", s.response_ids},
           {"ended_with_eos", s.ended_with_eos},

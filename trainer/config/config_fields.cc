@@ -70,11 +70,12 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("data.val_files", &d.val_files);
   add("data.tokenizer", &d.tokenizer);
   add("data.reward", &d.reward,
-      OneOf("must be exact_match, format or exact_match+format",
-            "|exact_match|format|exact_match+format|"));
+      OneOf("must be exact_match, strict, format or exact_match+format",
+            "|exact_match|strict|format|exact_match+format|"));
   add("data.require_eos", &d.require_eos);
   add("data.shuffle", &d.shuffle);
   add("data.enable_thinking", &d.enable_thinking);
+  add("data.chat_template_kwargs", &d.chat_template_kwargs);
   add("data.max_prompt_length", &d.max_prompt_length, kAtLeast1);
   add("data.allow_changed_dataset", &d.allow_changed_dataset);
   auto optim = [&add](const std::string& s, OptimConfig* o) {

@@ -96,7 +96,21 @@ std::optional<std::string> LastNumber(std::string_view text) {
   return last;
 }
 
+std::optional<std::string_view> BoxedContent(std::string_view text) {
+  constexpr std::string_view kBoxed = "\\boxed{";
+  const size_t at = text.rfind(kBoxed);
+  if (at == std::string_view::npos) return std::nullopt;
+  const size_t begin = at + kBoxed.size();
+  int depth = 1;
+  for (size_t i = begin; i < text.size(); ++i) {
+    if (text[i] == '{') ++depth;
+    if (text[i] == '}' && --depth == 0) return text.substr(begin, i - begin);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> FinalAnswer(std::string_view text) {
+  if (auto boxed = BoxedContent(text)) return LastNumber(*boxed);
   if (text.find(kMarker) != std::string_view::npos) return MarkedAnswer(text);
   return LastNumber(text);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "hy/trainer/data/data_cursor.h"
@@ -35,13 +36,15 @@ class DatasetSource : public PromptSource {
           "from");
     }
     HY_ASSIGN_OR_RETURN(tokenizer_, Tokenizer::Load(tok_path));
-    HY_RETURN_IF_ERROR(LoadChatTemplate(tok_path));
-    HY_RETURN_IF_ERROR(ChooseSpecialTokens(tok_path, model_eos));
+    HY_ASSIGN_OR_RETURN(std::vector<std::string> texts,
+                        RenderPrompts(tok_path));
+    HY_ASSIGN_OR_RETURN(spec_,
+                        SpecialTokensFor(*tokenizer_, turn_end_, model_eos));
     tokenizer_path_ = tok_path;
     RewardOptions ro;
     ro.require_eos = data.require_eos;
     HY_ASSIGN_OR_RETURN(reward_, MakeReward(data.reward, ro));
-    return EncodePrompts();
+    return EncodePrompts(texts);
   }
 
   const TokenSpec& token_spec() const override { return spec_; }
@@ -111,43 +114,65 @@ class DatasetSource : public PromptSource {
     return static_cast<size_t>(cache.second[position % size]);
   }
 
-  Status LoadChatTemplate(const std::string& tok_path) {
-    const std::filesystem::path cfg =
-        std::filesystem::path(TokenizerDir(tok_path)) / "tokenizer_config.json";
-    bool chat = false;
+  // The text of every record's prompt: a string as is, chat messages as
+  // the directory's chat template renders them (all in one run of the
+  // renderer, chat_template.h). Sets turn_end_ when there is a template.
+  Result<std::vector<std::string>> RenderPrompts(const std::string& tok_path) {
+    std::vector<std::string> texts(dataset_->size());
+    std::vector<ChatRequest> requests;
+    std::vector<size_t> chat_records;
     for (size_t i = 0; i < dataset_->size(); ++i) {
-      chat = chat || dataset_->record(i).prompt.is_chat;
+      const ChatPrompt& p = dataset_->record(i).prompt;
+      if (p.is_chat) {
+        requests.push_back(
+            ChatRequest{p.messages, true, dataset_->record(i).source});
+        chat_records.push_back(i);
+      } else {
+        texts[i] = p.text;
+      }
     }
-    if (!chat) return Status::OK();  // Only chat prompts need a template.
-    HY_ASSIGN_OR_RETURN(ChatTemplate t,
-                        ChatTemplate::FromTokenizerConfigFile(cfg.string()));
-    template_ = std::make_unique<ChatTemplate>(std::move(t));
-    return Status::OK();
+    auto t = ChatTemplate::Load(TokenizerDir(tok_path));
+    if (t.status().IsNotFound()) {
+      if (chat_records.empty()) return texts;
+      return Status::InvalidArgument(
+          dataset_->record(chat_records.front()).source +
+          ": chat messages, and " + std::string(t.status().message()));
+    }
+    if (!t.ok()) return t.status();
+    HY_ASSIGN_OR_RETURN(std::string variables, TemplateVariables());
+    HY_ASSIGN_OR_RETURN(RenderedChats rendered,
+                        t->Render(requests, variables));
+    turn_end_ = rendered.turn_end;
+    for (size_t k = 0; k < chat_records.size(); ++k) {
+      texts[chat_records[k]] = std::move(rendered.texts[k]);
+    }
+    return texts;
   }
 
-  // The ids of special_tokens.h; the chat family counts even for plain
-  // prompts (a model that learned chat turns ends them with it).
-  Status ChooseSpecialTokens(const std::string& tok_path,
-                             const std::vector<int>& model_eos) {
-    const std::optional<ChatFamily> chat =
-        template_ != nullptr ? std::optional<ChatFamily>(template_->family())
-                             : ChatFamilyOf(tok_path);
-    HY_ASSIGN_OR_RETURN(spec_, SpecialTokensFor(*tokenizer_, chat, model_eos));
-    return Status::OK();
+  // data.chat_template_kwargs with enable_thinking set from
+  // data.enable_thinking.
+  Result<std::string> TemplateVariables() const {
+    nlohmann::json v = nlohmann::json::parse(data_.chat_template_kwargs,
+                                             nullptr, false);
+    if (v.is_discarded() || !v.is_object()) {
+      return Status::InvalidArgument(
+          "data.chat_template_kwargs: not a JSON object: " +
+          data_.chat_template_kwargs);
+    }
+    if (!v.contains("enable_thinking")) {
+      v["enable_thinking"] = data_.enable_thinking;
+    }
+    return v.dump();
   }
 
-  Status EncodePrompts() {
+  Status EncodePrompts(const std::vector<std::string>& texts) {
     encoded_.resize(dataset_->size());
     for (size_t i = 0; i < dataset_->size(); ++i) {
       const PromptRecord& r = dataset_->record(i);
-      auto text = PromptText(r.prompt, template_.get(), data_.enable_thinking);
-      if (!text.ok()) {
-        return Status::InvalidArgument(r.source + ": " +
-                                       std::string(text.status().message()));
-      }
       // A string prompt gets the tokenizer's template (Llama 3's BOS); a
-      // rendered chat already holds its special tokens.
-      auto ids = tokenizer_->Encode(*text, !r.prompt.is_chat);
+      // rendered chat already holds its special tokens (transformers'
+      // apply_chat_template(tokenize=True) adds none either).
+      auto ids = tokenizer_->Encode(texts[i], !r.prompt.is_chat);
       if (!ids.ok()) {
         return Status::InvalidArgument(r.source + ": " +
                                        std::string(ids.status().message()));
@@ -170,7 +195,7 @@ class DatasetSource : public PromptSource {
   uint64_t seed_ = 0;
   std::optional<PromptDataset> dataset_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<ChatTemplate> template_;
+  std::optional<std::string> turn_end_;  // After an assistant turn.
   std::unique_ptr<RewardFunction> reward_;
   TokenSpec spec_;
   std::string tokenizer_path_;

@@ -12,13 +12,14 @@ bool ValidWeight(double w) { return std::isfinite(w) && w >= 0.0; }
 }  // namespace
 
 std::vector<std::string> KnownRewardNames() {
-  return {"exact_match", "exact_match+format", "format"};
+  return {"exact_match", "exact_match+format", "format", "strict"};
 }
 
 Result<std::unique_ptr<RewardFunction>> MakeReward(
     std::string_view name, const RewardOptions& options) {
   if (name == "exact_match") return NewExactMatchReward(options.require_eos);
   if (name == "format") return NewFormatReward();
+  if (name == "strict") return NewStrictReward(options.require_eos);
   if (name == "exact_match+format") {
     if (!ValidWeight(options.exact_match_weight) ||
         !ValidWeight(options.format_weight)) {

@@ -12,6 +12,7 @@ namespace hy::trainer {
 
 std::unique_ptr<RewardFunction> NewExactMatchReward(bool require_eos);
 std::unique_ptr<RewardFunction> NewFormatReward();
+std::unique_ptr<RewardFunction> NewStrictReward(bool require_eos);
 
 // Sum of exact_match and format, weighted.
 // REQUIRES: both weights finite and >= 0.

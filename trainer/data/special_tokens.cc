@@ -22,12 +22,13 @@ std::string TokenizerDir(const std::string& path) {
   return fs::is_directory(path) ? path : fs::path(path).parent_path().string();
 }
 
-std::optional<ChatFamily> ChatFamilyOf(const std::string& tokenizer_path) {
-  auto t = ChatTemplate::FromTokenizerConfigFile(
-      (fs::path(TokenizerDir(tokenizer_path)) / "tokenizer_config.json")
-          .string());
-  if (!t.ok()) return std::nullopt;
-  return t->family();
+Result<std::optional<std::string>> TurnEndOf(
+    const std::string& tokenizer_path) {
+  auto t = ChatTemplate::Load(TokenizerDir(tokenizer_path));
+  if (t.status().IsNotFound()) return std::optional<std::string>();
+  if (!t.ok()) return t.status();
+  HY_ASSIGN_OR_RETURN(RenderedChats r, t->Render({}, "{}"));
+  return r.turn_end;
 }
 
 const std::vector<std::string>& TokenizerFileNames() {
@@ -42,27 +43,20 @@ const std::vector<std::string>& TokenizerFileNames() {
   return names;
 }
 
-std::string_view TurnEndToken(ChatFamily family) {
-  return family == ChatFamily::kLlama3 ? "<|eot_id|>" : "<|im_end|>";
-}
-
 Result<TokenSpec> SpecialTokensFor(const Tokenizer& tokenizer,
-                                   std::optional<ChatFamily> chat,
+                                   const std::optional<std::string>& turn_end,
                                    const std::vector<int>& model_eos) {
   TokenSpec spec;
   spec.bos = tokenizer.bos_id() ? *tokenizer.bos_id() : -1;
   spec.eos.clear();
   if (tokenizer.eos_id()) spec.eos.push_back(*tokenizer.eos_id());
-  if (chat) {
-    const std::string_view end = TurnEndToken(*chat);
-    const std::optional<int32_t> id = tokenizer.TokenToId(end);
-    if (!id) {
-      return Status::InvalidArgument(
-          "tokenizer: its " + std::string(ChatFamilyName(*chat)) +
-          " chat template ends turns with " + std::string(end) +
-          ", which is not one of its tokens");
+  if (turn_end && !turn_end->empty()) {
+    // The first token the template writes after the content, when it is a
+    // special one: what the model was taught to end its turn with.
+    auto ids = tokenizer.Encode(*turn_end);
+    if (ids.ok() && !ids->empty() && tokenizer.IsSpecial(ids->front())) {
+      AddOnce(&spec.eos, ids->front());
     }
-    AddOnce(&spec.eos, *id);
   }
   for (int id : model_eos) AddOnce(&spec.eos, id);
   if (spec.eos.empty()) {

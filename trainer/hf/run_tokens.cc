@@ -88,9 +88,10 @@ Result<RunTokens> RunTokensOf(checkpoint::CheckpointReader* reader,
   std::string source_config;
   auto hf = reader->ReadBlob(std::string(kHfConfigBlob));
   if (hf.ok()) source_config = *hf;
+  HY_ASSIGN_OR_RETURN(std::optional<std::string> turn_end, TurnEndOf(path));
   HY_ASSIGN_OR_RETURN(
       TokenSpec spec,
-      SpecialTokensFor(*tokenizer, ChatFamilyOf(path),
+      SpecialTokensFor(*tokenizer, turn_end,
                        HfModelEosIds(config.model.path, source_config)));
   return DescribeRun(spec, path);
 }

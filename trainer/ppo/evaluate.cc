@@ -205,6 +205,7 @@ Result<EvalReport> Evaluate(
                             s.ended_with_eos ? eos + 1 : full.end());
       s.response = source->Render(std::vector<int>(full.begin(), eos));
       s.prompt = source->Render(prompts[i].tokens);
+      s.prompt_ids = prompts[i].tokens;
       report.new_tokens += static_cast<int64_t>(s.response_ids.size());
       reward += s.reward;
       exact += s.exact ? 1 : 0;

@@ -53,10 +53,11 @@ uint64_t Mix(uint64_t key) {
 
 Result<std::unique_ptr<BpeModel>> BpeModel::Build(
     std::vector<std::string> tokens, const std::vector<Merge>& merges,
-    bool ignore_merges, std::string_view where) {
+    bool ignore_merges, Unknown unknown, std::string_view where) {
   std::unique_ptr<BpeModel> m(new BpeModel());
   m->tokens_ = std::move(tokens);
   m->ignore_merges_ = ignore_merges;
+  m->unknown_ = unknown;
   m->ids_.reserve(m->tokens_.size());
   for (size_t id = 0; id < m->tokens_.size(); ++id) {
     if (m->tokens_[id].empty()) continue;
@@ -65,11 +66,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Build(
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
     m->byte_ids_[b] = m->Find(std::string_view(&c, 1));
-    if (m->byte_ids_[b] < 0) {
-      return Status::InvalidArgument(
-          std::string(where) + ": model.vocab has no token for byte " +
-          std::to_string(b) + " (a byte-level vocabulary needs all 256)");
-    }
+    if (m->byte_ids_[b] < 0) m->all_bytes_ = false;
   }
 
   size_t capacity = 16;
@@ -100,6 +97,35 @@ Result<std::unique_ptr<BpeModel>> BpeModel::Build(
   return m;
 }
 
+std::vector<uint8_t> BpeModel::MissingBytes() const {
+  std::vector<uint8_t> missing;
+  for (int b = 0; b < 256; ++b) {
+    if (byte_ids_[b] < 0) missing.push_back(static_cast<uint8_t>(b));
+  }
+  return missing;
+}
+
+size_t BpeModel::InitialSymbols(std::string_view word, int32_t* syms) const {
+  size_t count = 0;
+  if (all_bytes_) {
+    for (const char c : word) syms[count++] = byte_ids_[static_cast<uint8_t>(c)];
+    return count;
+  }
+  bool after_unknown = false;  // the previous symbol stands for such bytes
+  for (const char c : word) {
+    const int32_t id = byte_ids_[static_cast<uint8_t>(c)];
+    if (id >= 0) {
+      syms[count++] = id;
+      after_unknown = false;
+    } else if (unknown_.unk_id >= 0 &&
+               !(unknown_.fuse_unk && after_unknown)) {
+      syms[count++] = unknown_.unk_id;
+      after_unknown = true;
+    }
+  }
+  return count;
+}
+
 int32_t BpeModel::Find(std::string_view bytes) const {
   auto it = ids_.find(bytes);
   return it == ids_.end() ? -1 : it->second;
@@ -119,7 +145,7 @@ const BpeModel::MergeEntry* BpeModel::FindMerge(int32_t left,
 
 void BpeModel::EncodeWord(std::string_view word,
                           std::vector<int32_t>* out) const {
-  if (word.size() == 1) {
+  if (word.size() == 1 && all_bytes_) {
     out->push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
@@ -195,10 +221,7 @@ void BpeModel::MergeSmall(std::string_view word,
   int32_t syms[kSmallWord];
   int32_t ranks[kSmallWord];   // ranks[i]: rank of the pair (i, i + 1)
   int32_t merged[kSmallWord];  // merged[i]: the id that pair becomes
-  size_t count = word.size();
-  for (size_t i = 0; i < count; ++i) {
-    syms[i] = byte_ids_[static_cast<unsigned char>(word[i])];
-  }
+  size_t count = InitialSymbols(word, syms);
   auto rank_of = [&](size_t i) {
     const MergeEntry* e = FindMerge(syms[i], syms[i + 1]);
     if (e == nullptr) return INT32_MAX;
@@ -243,11 +266,12 @@ void BpeModel::MergeLarge(std::string_view word,
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
-  const int32_t n = static_cast<int32_t>(word.size());
+  std::vector<int32_t> ids(word.size());
+  const int32_t n = static_cast<int32_t>(InitialSymbols(word, ids.data()));
+  if (n == 0) return;
   std::vector<Symbol> syms(n);
   for (int32_t i = 0; i < n; ++i) {
-    syms[i] = Symbol{byte_ids_[static_cast<unsigned char>(word[i])], i - 1,
-                     i + 1 < n ? i + 1 : -1};
+    syms[i] = Symbol{ids[i], i - 1, i + 1 < n ? i + 1 : -1};
   }
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto push = [&](int32_t pos) {

@@ -97,12 +97,25 @@ class BpeModel {
     int32_t right;
   };
 
+  // What a byte without a token of its own becomes, as Rust `tokenizers`'
+  // BPE does it: with no unknown token (`unk_id` < 0) the byte is dropped
+  // and its neighbours meet (and may merge); else it becomes `unk_id`, and
+  // with `fuse_unk` a run of such bytes becomes one `unk_id`.
+  struct Unknown {
+    int32_t unk_id = -1;
+    bool fuse_unk = false;
+  };
+
   // `tokens[id]` holds the raw bytes of token `id` (empty where there is no
-  // token); merges are given by rank. Returns InvalidArgument (prefixed by
-  // `where`) if a byte has no token or a merge's result is not in the vocab.
+  // token); merges are given by rank. Bytes with no token are handled as
+  // `unknown` says. Returns InvalidArgument (prefixed by `where`) if a
+  // merge's result is not in the vocab.
   static Result<std::unique_ptr<BpeModel>> Build(
       std::vector<std::string> tokens, const std::vector<Merge>& merges,
-      bool ignore_merges, std::string_view where);
+      bool ignore_merges, Unknown unknown, std::string_view where);
+
+  // The bytes that have no token of their own, in order.
+  std::vector<uint8_t> MissingBytes() const;
 
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
@@ -148,12 +161,18 @@ class BpeModel {
                    std::vector<int32_t>* out) const;
   void CacheStore(std::string_view word, uint64_t hash, const int32_t* ids,
                   size_t n) const;
+  // Writes the ids the bytes of `word` start as (bytes without a token
+  // dropped or made unknown) to syms[0..); returns how many. `syms` has
+  // room for word.size().
+  size_t InitialSymbols(std::string_view word, int32_t* syms) const;
   void MergeSmall(std::string_view word, std::vector<int32_t>* out) const;
   void MergeLarge(std::string_view word, std::vector<int32_t>* out) const;
 
   std::vector<std::string> tokens_;                    // id -> raw bytes
   std::unordered_map<std::string_view, int32_t> ids_;  // into tokens_
-  std::array<int32_t, 256> byte_ids_{};
+  std::array<int32_t, 256> byte_ids_{};  // -1: no token (see Unknown)
+  bool all_bytes_ = true;                // every byte has a token
+  Unknown unknown_;
   std::vector<MergeEntry> merge_table_;  // open addressing, power of 2
   uint64_t merge_mask_ = 0;
   bool ignore_merges_ = false;

@@ -108,10 +108,26 @@ Status Loader::Model(const Json& model) {
   if (!ignore.is_null() && !ignore.is_boolean()) {
     return Bad("model.ignore_merges", "is not a bool");
   }
+  BpeModel::Unknown unknown;
+  const Json& unk = Get(model, "unk_token");
+  if (unk.is_string()) {
+    auto it = vocab_.find(unk.get_ref<const std::string&>());
+    if (it == vocab_.end()) {
+      return Bad("model.unk_token", unk.dump() + " is not in model.vocab");
+    }
+    unknown.unk_id = it->second;
+  } else if (!unk.is_null()) {
+    return Bad("model.unk_token", "is neither a string nor null");
+  }
+  const Json& fuse = Get(model, "fuse_unk");
+  if (!fuse.is_null() && !fuse.is_boolean()) {
+    return Bad("model.fuse_unk", "is not a bool");
+  }
+  unknown.fuse_unk = fuse.is_boolean() && fuse.get<bool>();
   HY_ASSIGN_OR_RETURN(
-      s_->bpe,
-      BpeModel::Build(std::move(tokens), pairs,
-                      ignore.is_boolean() && ignore.get<bool>(), name_));
+      s_->bpe, BpeModel::Build(std::move(tokens), pairs,
+                               ignore.is_boolean() && ignore.get<bool>(),
+                               unknown, name_));
   s_->vocab_size = static_cast<int32_t>(max_id + 1);
   return Status::OK();
 }

@@ -70,6 +70,7 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
       {"data.require_eos", c.data.require_eos ? "true" : "false"},
       {"data.shuffle", c.data.shuffle ? "true" : "false"},
       {"data.enable_thinking", c.data.enable_thinking ? "true" : "false"},
+      {"data.chat_template_kwargs", c.data.chat_template_kwargs},
       {"data.max_prompt_length", S(c.data.max_prompt_length)},
       {"data.allow_changed_dataset",
        c.data.allow_changed_dataset ? "true" : "false"},
@@ -206,6 +207,7 @@ TrainConfig Modified() {
   c.data.require_eos = false;
   c.data.shuffle = false;
   c.data.enable_thinking = true;
+  c.data.chat_template_kwargs = R"({"tools": [], "x": "a: b"})";
   c.data.max_prompt_length = 99;
   c.data.allow_changed_dataset = true;
   c.task.kinds = {TaskKind::kAdd, TaskKind::kAdd, TaskKind::kSort};

@@ -40,6 +40,32 @@ TEST(RewardTest, ExactMatch) {
   EXPECT_EQ(Score(*f, "82", "82", /*eos=*/false), 1.0);
 }
 
+TEST(RewardTest, ExactMatchTakesTheBoxedAnswer) {
+  auto f = Make("exact_match");
+  EXPECT_EQ(Score(*f, "so \\boxed{1,234} (not 5)", "1234"), 1.0);
+  EXPECT_EQ(Score(*f, "\\boxed{3} then \\boxed{\\frac{1}{2} x 8}", "8"), 1.0);
+  EXPECT_EQ(Score(*f, "\\boxed{7", "7"), 1.0);  // Unclosed: the last number.
+  EXPECT_EQ(Score(*f, "\\boxed{6} #### 7", "7"), 0.0);
+}
+
+TEST(RewardTest, StrictIsTheAnswerAndNothingElse) {
+  RewardOptions options;
+  options.require_eos = true;
+  auto f = Make("strict", options);
+  EXPECT_EQ(f->name(), "strict");
+  EXPECT_EQ(Score(*f, "82", "82"), 1.0);
+  EXPECT_EQ(Score(*f, " 82\n", "82"), 1.0);
+  EXPECT_EQ(Score(*f, "1,234.", "1234"), 1.0);
+  EXPECT_EQ(Score(*f, "The number 1+6 equals 7.", "7"), 0.0);
+  EXPECT_EQ(Score(*f, "7 apples", "7"), 0.0);
+  EXPECT_EQ(Score(*f, "82", "82", /*eos=*/false), 0.0);
+  EXPECT_EQ(Score(*f, "Paris", " Paris"), 1.0);  // Not a number: the text.
+  EXPECT_EQ(Score(*f, "paris", "Paris"), 0.0);
+  EXPECT_EQ(Score(*f, "", ""), 0.0);
+  auto exact = Make("exact_match");
+  EXPECT_EQ(Score(*exact, "The number 1+6 equals 7.", "7"), 1.0);
+}
+
 TEST(RewardTest, ExactMatchRequiringEos) {
   RewardOptions options;
   options.require_eos = true;

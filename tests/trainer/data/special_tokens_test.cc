@@ -1,5 +1,6 @@
-// The special ids a run trains with (special_tokens.h), on the real Qwen3
-// and Llama 3 tokenizer files and the demo's.
+// The special ids a run trains with (special_tokens.h), on the real Qwen3,
+// Llama 3 and SmolLM2 tokenizer files and the demo's; the turn ends come
+// from each chat template as transformers renders it (TurnEndOf).
 
 #include "hy/trainer/data/special_tokens.h"
 
@@ -32,10 +33,19 @@ const std::string kShared = HY_TOKENIZER_DATA_DIR;
 const std::string kDemo =
     std::string(HY_SOURCE_DIR) + "/configs/demo-tokenizer";
 
+std::optional<std::string> TurnEnd(const std::string& dir) {
+  auto t = TurnEndOf(dir);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *t : std::nullopt;
+}
+
 TEST(SpecialTokensTest, Llama3EndsOnEndOfTextAndEndOfTurn) {
   auto t = Load(kShared + "/llama3");
   ASSERT_NE(t, nullptr);
-  auto spec = SpecialTokensFor(*t, ChatFamily::kLlama3, {});
+  const auto turn_end = TurnEnd(kShared + "/llama3");
+  ASSERT_TRUE(turn_end.has_value());
+  EXPECT_EQ(turn_end->rfind("<|eot_id|>", 0), 0u) << *turn_end;
+  auto spec = SpecialTokensFor(*t, turn_end, {});
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->bos, Id(*t, "<|begin_of_text|>"));
   EXPECT_EQ(spec->eos, (std::vector<int>{Id(*t, "<|end_of_text|>"),
@@ -47,24 +57,37 @@ TEST(SpecialTokensTest, Qwen3AddsTheModelsEosOnce) {
   auto t = Load(kShared + "/qwen3");
   ASSERT_NE(t, nullptr);
   const int im_end = Id(*t, "<|im_end|>"), eot = Id(*t, "<|endoftext|>");
-  auto spec = SpecialTokensFor(*t, ChatFamily::kQwen3, {im_end, eot, eot});
+  const auto turn_end = TurnEnd(kShared + "/qwen3");
+  EXPECT_EQ(turn_end, std::optional<std::string>("<|im_end|>\n"));
+  auto spec = SpecialTokensFor(*t, turn_end, {im_end, eot, eot});
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->bos, -1);  // bos_token: null.
   EXPECT_EQ(spec->eos, (std::vector<int>{im_end, eot}));
   EXPECT_EQ(spec->pad, eot);
 }
 
-TEST(SpecialTokensTest, RefusesATurnEndOrEosTheTokenizerLacks) {
+TEST(SpecialTokensTest, SmolLm2EndsOnImEnd) {
+  auto t = Load(kShared + "/smollm2");
+  ASSERT_NE(t, nullptr);
+  const int im_end = Id(*t, "<|im_end|>");
+  auto spec = SpecialTokensFor(*t, TurnEnd(kShared + "/smollm2"), {im_end});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->bos, Id(*t, "<|im_start|>"));
+  EXPECT_EQ(spec->eos, std::vector<int>{im_end});
+  EXPECT_EQ(spec->pad, im_end);
+}
+
+TEST(SpecialTokensTest, PlainTurnEndsAddNothingAndNoEosIsRefused) {
   auto demo = Load(kDemo);
   ASSERT_NE(demo, nullptr);
-  auto llama_turns = SpecialTokensFor(*demo, ChatFamily::kLlama3, {});
-  ASSERT_FALSE(llama_turns.ok());
-  EXPECT_NE(llama_turns.status().ToString().find("<|eot_id|>"),
-            std::string::npos);
+  auto plain = SpecialTokensFor(*demo, std::string("\n\n"), {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->eos.size(), 1u);  // Only the demo's eos_token.
   TempDir dir;
   fs::copy_file(kDemo + "/tokenizer.json", dir.path() + "/tokenizer.json");
   auto bare = Load(dir.path());  // No tokenizer_config.json: no eos.
   ASSERT_NE(bare, nullptr);
+  EXPECT_FALSE(TurnEnd(dir.path()).has_value());  // No chat template.
   EXPECT_FALSE(SpecialTokensFor(*bare, std::nullopt, {}).ok());
   auto with_model = SpecialTokensFor(*bare, std::nullopt, {7});
   ASSERT_TRUE(with_model.ok());

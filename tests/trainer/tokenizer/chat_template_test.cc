@@ -1,221 +1,155 @@
+// ChatTemplate: where a directory's template is found, and what Render
+// hands transformers and gets back (messages, the generation prompt,
+// variables, the turn end, the template's own errors, a renderer that
+// cannot run). chat_template_hf_test.cc compares whole prompts, text and
+// ids, with transformers on the real Qwen3, Llama 3 and SmolLM2 files.
+
 #include "hy/trainer/tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "testing/temp_dir.h"
 
 namespace hy::trainer {
 namespace {
 
-// Unit tests of the rendering; chat_template_hf_test.cc compares the real
-// templates with transformers' own rendering. The expected strings below
-// were written by hand from the template texts and checked against jinja2
-// 3.1.6 rendering them as transformers does (trim_blocks, lstrip_blocks).
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
 
-// The chat_template of tests/data/tokenizers/llama3 (Meta Llama 3.0
-// Instruct), verbatim: it writes the generation prompt always.
-constexpr char kLlama3Template[] =
-    R"({% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>
+// A directory transformers can load: the demo's tokenizer.json, and a
+// tokenizer_config.json holding `config` (and its eos_token).
+class ChatTemplateDirTest : public ::testing::Test {
+ protected:
+  void WriteConfig(Json config) {
+    fs::copy_file(std::string(HY_SOURCE_DIR) +
+                      "/configs/demo-tokenizer/tokenizer.json",
+                  dir_.path() + "/tokenizer.json",
+                  fs::copy_options::overwrite_existing);
+    config["eos_token"] = "<|im_end|>";
+    std::ofstream(dir_.path() + "/tokenizer_config.json") << config.dump();
+  }
+  void WriteFile(const std::string& name, const std::string& text) {
+    std::ofstream(dir_.path() + "/" + name) << text;
+  }
+  TempDir dir_;
+};
 
-'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>
-
-' }})";
-
-// A ChatML template in the form of Qwen2-Instruct's (default system prompt
-// when the first message is not a system one), written for this test.
-constexpr char kQwen2StyleTemplate[] =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] "
-    "!= 'system' %}{{ '<|im_start|>system\\nYou are a helpful "
-    "assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + "
-    "message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
-    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
-    "'<|im_start|>assistant\\n' }}{% endif %}";
-
-const std::vector<ChatMessage> kSystemUser = {{"system", "You are terse."},
-                                              {"user", "12+7="}};
-
-std::string Render(const ChatTemplate& t,
-                   const std::vector<ChatMessage>& messages,
-                   bool enable_thinking = true,
-                   bool add_generation_prompt = true) {
-  auto r = t.Render(messages, enable_thinking, add_generation_prompt);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? *r : "";
-}
-
-// The real tokenizer files (tests/data/tokenizers, in the repository): the tests
-// that read them fail, not skip, when they are missing.
-std::string SharedDir(const std::string& model) {
-  return std::string(HY_TOKENIZER_DATA_DIR) + "/" + model;
-}
-
-Result<ChatTemplate> FromShared(const std::string& model) {
-  return ChatTemplate::FromTokenizerConfigFile(SharedDir(model) +
-                                               "/tokenizer_config.json");
-}
-
-TEST(ChatTemplateTest, Llama3) {
-  auto t = ChatTemplate::FromTemplateText(kLlama3Template, "<|begin_of_text|>");
+TEST_F(ChatTemplateDirTest, FindsTheTemplateWhereTransformersDoes) {
+  WriteConfig({{"chat_template", "A{{ messages[0].content }}"}});
+  auto t = ChatTemplate::Load(dir_.path());
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->family(), ChatFamily::kLlama3);
-  EXPECT_EQ(Render(*t, kSystemUser),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-            "You are terse.<|eot_id|><|start_header_id|>user<|end_header_id|>"
-            "\n\n12+7=<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
-            "\n\n");
-  // Content is trimmed.
-  EXPECT_EQ(Render(*t, {{"system", "  padded \n"}, {"user", "\tq "}}),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-            "padded<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
-            "q<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  // As Python's str.strip(): Unicode spaces, U+0085, U+001C-U+001F go too;
-  // the zero-width space (not a space to Python) stays.
-  EXPECT_EQ(Render(*t, {{"user", "\u3000\xC2\xA0\xC2\x85q\x1C\u2003\u2029"},
-                        {"user", "\u200Bq\u200B"}}),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
-            "q<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
-            "\u200Bq\u200B<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  // This template writes the generation prompt whatever the caller asks.
-  EXPECT_FALSE(t->generation_prompt_optional());
-  EXPECT_EQ(Render(*t, kSystemUser, true, /*add_generation_prompt=*/false),
-            Render(*t, kSystemUser, true, /*add_generation_prompt=*/true));
-}
+  EXPECT_EQ(t->text(), "A{{ messages[0].content }}");
+  EXPECT_EQ(t->source(),
+            dir_.path() + "/tokenizer_config.json: chat_template");
 
-// Meta's later Llama 3.0 template asks add_generation_prompt.
-TEST(ChatTemplateTest, Llama3GenerationPromptWhenAsked) {
-  std::string text = kLlama3Template;
-  const size_t at = text.rfind("{{ '<|start_header_id|>assistant");
-  ASSERT_NE(at, std::string::npos);
-  text.insert(at, "{% if add_generation_prompt %}");
-  text += "{% endif %}";
-  auto t = ChatTemplate::FromTemplateText(text, "<|begin_of_text|>");
+  // A list of named templates: the "default" one.
+  WriteConfig({{"chat_template",
+                Json::array({{{"name", "tool_use"}, {"template", "T"}},
+                             {{"name", "default"}, {"template", "D"}}})}});
+  t = ChatTemplate::Load(dir_.path());
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_TRUE(t->generation_prompt_optional());
-  EXPECT_EQ(Render(*t, {{"user", "q"}, {"assistant", "a"}}, true, false),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
-            "q<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
-            "a<|eot_id|>");
-}
+  EXPECT_EQ(t->text(), "D");
 
-TEST(ChatTemplateTest, ChatMlWithDefaultSystemPrompt) {
-  auto t = ChatTemplate::FromTemplateText(kQwen2StyleTemplate, "");
+  // chat_template.jinja (transformers 5 writes it) comes first.
+  WriteFile("chat_template.jinja", "J{{ messages[0].content }}");
+  t = ChatTemplate::Load(dir_.path());
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->family(), ChatFamily::kChatMl);
-  EXPECT_EQ(Render(*t, {{"user", "12+7="}}),
-            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-            "<|im_start|>user\n12+7=<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(Render(*t, kSystemUser),
-            "<|im_start|>system\nYou are terse.<|im_end|>\n"
-            "<|im_start|>user\n12+7=<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_TRUE(t->generation_prompt_optional());
-  EXPECT_EQ(Render(*t, kSystemUser, true, /*add_generation_prompt=*/false),
-            "<|im_start|>system\nYou are terse.<|im_end|>\n"
-            "<|im_start|>user\n12+7=<|im_end|>\n");
+  EXPECT_EQ(t->text(), "J{{ messages[0].content }}");
+  EXPECT_EQ(t->source(), dir_.path() + "/chat_template.jinja");
 }
 
-// The chat_template of Qwen3 (tests/data/tokenizers/qwen3).
-TEST(ChatTemplateTest, Qwen3FromSharedFile) {
-  auto loaded = FromShared("qwen3");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const ChatTemplate& t = *loaded;
-  EXPECT_EQ(t.family(), ChatFamily::kQwen3);
-  const std::string prompt =
-      "<|im_start|>system\nYou are terse.<|im_end|>\n"
-      "<|im_start|>user\n12+7=<|im_end|>\n<|im_start|>assistant\n";
-  EXPECT_EQ(Render(t, kSystemUser, /*enable_thinking=*/true), prompt);
-  EXPECT_EQ(Render(t, kSystemUser, /*enable_thinking=*/false),
-            prompt + "<think>\n\n</think>\n\n");
-  // Earlier assistant turns lose their thoughts.
-  EXPECT_EQ(Render(t, {{"user", "1+1="},
-                       {"assistant", "<think>\nadd\n</think>\n\n2"},
-                       {"user", "2+2="}}),
-            "<|im_start|>user\n1+1=<|im_end|>\n<|im_start|>assistant\n2"
-            "<|im_end|>\n<|im_start|>user\n2+2=<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  // An assistant turn after the last user turn keeps (or gets) one.
-  EXPECT_EQ(Render(t, {{"user", "hi"}, {"assistant", "hello"}}),
-            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-            "<think>\n\n</think>\n\nhello<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(
-      Render(t, {{"user", "hi"},
-                 {"assistant", "<think>\n\nhmm\n\n</think>\n\nhello"}}),
-      "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-      "<think>\nhmm\n</think>\n\nhello<|im_end|>\n<|im_start|>assistant\n");
-  // A system message that is not first is an ordinary turn.
-  EXPECT_EQ(Render(t, {{"user", "a"}, {"system", "b"}, {"user", "c"}}),
-            "<|im_start|>user\na<|im_end|>\n<|im_start|>system\nb<|im_end|>\n"
-            "<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n");
-  // Without the generation prompt there is no empty thought either.
-  EXPECT_EQ(Render(t, {{"user", "hi"}, {"assistant", "hello"}},
-                   /*enable_thinking=*/false, /*add_generation_prompt=*/false),
-            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
-            "<think>\n\n</think>\n\nhello<|im_end|>\n");
+TEST_F(ChatTemplateDirTest, SaysWhichFileAndFieldItCannotRead) {
+  EXPECT_TRUE(ChatTemplate::Load(dir_.path()).status().IsNotFound());
+  WriteConfig({{"eos_token", "x"}});
+  auto none = ChatTemplate::Load(dir_.path());
+  EXPECT_TRUE(none.status().IsNotFound()) << none.status();
+  EXPECT_NE(none.status().message().find("\"chat_template\""),
+            std::string::npos);
+
+  WriteConfig({{"chat_template", 5}});
+  auto bad = ChatTemplate::Load(dir_.path());
+  ASSERT_TRUE(bad.status().IsInvalidArgument()) << bad.status();
+  EXPECT_NE(bad.status().message().find("tokenizer_config.json: "
+                                        "chat_template is neither"),
+            std::string::npos)
+      << bad.status();
+
+  WriteConfig({{"chat_template", Json::array({{{"name", "other"}}})}});
+  EXPECT_TRUE(ChatTemplate::Load(dir_.path()).status().IsInvalidArgument());
+
+  WriteFile("tokenizer_config.json", "{not json");
+  auto broken = ChatTemplate::Load(dir_.path());
+  ASSERT_TRUE(broken.status().IsInvalidArgument());
+  EXPECT_NE(broken.status().message().find("tokenizer_config.json"),
+            std::string::npos);
 }
 
-TEST(ChatTemplateTest, Llama3FromSharedFile) {
-  auto loaded = FromShared("llama3");
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const ChatTemplate& t = *loaded;
-  EXPECT_EQ(t.family(), ChatFamily::kLlama3);
-  EXPECT_EQ(Render(t, {{"user", "12+7="}}),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
-            "12+7=<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-TEST(ChatTemplateTest, TokenizerConfigs) {
-  auto t = ChatTemplate::FromTokenizerConfig(
-      R"({"bos_token": {"content": "<B>"}, "chat_template": [)"
-      R"({"name": "tool_use", "template": "x"},)"
-      R"({"name": "default", "template": "<|start_header_id|>"}]})",
-      "cfg.json");
+TEST_F(ChatTemplateDirTest, RendersMessagesPromptsAndVariables) {
+  WriteConfig({{"chat_template",
+                "{% for m in messages %}[{{ m.role }}:{{ m.content }}]"
+                "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}>"
+                "{% endif %}{% if flag %}F{{ n }}{% endif %}"}});
+  auto t = ChatTemplate::Load(dir_.path());
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(Render(*t, {{"user", "q"}}),
-            "<B><|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  std::vector<ChatRequest> requests = {
+      {{{"system", "s"}, {"user", "caf\xc3\xa9 \"q\"\n"}}, true, ""},
+      {{{"user", "u"}, {"assistant", "a"}}, false, ""}};
+  auto r = t->Render(requests, R"({"flag": true, "n": 7})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->texts.size(), 2u);
+  EXPECT_EQ(r->texts[0],
+            "[system:s]<|im_end|>[user:caf\xc3\xa9 \"q\"\n]<|im_end|>>F7");
+  EXPECT_EQ(r->texts[1], "[user:u]<|im_end|>[assistant:a]<|im_end|>F7");
+  EXPECT_EQ(r->turn_end, std::optional<std::string>("]<|im_end|>F7"));
 
-  auto unknown = ChatTemplate::FromTokenizerConfig(
-      R"({"chat_template": "{{ messages[0]['content'] }}"})",
-      "tokenizer_config.json");
-  ASSERT_TRUE(unknown.status().IsInvalidArgument());
-  EXPECT_EQ(unknown.status().message(),
-            "tokenizer_config.json: chat_template is not one hy renders "
-            "(ChatML, Llama 3); pass prompts as strings");
-  auto llama31 = ChatTemplate::FromTemplateText(
-      "<|start_header_id|>system Cutting Knowledge Date: December 2023", "");
-  EXPECT_TRUE(llama31.status().IsInvalidArgument());
-  EXPECT_TRUE(ChatTemplate::FromTokenizerConfig("{}", "c.json")
-                  .status()
-                  .IsInvalidArgument());
-  EXPECT_TRUE(ChatTemplate::FromTokenizerConfig("not json", "c.json")
-                  .status()
-                  .IsInvalidArgument());
-  EXPECT_TRUE(ChatTemplate::FromTokenizerConfigFile("/nonexistent/t.json")
-                  .status()
-                  .IsNotFound());
+  auto plain = t->Render({}, "{}");  // No requests: the turn end only.
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->texts.empty());
+  EXPECT_EQ(plain->turn_end, std::optional<std::string>("]<|im_end|>"));
+
+  EXPECT_TRUE(t->Render({}, "[1]").status().IsInvalidArgument());
 }
 
-TEST(ChatTemplateTest, BadMessagesAndPromptText) {
-  auto t = ChatTemplate::FromTemplateText(kLlama3Template, "<|begin_of_text|>");
-  ASSERT_TRUE(t.ok());
-  EXPECT_TRUE(t->Render({}, true).status().IsInvalidArgument());
-  EXPECT_TRUE(t->Render({{"tool", "x"}}, true).status().IsInvalidArgument());
+TEST_F(ChatTemplateDirTest, TheTemplatesOwnErrorNamesTheConversation) {
+  WriteConfig({{"chat_template",
+                "{% if messages[0].role == 'system' %}"
+                "{{ raise_exception('System role not supported') }}"
+                "{% endif %}{{ messages[0].content }}"}});
+  auto t = ChatTemplate::Load(dir_.path());
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto r = t->Render({{{{"user", "fine"}}, true, "p.jsonl:1"},
+                      {{{"system", "no"}}, true, "p.jsonl:2"}},
+                     "{}");
+  ASSERT_TRUE(r.status().IsInvalidArgument()) << r.status();
+  EXPECT_EQ(r.status().message().rfind("p.jsonl:2: chat template ", 0), 0u)
+      << r.status();
+  EXPECT_NE(r.status().message().find("System role not supported"),
+            std::string::npos)
+      << r.status();
+}
 
-  ChatPrompt text;
-  text.text = "12+7=";
-  auto plain = PromptText(text, nullptr, true);
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(*plain, "12+7=");  // A string prompt is used as is.
-
-  ChatPrompt chat;
-  chat.is_chat = true;
-  chat.messages = {{"user", "12+7="}};
-  EXPECT_EQ(PromptText(chat, nullptr, true).status().code(),
-            StatusCode::kFailedPrecondition);
-  auto rendered = PromptText(chat, &*t, true);
-  ASSERT_TRUE(rendered.ok());
-  EXPECT_EQ(*rendered, Render(*t, chat.messages));
+TEST_F(ChatTemplateDirTest, ARendererThatCannotRunSaysHowToFixIt) {
+  WriteConfig({{"chat_template", "{{ messages[0].content }}"}});
+  auto t = ChatTemplate::Load(dir_.path());
+  ASSERT_TRUE(t.ok()) << t.status();
+  const char* old = std::getenv("HY_CHAT_PYTHON");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("HY_CHAT_PYTHON", "/nonexistent/python3", 1);
+  auto r = t->Render({{{{"user", "x"}}, true, ""}}, "{}");
+  if (old != nullptr) {
+    ::setenv("HY_CHAT_PYTHON", saved.c_str(), 1);
+  } else {
+    ::unsetenv("HY_CHAT_PYTHON");
+  }
+  ASSERT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(r.status().message().find("HY_CHAT_PYTHON"), std::string::npos);
 }
 
 }  // namespace

@@ -25,8 +25,9 @@ implementation (PyPI `tokenizers`) and transformers' chat templates.
   tokenize_reference.py chat TOKENIZER_DIR IN OUT
     IN: JSON Lines {"messages": [{"role", "content"}...],
     "enable_thinking": bool, "add_generation_prompt": bool (default true)}.
-    OUT: one JSON string per input, what transformers'
-    apply_chat_template(..., tokenize=False) renders.
+    OUT: one line per input, {"text": what transformers'
+    apply_chat_template(..., tokenize=False) renders, "ids": what
+    apply_chat_template(..., tokenize=True) gives}.
 
 Exit status 3 when a package is missing.
 """
@@ -127,11 +128,14 @@ def chat(tokenizer_dir, in_path, out_path):
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     with open(out_path, "w", encoding="utf-8") as out:
         for case in read_lines(in_path):
-            text = tok.apply_chat_template(
-                case["messages"], tokenize=False,
+            kwargs = dict(
                 add_generation_prompt=case.get("add_generation_prompt", True),
                 enable_thinking=case["enable_thinking"])
-            out.write(json.dumps(text) + "\n")
+            text = tok.apply_chat_template(case["messages"], tokenize=False,
+                                           **kwargs)
+            ids = tok.apply_chat_template(case["messages"], tokenize=True,
+                                          return_dict=False, **kwargs)
+            out.write(json.dumps({"text": text, "ids": ids}) + "\n")
 
 
 def main(argv):

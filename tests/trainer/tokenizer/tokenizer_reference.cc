@@ -30,7 +30,7 @@ std::string TokenizerDir(const std::string& name) {
 }
 
 ::testing::AssertionResult ReferenceFilesExist() {
-  for (const char* name : {"qwen3", "llama3"}) {
+  for (const char* name : {"qwen3", "llama3", "smollm2"}) {
     for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
       if (!fs::exists(kData / name / file)) {
         return ::testing::AssertionFailure()

@@ -34,7 +34,10 @@ struct DataConfig {
   std::string reward = "exact_match";  // exact_match | format | ...+format
   bool require_eos = true;             // A response must end to be exact.
   bool shuffle = true;                 // A seeded permutation per epoch.
-  bool enable_thinking = false;        // Qwen3 chat templates.
+  bool enable_thinking = false;        // Passed to the chat template.
+  // More chat template variables, a JSON object ("{}": none); each is
+  // passed to the template as apply_chat_template's keyword arguments are.
+  std::string chat_template_kwargs = "{}";
   int max_prompt_length = 256;         // Tokens; a longer prompt is an error.
   // Resume even if the files changed (the position is kept, the order is
   // the new files').

@@ -37,8 +37,13 @@ std::optional<std::string> MarkedAnswer(std::string_view text);
 // The last number in `text`; nullopt when it has none.
 std::optional<std::string> LastNumber(std::string_view text);
 
-// The final answer of `text`: MarkedAnswer when `text` has a "####", else
-// LastNumber.
+// What the last "\boxed{...}" of `text` holds (braces balanced inside);
+// nullopt when there is none or it is not closed.
+std::optional<std::string_view> BoxedContent(std::string_view text);
+
+// The final answer of `text`: the last number inside its last \boxed{}
+// when it has one (MATH style), else MarkedAnswer when `text` has a
+// "####", else LastNumber.
 std::optional<std::string> FinalAnswer(std::string_view text);
 
 }  // namespace hy::trainer

@@ -3,10 +3,19 @@
 // text only (the response decoded up to EOS), never tokens.
 //
 //   exact_match          1.0 when FinalAnswer(response) equals
-//                        FinalAnswer(answer) (answer.h: "#### N" if present,
+//                        FinalAnswer(answer) (answer.h: the number in the
+//                        last \boxed{} if any, else "#### N" if present,
 //                        else the last number; compared in canonical form),
 //                        else 0.0. With require_eos, a response that did not
 //                        end with EOS (cut at the length limit) scores 0.0.
+//   strict               1.0 when the whole response (ASCII whitespace
+//                        around it aside) is the answer and nothing else:
+//                        the same number in canonical form when the answer
+//                        is one number, a final period allowed ("1,234"
+//                        and "1234." match "1234"),
+//                        else the same text; with require_eos it must also
+//                        have ended with EOS. "The answer is 8" scores 0.0
+//                        here and 1.0 for exact_match.
 //   format               1.0 when the response has a "#### N" final answer
 //                        (MarkedAnswer), else 0.0.
 //   exact_match+format   exact_match_weight * exact_match
@@ -55,7 +64,7 @@ class RewardFunction {
 };
 
 struct RewardOptions {
-  bool require_eos = false;         // exact_match: no EOS scores 0.
+  bool require_eos = false;         // exact_match, strict: no EOS scores 0.
   double exact_match_weight = 1.0;  // exact_match+format.
   double format_weight = 0.1;       // exact_match+format.
 };

@@ -4,10 +4,12 @@
 //
 // Which ids (SpecialTokensFor, for a Hugging Face tokenizer):
 //   bos  tokenizer_config.json's bos_token, or none;
-//   eos  its eos_token, then the token that ends a chat turn when the
-//        tokenizer's chat template ends turns with another one (Qwen:
-//        <|im_end|>, Llama 3: <|eot_id|>), then the model's own
-//        eos_token_id(s) not already listed: any of them ends a response;
+//   eos  its eos_token, then the token that ends an assistant turn in the
+//        model's chat template when that is another one (the special
+//        token its rendering writes first after an assistant message's
+//        content: Qwen's <|im_end|>, Llama 3's <|eot_id|>), then the
+//        model's own eos_token_id(s) not already listed: any of them ends
+//        a response;
 //   pad  its pad_token, else the first eos.
 // This is what Qwen's and Llama's generation_config.json files spell as
 // an eos list.
@@ -39,20 +41,19 @@ const std::vector<std::string>& TokenizerFileNames();
 // a tokenizer.json file.
 std::string TokenizerDir(const std::string& tokenizer_path);
 
-// The family of the chat template in the tokenizer_config.json beside
-// `tokenizer_path`; nullopt when there is none or hy does not render it.
-std::optional<ChatFamily> ChatFamilyOf(const std::string& tokenizer_path);
+// What the chat template of the directory of `tokenizer_path` writes after
+// an assistant message's content (ChatTemplate's probe, rendered by
+// transformers); nullopt when the directory has no chat template. Returns
+// what ChatTemplate::Load and Render return on a template that cannot be
+// read or rendered.
+Result<std::optional<std::string>> TurnEndOf(const std::string& tokenizer_path);
 
-// The token ending an assistant turn in `family`'s format ("<|im_end|>",
-// "<|eot_id|>").
-std::string_view TurnEndToken(ChatFamily family);
-
-// The run's ids for `tokenizer` (see above). `chat` is the family of the
-// tokenizer's chat template, if it has one hy renders. Returns
-// InvalidArgument when there is no eos at all (responses could not end)
-// or the turn-end token is not in the tokenizer.
+// The run's ids for `tokenizer` (see above). `turn_end` is what the chat
+// template writes after an assistant turn, if the tokenizer has a
+// template. Returns InvalidArgument when there is no eos at all
+// (responses could not end).
 Result<TokenSpec> SpecialTokensFor(const Tokenizer& tokenizer,
-                                   std::optional<ChatFamily> chat,
+                                   const std::optional<std::string>& turn_end,
                                    const std::vector<int>& model_eos);
 
 }  // namespace hy::trainer

@@ -50,6 +50,7 @@ struct EvalOptions {
 struct EvalSample {
   int64_t index = 0;              // Line order in data_file.
   std::string prompt;             // As the model saw it (decoded ids).
+  std::vector<int> prompt_ids;    // The ids the model saw.
   std::string response;           // Up to the eos, special tokens kept.
   std::vector<int> response_ids;  // Up to and including the eos.
   bool ended_with_eos = false;

@@ -6,7 +6,12 @@
 // What is supported (anything else is refused by Load with InvalidArgument
 // naming the file and the field):
 //   model           BPE (vocab + merges as "a b" strings or [a, b] pairs),
-//                   ignore_merges, no dropout / byte fallback / affixes
+//                   ignore_merges, unk_token and fuse_unk, no dropout /
+//                   byte fallback / affixes. A byte with no symbol in the
+//                   vocabulary (SmolLM2 lacks 21) is handled as Rust
+//                   `tokenizers` does: dropped, its neighbours meeting,
+//                   when unk_token is null; else the unknown token (one
+//                   per run of such bytes with fuse_unk)
 //   normalizer      null, NFC, or a Sequence of those
 //   pre_tokenizer   ByteLevel (add_prefix_space false), alone or as the last
 //                   element of a Sequence after Split (Regex or String

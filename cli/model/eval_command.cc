@@ -103,7 +103,14 @@ void AddEvalCommand(CLI::App* app, int* exit_code) {
                   "Tokenizer directory (default: the run's, or the "
                   "model directory's)");
   cmd->add_option("--reward", o.reward,
-                  "Reward (default: the run's data.reward, else exact_match)");
+                  "Reward: exact_match, strict, format, exact_match+format, "
+                  "python (default: the run's data.reward, else exact_match)");
+  cmd->add_option("--reward-file", o.reward_file,
+                  "--reward python: the .py file (default: the run's "
+                  "data.reward_file)");
+  cmd->add_option("--reward-function", o.reward_function,
+                  "--reward python: the function in it (default: the run's "
+                  "data.reward_function, else compute_score)");
   cmd->add_option("--max-new-tokens", o.max_new_tokens,
                   "Tokens per response (default: the run's "
                   "rollout.response_length, else 64)");

@@ -72,6 +72,9 @@ void ResolveAgainst(const std::filesystem::path& dir, const TrainConfig& before,
   };
   if (c->model.path != before.model.path) fix(&c->model.path);
   if (c->data.tokenizer != before.data.tokenizer) fix(&c->data.tokenizer);
+  if (c->data.reward_file != before.data.reward_file) {
+    fix(&c->data.reward_file);
+  }
   if (c->checkpoint.store_root != before.checkpoint.store_root) {
     fix(&c->checkpoint.store_root);
   }

@@ -31,6 +31,7 @@ std::vector<tb::TaggedValue> IterationScalars(
       {"ppo/response_length", r.response_length},
       {"throughput/tokens_per_second", r.tokens_per_second},
       {"time/rollout_ms", r.rollout_ms},
+      {"time/reward_ms", r.reward_ms},
       {"time/train_ms", r.train_ms},
       {"time/iteration_ms", r.iteration_ms},
       {"time/reshard_ms", r.reshard_ms},

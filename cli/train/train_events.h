@@ -49,7 +49,8 @@ std::string TensorBoardDir(const std::string& run_root);
 // (text, "checkpoint/state"): ppo/reward_mean, ppo/exact_match, ppo/kl,
 // ppo/kl_coef, ppo/policy_loss, ppo/value_loss, ppo/entropy, ppo/clip_frac,
 // ppo/grad_norm, ppo/response_length, throughput/tokens_per_second,
-// time/rollout_ms, time/train_ms, time/iteration_ms, time/reshard_ms,
+// time/rollout_ms, time/reward_ms, time/train_ms, time/iteration_ms,
+// time/reshard_ms,
 // reshard/bytes, reshard/logical_bytes, run/world_size, checkpoint/step,
 // checkpoint/blocking_ms, checkpoint/durable_ms, memory/peak_rss_mb (the
 // largest rank's), memory/peak_rss_mb/rank_<k> for each rank and

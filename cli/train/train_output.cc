@@ -64,6 +64,7 @@ std::string IterationJson(const trainer::IterationReport& r) {
   j["response_length"] = r.response_length;
   j["tokens_per_second"] = r.tokens_per_second;
   j["rollout_ms"] = r.rollout_ms;
+  j["reward_ms"] = r.reward_ms;
   j["train_ms"] = r.train_ms;
   j["iteration_ms"] = r.iteration_ms;
   j["reshard_ms"] = r.reshard_ms;

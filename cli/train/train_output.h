@@ -23,7 +23,7 @@ std::string IterationText(const trainer::IterationReport& report,
 // One JSON object on one line (no newline) with the keys iteration,
 // reward_mean, exact_match, kl, kl_coef, policy_loss, value_loss, entropy,
 // clip_frac, grad_norm, response_length, tokens_per_second, rollout_ms,
-// train_ms, iteration_ms, reshard_ms, reshard_bytes, reshard_logical_bytes,
+// reward_ms, train_ms, iteration_ms, reshard_ms, reshard_bytes, reshard_logical_bytes,
 // checkpoint_step, checkpoint_state, checkpoint_ms, checkpoint_durable_ms,
 // peak_rss_mb (an array, one per rank). iteration counts from 1, as
 // IterationText does (the report's 0-based index + 1: iteration N commits

@@ -391,6 +391,13 @@ Status ValidateConfig(const TrainConfig& c) {
                Num(task.max_digits));
   }
   HY_RETURN_IF_ERROR(ValidateTaskConfig(task));
+  if ((c.data.reward == "python") != !c.data.reward_file.empty()) {
+    return Bad("data.reward_file",
+               c.data.reward == "python"
+                   ? "must name a .py file when data.reward is python"
+                   : "is read only when data.reward is python",
+               c.data.reward_file);
+  }
   const bool from_task = c.data.train_files.empty();
   if (from_task && !c.data.val_files.empty()) {
     return Bad("data.val_files",

@@ -70,8 +70,11 @@ std::vector<Field> Fields(TrainConfig* c) {
   add("data.val_files", &d.val_files);
   add("data.tokenizer", &d.tokenizer);
   add("data.reward", &d.reward,
-      OneOf("must be exact_match, strict, format or exact_match+format",
-            "|exact_match|strict|format|exact_match+format|"));
+      OneOf("must be exact_match, strict, format, exact_match+format or "
+            "python",
+            "|exact_match|strict|format|exact_match+format|python|"));
+  add("data.reward_file", &d.reward_file);
+  add("data.reward_function", &d.reward_function);
   add("data.require_eos", &d.require_eos);
   add("data.shuffle", &d.shuffle);
   add("data.enable_thinking", &d.enable_thinking);

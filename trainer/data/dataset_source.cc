@@ -43,6 +43,8 @@ class DatasetSource : public PromptSource {
     tokenizer_path_ = tok_path;
     RewardOptions ro;
     ro.require_eos = data.require_eos;
+    ro.python_file = data.reward_file;
+    ro.python_function = data.reward_function;
     HY_ASSIGN_OR_RETURN(reward_, MakeReward(data.reward, ro));
     return EncodePrompts(texts);
   }
@@ -58,20 +60,45 @@ class DatasetSource : public PromptSource {
     return p;
   }
 
-  double Score(const Prompt& prompt,
-               const std::vector<int>& response) const override {
-    const PromptRecord& r = dataset_->record(Record(prompt.position, seed_));
-    auto end = std::find_if(response.begin(), response.end(),
-                            [this](int id) { return spec_.IsEos(id); });
-    std::vector<int32_t> ids(response.begin(), end);
-    auto text = tokenizer_->Decode(ids, /*skip_special_tokens=*/true);
-    if (!text.ok()) return 0.0;  // Ids outside the tokenizer: not parseable.
-    RewardInput in;
-    in.response = *text;
-    in.ended_with_eos = end != response.end();
-    in.answer = r.answer;
-    in.fields = &r.fields;
-    return reward_->Score(in);
+  Result<std::vector<double>> ScoreAll(
+      const std::vector<Prompt>& prompts,
+      const std::vector<std::vector<int>>& responses) const override {
+    std::vector<std::string> texts(prompts.size());
+    std::vector<std::string> prompt_texts(prompts.size());
+    std::vector<RewardInput> inputs(prompts.size());
+    std::vector<size_t> records(prompts.size());
+    std::vector<double> scores(prompts.size(), 0.0);
+    std::vector<size_t> scored;  // Decodable responses, scored below.
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      records[i] = Record(prompts[i].position, seed_);
+      const PromptRecord& r = dataset_->record(records[i]);
+      const std::vector<int>& response = responses[i];
+      auto end = std::find_if(response.begin(), response.end(),
+                              [this](int id) { return spec_.IsEos(id); });
+      auto text = tokenizer_->Decode(std::vector<int32_t>(response.begin(), end),
+                                     /*skip_special_tokens=*/true);
+      if (!text.ok()) continue;  // Ids outside the tokenizer: scores 0.
+      texts[i] = std::move(*text);
+      RewardInput& in = inputs[i];
+      in.ended_with_eos = end != response.end();
+      in.answer = r.answer;
+      in.fields = &r.fields;
+      in.index = static_cast<int64_t>(records[i]);
+      in.source = r.source;
+      if (reward_->name() == "python") {  // Only it reads the prompt.
+        prompt_texts[i] = Render(encoded_[records[i]]);
+        in.prompt = prompt_texts[i];
+      }
+      scored.push_back(i);
+    }
+    std::vector<RewardInput> batch;
+    for (size_t i : scored) {
+      inputs[i].response = texts[i];
+      batch.push_back(inputs[i]);
+    }
+    HY_ASSIGN_OR_RETURN(std::vector<double> got, reward_->ScoreBatch(batch));
+    for (size_t k = 0; k < scored.size(); ++k) scores[scored[k]] = got[k];
+    return scores;
   }
 
   Result<Demonstration> Demonstrate(uint64_t index) const override {

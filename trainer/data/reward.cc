@@ -11,8 +11,16 @@ bool ValidWeight(double w) { return std::isfinite(w) && w >= 0.0; }
 
 }  // namespace
 
+Result<std::vector<double>> RewardFunction::ScoreBatch(
+    const std::vector<RewardInput>& inputs) const {
+  std::vector<double> scores;
+  scores.reserve(inputs.size());
+  for (const RewardInput& in : inputs) scores.push_back(Score(in));
+  return scores;
+}
+
 std::vector<std::string> KnownRewardNames() {
-  return {"exact_match", "exact_match+format", "format", "strict"};
+  return {"exact_match", "exact_match+format", "format", "python", "strict"};
 }
 
 Result<std::unique_ptr<RewardFunction>> MakeReward(
@@ -20,6 +28,9 @@ Result<std::unique_ptr<RewardFunction>> MakeReward(
   if (name == "exact_match") return NewExactMatchReward(options.require_eos);
   if (name == "format") return NewFormatReward();
   if (name == "strict") return NewStrictReward(options.require_eos);
+  if (name == "python") {
+    return NewPythonReward(options.python_file, options.python_function);
+  }
   if (name == "exact_match+format") {
     if (!ValidWeight(options.exact_match_weight) ||
         !ValidWeight(options.format_weight)) {

@@ -13,6 +13,9 @@ namespace hy::trainer {
 std::unique_ptr<RewardFunction> NewExactMatchReward(bool require_eos);
 std::unique_ptr<RewardFunction> NewFormatReward();
 std::unique_ptr<RewardFunction> NewStrictReward(bool require_eos);
+// Starts the worker (python_reward.cc); errors as MakeReward's for python.
+Result<std::unique_ptr<RewardFunction>> NewPythonReward(
+    const std::string& file, const std::string& function);
 
 // Sum of exact_match and format, weighted.
 // REQUIRES: both weights finite and >= 0.

@@ -30,9 +30,14 @@ class TaskSource : public PromptSource {
     return p;
   }
 
-  double Score(const Prompt& prompt,
-               const std::vector<int>& response) const override {
-    return Reward(At(prompt.position), response);
+  Result<std::vector<double>> ScoreAll(
+      const std::vector<Prompt>& prompts,
+      const std::vector<std::vector<int>>& responses) const override {
+    std::vector<double> scores;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      scores.push_back(Reward(At(prompts[i].position), responses[i]));
+    }
+    return scores;
   }
 
   Result<Demonstration> Demonstrate(uint64_t index) const override {

@@ -138,6 +138,8 @@ Result<EvalReport> Evaluate(
   if (o.max_new_tokens > 0) l.max_new_tokens = o.max_new_tokens;
   if (o.max_prompt_length > 0) l.data.max_prompt_length = o.max_prompt_length;
   if (!o.reward.empty()) l.data.reward = o.reward;
+  if (!o.reward_file.empty()) l.data.reward_file = o.reward_file;
+  if (!o.reward_function.empty()) l.data.reward_function = o.reward_function;
   l.data.enable_thinking = l.data.enable_thinking || o.enable_thinking;
   l.data.train_files = {o.data_file};
   l.data.val_files.clear();
@@ -189,14 +191,20 @@ Result<EvalReport> Evaluate(
                           BuildPrompts(prompts, prompt_len, spec), ids, o.seed,
                           0, rc, spec));
     auto r = responses.accessor<int64_t, 2>();
+    std::vector<std::vector<int>> fulls(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
-      std::vector<int> full(static_cast<size_t>(rc.response_length));
+      fulls[i].resize(static_cast<size_t>(rc.response_length));
       for (int t = 0; t < rc.response_length; ++t) {
-        full[t] = static_cast<int>(r[static_cast<int64_t>(i)][t]);
+        fulls[i][t] = static_cast<int>(r[static_cast<int64_t>(i)][t]);
       }
+    }
+    HY_ASSIGN_OR_RETURN(std::vector<double> scores,
+                        source->ScoreAll(prompts, fulls));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<int>& full = fulls[i];
       EvalSample s;
       s.index = ids[i];
-      s.reward = source->Score(prompts[i], full);
+      s.reward = scores[i];
       s.exact = source->IsExact(s.reward);
       auto eos = std::find_if(full.begin(), full.end(),
                               [&](int id) { return spec.IsEos(id); });

@@ -265,10 +265,18 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
   exp->scores.clear();
   double exact = 0;
   auto resp = exp->responses.accessor<int64_t, 2>();
+  std::vector<std::vector<int>> responses(static_cast<size_t>(total));
   for (int64_t i = 0; i < total; ++i) {
-    std::vector<int> r(static_cast<size_t>(r_len));
-    for (int64_t t = 0; t < r_len; ++t) r[t] = static_cast<int>(resp[i][t]);
-    const double s = source_->Score(exp->items[i], r);
+    responses[i].resize(static_cast<size_t>(r_len));
+    for (int64_t t = 0; t < r_len; ++t) {
+      responses[i][t] = static_cast<int>(resp[i][t]);
+    }
+  }
+  const auto reward_start = std::chrono::steady_clock::now();
+  HY_ASSIGN_OR_RETURN(std::vector<double> scores,
+                      source_->ScoreAll(exp->items, responses));
+  report->reward_ms = MsSince(reward_start);
+  for (const double s : scores) {
     exact += source_->IsExact(s) ? 1 : 0;
     exp->scores.push_back(static_cast<float>(s));
   }

@@ -37,12 +37,16 @@ Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
         at::Tensor responses,
         GenerateAll(items, prompt_len, static_cast<uint64_t>(iteration), rc));
     auto resp = responses.accessor<int64_t, 2>();
+    std::vector<std::vector<int>> rs(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      std::vector<int> r(static_cast<size_t>(rc.response_length));
+      rs[i].resize(static_cast<size_t>(rc.response_length));
       for (int t = 0; t < rc.response_length; ++t) {
-        r[t] = static_cast<int>(resp[static_cast<int64_t>(i)][t]);
+        rs[i][t] = static_cast<int>(resp[static_cast<int64_t>(i)][t]);
       }
-      const double s = val_source_->Score(items[i], r);
+    }
+    HY_ASSIGN_OR_RETURN(std::vector<double> scores,
+                        val_source_->ScoreAll(items, rs));
+    for (const double s : scores) {
       reward += s;
       exact += val_source_->IsExact(s) ? 1 : 0;
     }

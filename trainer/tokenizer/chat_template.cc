@@ -3,9 +3,6 @@
 
 #include "hy/trainer/tokenizer/chat_template.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,7 +14,7 @@
 #include <sstream>
 #include <utility>
 
-extern char** environ;
+#include "hy/common/child_process.h"
 
 namespace hy::trainer {
 namespace {
@@ -70,46 +67,6 @@ class TempDir {
 std::string ChatPython() {
   const char* env = std::getenv("HY_CHAT_PYTHON");
   return env != nullptr && *env ? env : HY_DEFAULT_CHAT_PYTHON;
-}
-
-// Runs `argv` with PYTHONPATH led by this tree's python/, stdout and
-// stderr into `log`; returns its exit status, or -1 when it did not start
-// or ended by a signal.
-int RunRenderer(const std::vector<std::string>& argv, const fs::path& log) {
-  std::vector<std::string> env_strings;
-  std::string pythonpath = std::string("PYTHONPATH=") + HY_SOURCE_PYTHON_DIR;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0) {
-      pythonpath += std::string(":") + (*e + 11);
-    } else {
-      env_strings.emplace_back(*e);
-    }
-  }
-  env_strings.push_back(pythonpath);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(),
-                                envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 Status WriteRequests(const std::vector<ChatRequest>& requests,
@@ -185,11 +142,18 @@ Result<RenderedChats> ChatTemplate::Render(
                  log = tmp.path() / "log";
   HY_RETURN_IF_ERROR(WriteRequests(requests, variables, in));
   const std::string python = ChatPython();
-  const int rc = RunRenderer(
-      {python, "-m", "hy_chat.render", dir_, in.string(), out.string()}, log);
+  ChildOptions child;
+  child.argv = {python, "-m", "hy_chat.render", dir_, in.string(),
+                out.string()};
+  child.pythonpath_first = HY_SOURCE_PYTHON_DIR;
+  child.stderr_file = log.string();
+  auto renderer = ChildProcess::Start(child);
+  const int rc = renderer.ok() ? (*renderer)->Wait() : -1;
   if (rc != 0) {
     auto said = ReadWhole(log);
-    std::string tail = said.ok() ? *said : "";
+    std::string tail = !renderer.ok() ? std::string(renderer.status().message())
+                       : said.ok()    ? *said
+                                      : "";
     if (tail.size() > 2000) tail = tail.substr(tail.size() - 2000);
     while (!tail.empty() && tail.back() == '\n') tail.pop_back();
     const std::string what =

@@ -52,6 +52,7 @@ ITERATION_TAGS = {
     "response_length": "ppo/response_length",
     "tokens_per_second": "throughput/tokens_per_second",
     "rollout_ms": "time/rollout_ms",
+    "reward_ms": "time/reward_ms",
     "train_ms": "time/train_ms",
     "iteration_ms": "time/iteration_ms",
     "reshard_ms": "time/reshard_ms",

@@ -114,3 +114,51 @@ def test_eval_renders_tokenizes_decodes_and_scores_as_transformers(
     # Both sides compute in float32 with different kernels: a near tie in
     # the logits may pick another token now and then, never often.
     assert same >= len(samples) - 2, same
+
+
+REWARD_PY = '''
+seen = []
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    seen.append(extra_info["index"])
+    assert extra_info["prompt"].startswith("<|im_start|>system"), extra_info
+    if solution_str.startswith("BOOM"):
+        raise ValueError("no number in " + solution_str)
+    # Partial credit: the answer anywhere in the response, more when alone.
+    if solution_str.strip() == ground_truth:
+        return 1.0
+    return 0.5 if ground_truth in solution_str else 0.0
+'''
+
+
+def test_eval_scores_with_a_python_reward(model_dir, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    hyctl("data", "gen-arith", "--chat", "--ops", "+", "--count", 16,
+          "--seed", 3, "--max-digits", 1, prompts)
+    records = [json.loads(line) for line in prompts.read_text().splitlines()]
+    reward = tmp_path / "my_reward.py"
+    reward.write_text(REWARD_PY)
+    samples_path = tmp_path / "samples.jsonl"
+    hyctl("eval", model_dir, prompts, "--reward", "python", "--reward-file",
+          reward, "--max-new-tokens", 16, "--samples", samples_path)
+    samples = [json.loads(line) for line in
+               samples_path.read_text().splitlines()]
+    assert len(samples) == len(records)
+    for s in samples:
+        answer = records[s["index"]]["answer"]
+        text = s["response"]
+        want = (1.0 if text.strip() == answer else
+                0.5 if answer in text else 0.0)
+        assert s["reward"] == want, (s, answer)
+    print(f"python reward: {len(samples)} samples, mean "
+          f"{sum(s['reward'] for s in samples) / len(samples):.3f}")
+
+    # An exception is an error naming the record, not a score.
+    bad = tmp_path / "bad.py"
+    bad.write_text(REWARD_PY.replace('startswith("BOOM")', 'startswith("")'))
+    p = subprocess.run([HYCTL, "eval", str(model_dir), str(prompts),
+                        "--reward", "python", "--reward-file", str(bad),
+                        "--max-new-tokens", "4"],
+                       capture_output=True, text=True)
+    assert p.returncode != 0
+    assert f"{prompts}:" in p.stderr and "ValueError: no number in" in \
+        p.stderr, p.stderr

@@ -184,6 +184,7 @@ TEST(HyctlTrainTest, ConfigFilePathsAreRelativeToTheFile) {
   std::ofstream(dir.Sub("cfg/train.yaml"))
       << "model: {path: ../models/m}\n"
          "data: {tokenizer: tok, train_files: [a.jsonl, /abs/b.jsonl],"
+         " reward: python, reward_file: r.py,"
          " val_files: [v/val.jsonl]}\n"
          "checkpoint: {store_root: runs/x}\n";
   // model.path must hold a config.json; none is needed for the others.
@@ -206,6 +207,7 @@ TEST(HyctlTrainTest, ConfigFilePathsAreRelativeToTheFile) {
   EXPECT_EQ(c.data.val_files,
             std::vector<std::string>{dir.Sub("cfg/v/val.jsonl")});
   EXPECT_EQ(c.checkpoint.store_root, dir.Sub("cfg/runs/x"));
+  EXPECT_EQ(c.data.reward_file, dir.Sub("cfg/r.py"));
 
   r = Hyctl("train --print-config --config " + dir.Sub("cfg/train.yaml") +
             " --set data.tokenizer=here --data rel.jsonl --store s");

@@ -67,6 +67,8 @@ std::vector<std::pair<std::string, std::string>> FieldValues(
        }()},
       {"data.tokenizer", c.data.tokenizer},
       {"data.reward", c.data.reward},
+      {"data.reward_file", c.data.reward_file},
+      {"data.reward_function", c.data.reward_function},
       {"data.require_eos", c.data.require_eos ? "true" : "false"},
       {"data.shuffle", c.data.shuffle ? "true" : "false"},
       {"data.enable_thinking", c.data.enable_thinking ? "true" : "false"},
@@ -203,7 +205,9 @@ TrainConfig Modified() {
   c.data.train_files = {"a.jsonl", "dir/b c.jsonl"};
   c.data.val_files = {"held out.jsonl"};
   c.data.tokenizer = "tok/";
-  c.data.reward = "exact_match+format";
+  c.data.reward = "python";
+  c.data.reward_file = "my rewards/r.py";
+  c.data.reward_function = "score_all";
   c.data.require_eos = false;
   c.data.shuffle = false;
   c.data.enable_thinking = true;

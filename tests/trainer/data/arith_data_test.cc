@@ -123,7 +123,11 @@ TEST(ArithDataTest, JsonlRoundTripsThroughPromptDataset) {
       }
       EXPECT_EQ(r.answer, p.answer);
       EXPECT_EQ(ArithSftTarget(r), p.answer);
-      RewardInput input{ArithSftTarget(r), true, r.answer, &r.fields};
+      RewardInput input;
+      input.response = ArithSftTarget(r);
+      input.ended_with_eos = true;
+      input.answer = r.answer;
+      input.fields = &r.fields;
       EXPECT_EQ((*reward)->Score(input), 1.0) << r.source;
     }
   }

@@ -31,7 +31,12 @@ struct DataConfig {
   // train_files (the same tokenizer and reward).
   std::vector<std::string> val_files;
   std::string tokenizer;  // tokenizer.json or its directory; "": model.path.
-  std::string reward = "exact_match";  // exact_match | format | ...+format
+  // exact_match | strict | format | exact_match+format | python
+  std::string reward = "exact_match";
+  // reward: python: a .py file and the function in it (verl's forms,
+  // python/hy_reward/serve.py).
+  std::string reward_file;
+  std::string reward_function = "compute_score";
   bool require_eos = true;             // A response must end to be exact.
   bool shuffle = true;                 // A seeded permutation per epoch.
   bool enable_thinking = false;        // Passed to the chat template.

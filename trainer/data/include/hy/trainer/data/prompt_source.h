@@ -55,11 +55,14 @@ class PromptSource {
   // record) for a prompt that cannot be built.
   virtual Result<Prompt> Get(uint64_t position) const = 0;
 
-  // The reward in [0, 1] of `response` (as sampled: it may hold EOS and
-  // tokens after it) to `prompt`. Never fails: a response that cannot be
-  // parsed scores 0.
-  virtual double Score(const Prompt& prompt,
-                       const std::vector<int>& response) const = 0;
+  // The rewards of responses[i] (as sampled: each may hold EOS and tokens
+  // after it) to prompts[i], in [0, 1] for the rule rewards. A response
+  // that cannot be parsed scores 0; a reward function that fails (a python
+  // reward's exception) is an error naming the record, never a score.
+  // REQUIRES: prompts.size() == responses.size().
+  virtual Result<std::vector<double>> ScoreAll(
+      const std::vector<Prompt>& prompts,
+      const std::vector<std::vector<int>>& responses) const = 0;
 
   // Whether a score counts as an exact answer (the exact-match rate).
   virtual bool IsExact(double score) const { return score >= 1.0; }

@@ -20,13 +20,22 @@
 //                        (MarkedAnswer), else 0.0.
 //   exact_match+format   exact_match_weight * exact_match
 //                        + format_weight * format.
+//   python               a function written in Python (data.reward_file,
+//                        data.reward_function), in either of verl's forms,
+//                        run by a worker process beside the trainer
+//                        (python -m hy_reward.serve; python/hy_reward says
+//                        what it is given). Its exception, or a score that
+//                        is no finite number, is an error naming the
+//                        sample, never a score of 0.
 //
 // A response or reference answer with no number scores 0.0 for
-// exact_match; no input makes a reward fail. (The built-in digit task keeps
+// exact_match; no input makes a rule reward fail. (The built-in digit task keeps
 // its own Reward, task.h.)
 //
-// Ownership: MakeReward's caller owns the function. Thread-safety: Score is
-// const and keeps no state; it may be called concurrently.
+// Ownership: MakeReward's caller owns the function (a python reward owns
+// its worker process, ended with it). Thread-safety: Score and ScoreBatch
+// are const and may be called concurrently (a python reward serializes
+// its calls).
 
 #ifndef HY_TRAINER_DATA_REWARD_H_
 #define HY_TRAINER_DATA_REWARD_H_
@@ -49,15 +58,31 @@ struct RewardInput {
   std::string_view answer;
   // The record's fields (PromptRecord::fields); may be null.
   const std::map<std::string, std::string>* fields = nullptr;
+  // The prompt's text as the model saw it (python rewards get it).
+  std::string_view prompt;
+  // The record's index in its dataset (python rewards get it), and where
+  // it is ("FILE:LINE", for errors; may be empty).
+  int64_t index = 0;
+  std::string_view source;
 };
 
 class RewardFunction {
  public:
   virtual ~RewardFunction() = default;
 
-  // The reward of `input`, in [0, 1] for the rewards above (a weighted sum
-  // may exceed 1).
+  // The reward of `input`, in [0, 1] for the rule rewards above (a
+  // weighted sum may exceed 1). A python reward returns NaN when its
+  // function fails: callers that can report errors use ScoreBatch.
   virtual double Score(const RewardInput& input) const = 0;
+
+  // The rewards of `inputs`, in order. Rule rewards: Score of each, never
+  // an error. A python reward calls its function once for the batch;
+  // returns InvalidArgument naming the sample (its source, else "sample I"
+  // for its index in `inputs`) with the function's own message when it
+  // raises or gives no finite number for a sample, Unavailable when the
+  // worker is gone.
+  virtual Result<std::vector<double>> ScoreBatch(
+      const std::vector<RewardInput>& inputs) const;
 
   // The name MakeReward knows it by.
   virtual std::string_view name() const = 0;
@@ -67,6 +92,8 @@ struct RewardOptions {
   bool require_eos = false;         // exact_match, strict: no EOS scores 0.
   double exact_match_weight = 1.0;  // exact_match+format.
   double format_weight = 0.1;       // exact_match+format.
+  std::string python_file;          // python: the file, and
+  std::string python_function = "compute_score";  // the function in it.
 };
 
 // The names MakeReward accepts, sorted.
@@ -74,7 +101,9 @@ std::vector<std::string> KnownRewardNames();
 
 // The reward called `name`. Returns InvalidArgument listing the known names
 // for any other name, or when a weight of exact_match+format is negative or
-// not finite.
+// not finite; for python, InvalidArgument naming the file when it or the
+// function cannot be loaded (the worker's own message), FailedPrecondition
+// when the worker cannot start.
 Result<std::unique_ptr<RewardFunction>> MakeReward(
     std::string_view name, const RewardOptions& options);
 

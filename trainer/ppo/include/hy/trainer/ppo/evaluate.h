@@ -35,6 +35,8 @@ struct EvalOptions {
   // the run's record); an HF directory: another tokenizer directory.
   std::string tokenizer;
   std::string reward;       // Empty: the run's data.reward, else exact_match.
+  std::string reward_file;      // reward python: empty: the run's.
+  std::string reward_function;  // reward python: empty: the run's.
   int max_new_tokens = -1;  // -1: the run's rollout.response_length; HF: 64.
   double temperature = 0;   // 0: greedy.
   int top_k = 0;

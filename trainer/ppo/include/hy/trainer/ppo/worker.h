@@ -55,6 +55,7 @@ struct IterationReport {
   double response_length = 0;    // Mean tokens per response.
   double tokens_per_second = 0;  // Generated + trained tokens / wall time.
   double rollout_ms = 0;
+  double reward_ms = 0;  // Scoring the responses (a python reward's calls).
   double train_ms = 0;
   double iteration_ms = 0;
   double reshard_ms = 0;              // Train -> rollout, max over ranks.

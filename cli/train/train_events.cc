@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <utility>
@@ -43,6 +44,13 @@ std::vector<tb::TaggedValue> IterationScalars(
       {"checkpoint/durable_ms", r.checkpoint_durable_ms},
       {"checkpoint/failures", static_cast<double>(r.checkpoint_failures)},
   };
+  // The reward's parts, where the reward has them (NaN: it has not).
+  if (std::isfinite(r.correct_rate)) {
+    v.push_back({"ppo/correct_rate", r.correct_rate});
+  }
+  if (std::isfinite(r.format_rate)) {
+    v.push_back({"ppo/format_rate", r.format_rate});
+  }
   if (r.rollout_engine != "hy") {
     v.push_back({"time/weight_sync_ms", r.weight_sync_ms});
     v.push_back({"rollout/weight_sync_bytes",

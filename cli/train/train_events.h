@@ -48,7 +48,9 @@ std::string TensorBoardDir(const std::string& run_root);
 // IterationJson but the iteration (the step) and the checkpoint state
 // (text, "checkpoint/state"): ppo/reward_mean, ppo/exact_match, ppo/kl,
 // ppo/kl_coef, ppo/policy_loss, ppo/value_loss, ppo/entropy, ppo/clip_frac,
-// ppo/grad_norm, ppo/response_length, throughput/tokens_per_second,
+// ppo/grad_norm, ppo/response_length, ppo/correct_rate and
+// ppo/format_rate (where the reward has those parts),
+// throughput/tokens_per_second,
 // time/rollout_ms, time/reward_ms, time/train_ms, time/iteration_ms,
 // time/reshard_ms,
 // reshard/bytes, reshard/logical_bytes, run/world_size, checkpoint/step,

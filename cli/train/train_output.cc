@@ -63,6 +63,8 @@ std::string IterationJson(const trainer::IterationReport& r) {
   j["grad_norm"] = r.grad_norm;
   j["response_length"] = r.response_length;
   j["tokens_per_second"] = r.tokens_per_second;
+  j["correct_rate"] = r.correct_rate;
+  j["format_rate"] = r.format_rate;
   j["rollout_ms"] = r.rollout_ms;
   j["reward_ms"] = r.reward_ms;
   j["train_ms"] = r.train_ms;

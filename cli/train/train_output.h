@@ -22,7 +22,8 @@ std::string IterationText(const trainer::IterationReport& report,
 
 // One JSON object on one line (no newline) with the keys iteration,
 // reward_mean, exact_match, kl, kl_coef, policy_loss, value_loss, entropy,
-// clip_frac, grad_norm, response_length, tokens_per_second, rollout_ms,
+// clip_frac, grad_norm, response_length, tokens_per_second, correct_rate,
+// format_rate (null when the reward has no such part), rollout_ms,
 // reward_ms, train_ms, iteration_ms, reshard_ms, reshard_bytes, reshard_logical_bytes,
 // checkpoint_step, checkpoint_state, checkpoint_ms, checkpoint_durable_ms,
 // peak_rss_mb (an array, one per rank). iteration counts from 1, as

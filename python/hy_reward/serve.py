@@ -22,7 +22,8 @@ Protocol (what hy's PythonReward speaks): the worker writes one line
 loaded, and exits. Then, per line read on stdin,
 ``{"data_sources": [...], "solution_strs": [...], "ground_truths": [...],
 "extra_infos": [...]}``, it writes one line: ``{"scores": [...],
-"seconds": t}``, or ``{"error": MESSAGE, "index": i}`` naming the sample
+"correct": [bool or null, ...], "seconds": t}`` ("correct": verl's "acc"
+key where the function returned a dict with one), or ``{"error": MESSAGE, "index": i}`` naming the sample
 whose score raised or is not a finite number (for a batched function that
 raised, the sample found by calling it on one sample at a time; null when
 none alone raises). What the function prints goes to stderr, never into
@@ -52,6 +53,14 @@ def _load(path, name):
     return fn
 
 
+def _correct_of(value):
+    """verl's "acc" of a dict answer as a bool, else None."""
+    if isinstance(value, dict) and isinstance(value.get("acc"),
+                                              (bool, int, float)):
+        return bool(value["acc"])
+    return None
+
+
 def _score_of(value):
     """A float from a function's answer for one sample, or raises."""
     if isinstance(value, dict):
@@ -78,6 +87,7 @@ class Worker:
         self.batched = "solution_strs" in params
 
     def one(self, req, i):
+        """The function's answer for sample i alone (raises as it does)."""
         if self.batched:
             out = self.fn(data_sources=[req["data_sources"][i]],
                           solution_strs=[req["solution_strs"][i]],
@@ -85,22 +95,20 @@ class Worker:
                           extra_infos=[req["extra_infos"][i]])
             if len(out) != 1:
                 raise ValueError(f"returned {len(out)} scores for 1 sample")
-            return _score_of(out[0])
-        return _score_of(self.fn(req["data_sources"][i],
-                                 req["solution_strs"][i],
-                                 req["ground_truths"][i],
-                                 req["extra_infos"][i]))
+            return out[0]
+        return self.fn(req["data_sources"][i], req["solution_strs"][i],
+                       req["ground_truths"][i], req["extra_infos"][i])
 
     def score(self, req):
         n = len(req["solution_strs"])
         if not self.batched:
-            scores = []
+            out = []
             for i in range(n):
                 try:
-                    scores.append(self.one(req, i))
+                    out.append(self.one(req, i))
                 except Exception as e:
                     return {"error": _error(e), "index": i}
-            return {"scores": scores}
+            return self.answer(out)
         try:
             out = list(self.fn(data_sources=req["data_sources"],
                                solution_strs=req["solution_strs"],
@@ -116,13 +124,17 @@ class Worker:
                 except Exception as e_one:
                     return {"error": _error(e_one), "index": i}
             return {"error": _error(e), "index": None}
+        return self.answer(out)
+
+    @staticmethod
+    def answer(out):
         scores = []
         for i, value in enumerate(out):
             try:
                 scores.append(_score_of(value))
             except ValueError as e:
                 return {"error": str(e), "index": i}
-        return {"scores": scores}
+        return {"scores": scores, "correct": [_correct_of(v) for v in out]}
 
 
 def main(argv):

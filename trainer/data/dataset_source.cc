@@ -60,14 +60,15 @@ class DatasetSource : public PromptSource {
     return p;
   }
 
-  Result<std::vector<double>> ScoreAll(
+  Result<std::vector<RewardScore>> ScoreAll(
       const std::vector<Prompt>& prompts,
       const std::vector<std::vector<int>>& responses) const override {
     std::vector<std::string> texts(prompts.size());
     std::vector<std::string> prompt_texts(prompts.size());
     std::vector<RewardInput> inputs(prompts.size());
     std::vector<size_t> records(prompts.size());
-    std::vector<double> scores(prompts.size(), 0.0);
+    // An undecodable response scores 0 and is neither right nor in form.
+    std::vector<RewardScore> scores(prompts.size());
     std::vector<size_t> scored;  // Decodable responses, scored below.
     for (size_t i = 0; i < prompts.size(); ++i) {
       records[i] = Record(prompts[i].position, seed_);
@@ -96,7 +97,8 @@ class DatasetSource : public PromptSource {
       inputs[i].response = texts[i];
       batch.push_back(inputs[i]);
     }
-    HY_ASSIGN_OR_RETURN(std::vector<double> got, reward_->ScoreBatch(batch));
+    HY_ASSIGN_OR_RETURN(std::vector<RewardScore> got,
+                        reward_->ScoreBatch(batch));
     for (size_t k = 0; k < scored.size(); ++k) scores[scored[k]] = got[k];
     return scores;
   }

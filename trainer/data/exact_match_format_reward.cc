@@ -19,6 +19,16 @@ class ExactMatchFormatReward final : public RewardFunction {
            format_weight_ * format_->Score(input);
   }
 
+  RewardScore Parts(const RewardInput& input) const override {
+    const double exact = exact_match_->Score(input);
+    const double format = format_->Score(input);
+    RewardScore r;
+    r.score = exact_match_weight_ * exact + format_weight_ * format;
+    r.correct = exact >= 1.0;
+    r.formatted = format >= 1.0;
+    return r;
+  }
+
   std::string_view name() const override { return "exact_match+format"; }
 
  private:

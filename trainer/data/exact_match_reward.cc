@@ -17,6 +17,13 @@ class ExactMatchReward final : public RewardFunction {
     return FinalAnswer(input.response) == expected ? 1.0 : 0.0;
   }
 
+  RewardScore Parts(const RewardInput& input) const override {
+    RewardScore r;
+    r.score = Score(input);
+    r.correct = r.score >= 1.0;
+    return r;
+  }
+
   std::string_view name() const override { return "exact_match"; }
 
  private:

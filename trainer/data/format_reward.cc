@@ -12,6 +12,13 @@ class FormatReward final : public RewardFunction {
     return MarkedAnswer(input.response) ? 1.0 : 0.0;
   }
 
+  RewardScore Parts(const RewardInput& input) const override {
+    RewardScore r;
+    r.score = Score(input);
+    r.formatted = r.score >= 1.0;
+    return r;
+  }
+
   std::string_view name() const override { return "format"; }
 };
 

@@ -64,12 +64,13 @@ class PythonReward final : public RewardFunction {
 
   double Score(const RewardInput& input) const override {
     auto r = ScoreBatch({input});
-    return r.ok() ? r->front() : std::numeric_limits<double>::quiet_NaN();
+    return r.ok() ? r->front().score
+                  : std::numeric_limits<double>::quiet_NaN();
   }
 
-  Result<std::vector<double>> ScoreBatch(
+  Result<std::vector<RewardScore>> ScoreBatch(
       const std::vector<RewardInput>& inputs) const override {
-    if (inputs.empty()) return std::vector<double>();
+    if (inputs.empty()) return std::vector<RewardScore>();
     const std::string request =
         RequestOf(inputs).dump(-1, ' ', false, Json::error_handler_t::replace);
     std::lock_guard<std::mutex> lock(mu_);
@@ -103,13 +104,18 @@ class PythonReward final : public RewardFunction {
       return Status::InvalidArgument(sample + ": " + who + ": " +
                                      answer["error"].get<std::string>());
     }
-    std::vector<double> scores;
-    if (!answer.contains("scores") || !answer["scores"].is_array() ||
-        answer["scores"].size() != inputs.size()) {
+    const Json values = answer.value("scores", Json());
+    const Json correct = answer.value("correct", Json());
+    if (!values.is_array() || values.size() != inputs.size() ||
+        !correct.is_array() || correct.size() != inputs.size()) {
       return Status::Internal(who + ": the worker answered no score list of "
                               "the batch's size");
     }
-    for (const Json& v : answer["scores"]) scores.push_back(v.get<double>());
+    std::vector<RewardScore> scores(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      scores[i].score = values[i].get<double>();
+      if (correct[i].is_boolean()) scores[i].correct = correct[i].get<bool>();
+    }
     return scores;
   }
 

@@ -11,11 +11,11 @@ bool ValidWeight(double w) { return std::isfinite(w) && w >= 0.0; }
 
 }  // namespace
 
-Result<std::vector<double>> RewardFunction::ScoreBatch(
+Result<std::vector<RewardScore>> RewardFunction::ScoreBatch(
     const std::vector<RewardInput>& inputs) const {
-  std::vector<double> scores;
+  std::vector<RewardScore> scores;
   scores.reserve(inputs.size());
-  for (const RewardInput& in : inputs) scores.push_back(Score(in));
+  for (const RewardInput& in : inputs) scores.push_back(Parts(in));
   return scores;
 }
 

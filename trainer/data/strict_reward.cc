@@ -35,6 +35,13 @@ class StrictReward final : public RewardFunction {
     return !answer.empty() && TrimAscii(input.response) == answer ? 1.0 : 0.0;
   }
 
+  RewardScore Parts(const RewardInput& input) const override {
+    RewardScore r;
+    r.score = Score(input);
+    r.correct = r.score >= 1.0;
+    return r;
+  }
+
   std::string_view name() const override { return "strict"; }
 
  private:

@@ -30,12 +30,13 @@ class TaskSource : public PromptSource {
     return p;
   }
 
-  Result<std::vector<double>> ScoreAll(
+  Result<std::vector<RewardScore>> ScoreAll(
       const std::vector<Prompt>& prompts,
       const std::vector<std::vector<int>>& responses) const override {
-    std::vector<double> scores;
+    std::vector<RewardScore> scores(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
-      scores.push_back(Reward(At(prompts[i].position), responses[i]));
+      scores[i].score = Reward(At(prompts[i].position), responses[i]);
+      scores[i].correct = scores[i].score >= 1.0;
     }
     return scores;
   }

@@ -198,13 +198,13 @@ Result<EvalReport> Evaluate(
         fulls[i][t] = static_cast<int>(r[static_cast<int64_t>(i)][t]);
       }
     }
-    HY_ASSIGN_OR_RETURN(std::vector<double> scores,
+    HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                         source->ScoreAll(prompts, fulls));
     for (size_t i = 0; i < prompts.size(); ++i) {
       const std::vector<int>& full = fulls[i];
       EvalSample s;
       s.index = ids[i];
-      s.reward = scores[i];
+      s.reward = scores[i].score;
       s.exact = source->IsExact(s.reward);
       auto eos = std::find_if(full.begin(), full.end(),
                               [&](int id) { return spec.IsEos(id); });

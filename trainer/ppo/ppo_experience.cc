@@ -273,13 +273,18 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
     }
   }
   const auto reward_start = std::chrono::steady_clock::now();
-  HY_ASSIGN_OR_RETURN(std::vector<double> scores,
+  HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                       source_->ScoreAll(exp->items, responses));
   report->reward_ms = MsSince(reward_start);
-  for (const double s : scores) {
-    exact += source_->IsExact(s) ? 1 : 0;
-    exp->scores.push_back(static_cast<float>(s));
+  double correct[2] = {0, 0}, formatted[2] = {0, 0};  // {yes, said}
+  for (const RewardScore& s : scores) {
+    exact += source_->IsExact(s.score) ? 1 : 0;
+    exp->scores.push_back(static_cast<float>(s.score));
+    if (s.correct) correct[0] += *s.correct, correct[1] += 1;
+    if (s.formatted) formatted[0] += *s.formatted, formatted[1] += 1;
   }
+  if (correct[1] > 0) report->correct_rate = correct[0] / correct[1];
+  if (formatted[1] > 0) report->format_rate = formatted[0] / formatted[1];
   const Shape2D shape{static_cast<size_t>(total), static_cast<size_t>(r_len)};
   Mask mask(shape.size());
   std::vector<float> mask_f = ToVector(exp->mask);

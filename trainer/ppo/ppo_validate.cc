@@ -44,11 +44,11 @@ Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
         rs[i][t] = static_cast<int>(resp[static_cast<int64_t>(i)][t]);
       }
     }
-    HY_ASSIGN_OR_RETURN(std::vector<double> scores,
+    HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                         val_source_->ScoreAll(items, rs));
-    for (const double s : scores) {
-      reward += s;
-      exact += val_source_->IsExact(s) ? 1 : 0;
+    for (const RewardScore& s : scores) {
+      reward += s.score;
+      exact += val_source_->IsExact(s.score) ? 1 : 0;
     }
   }
   out.prompts = static_cast<int64_t>(count);

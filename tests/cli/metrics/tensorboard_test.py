@@ -139,6 +139,9 @@ def expected_points(lines):
         step = j["iteration"]
         for key, tag in ITERATION_TAGS.items():
             want.setdefault(tag, {})[step] = f32(j[key])
+        for key in ("correct_rate", "format_rate"):  # Where the reward
+            if j[key] is not None:                   # has that part.
+                want.setdefault(f"ppo/{key}", {})[step] = f32(j[key])
         rss = j["peak_rss_mb"]
         want.setdefault("memory/peak_rss_mb", {})[step] = f32(max(rss))
         for k, mb in enumerate(rss):

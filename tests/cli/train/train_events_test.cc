@@ -28,6 +28,8 @@ trainer::IterationReport Report(int64_t iteration, double reward) {
   trainer::IterationReport r;
   r.iteration = iteration;
   r.reward_mean = reward;
+  r.correct_rate = reward / 2;
+  r.format_rate = reward;
   r.peak_rss_mb = {100, 120};
   r.phase_peak_rss_mb = {{"rollout", 110}, {"update", 120}};
   return r;

@@ -52,6 +52,15 @@ class PythonRewardTest : public ::testing::Test {
     return in;
   }
 
+  static std::vector<double> Scores(
+      const Result<std::vector<RewardScore>>& r) {
+    std::vector<double> out;
+    if (r.ok()) {
+      for (const RewardScore& s : *r) out.push_back(s.score);
+    }
+    return out;
+  }
+
   TempDir dir_;
   std::map<std::string, std::string> fields_ = {
       {"answer", "7"}, {"data_source", "arith"}, {"level", "2"}};
@@ -76,7 +85,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
   const std::vector<std::string> responses = {"7", " 7", "8"};
   auto scores = (*r)->ScoreBatch(Inputs(responses, "7"));
   ASSERT_TRUE(scores.ok()) << scores.status();
-  EXPECT_EQ(*scores, (std::vector<double>{1.25, 1.0, 0.25}));
+  EXPECT_EQ(Scores(scores), (std::vector<double>{1.25, 1.0, 0.25}));
+  // verl's "acc" in a dict answer is the correct part; none without it.
+  EXPECT_FALSE((*scores)[0].correct.has_value());
   EXPECT_EQ((*r)->Score(Inputs({"7"}, "7")[0]), 1.25);
   auto empty = (*r)->ScoreBatch({});
   ASSERT_TRUE(empty.ok());
@@ -95,10 +106,26 @@ def score_all(data_sources, solution_strs, ground_truths, extra_infos):
   ASSERT_TRUE(r.ok()) << r.status();
   auto first = (*r)->ScoreBatch(Inputs({"7", "1", "7", "7"}, "7"));
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(*first, (std::vector<double>{11, 10, 11, 11}));  // One call.
+  EXPECT_EQ(Scores(first), (std::vector<double>{11, 10, 11, 11}));  // 1 call.
   auto second = (*r)->ScoreBatch(Inputs({"2"}, "7"));
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(*second, std::vector<double>{20});  // The worker kept state.
+  EXPECT_EQ(Scores(second), std::vector<double>{20});  // State was kept.
+}
+
+TEST_F(PythonRewardTest, VerlsAccIsTheCorrectPart) {
+  const std::string file = Write("a.py", R"(
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    right = solution_str == ground_truth
+    return {"score": 0.9 if right else 0.1, "acc": right}
+)");
+  auto r = Make(file, "compute_score");
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto s = (*r)->ScoreBatch(Inputs({"7", "8"}, "7"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(Scores(s), (std::vector<double>{0.9, 0.1}));
+  EXPECT_EQ((*s)[0].correct, std::optional<bool>(true));
+  EXPECT_EQ((*s)[1].correct, std::optional<bool>(false));
+  EXPECT_FALSE((*s)[0].formatted.has_value());
 }
 
 TEST_F(PythonRewardTest, AnExceptionNamesTheSampleNeverAZero) {

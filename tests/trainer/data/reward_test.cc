@@ -118,6 +118,28 @@ TEST(RewardTest, WeightedExactMatchAndFormat) {
       MakeReward("exact_match+format", options).status().IsInvalidArgument());
 }
 
+TEST(RewardTest, PartsSayWhatIsRightAndWhatIsInForm) {
+  RewardInput in;
+  in.response = "so #### 41";
+  in.answer = "42";
+  in.ended_with_eos = true;
+  const RewardScore both = Make("exact_match+format")->Parts(in);
+  EXPECT_DOUBLE_EQ(both.score, 0.1);
+  EXPECT_EQ(both.correct, std::optional<bool>(false));
+  EXPECT_EQ(both.formatted, std::optional<bool>(true));
+  in.response = "42";
+  const RewardScore strict = Make("strict")->Parts(in);
+  EXPECT_EQ(strict.correct, std::optional<bool>(true));
+  EXPECT_FALSE(strict.formatted.has_value());
+  const RewardScore format = Make("format")->Parts(in);
+  EXPECT_FALSE(format.correct.has_value());
+  EXPECT_EQ(format.formatted, std::optional<bool>(false));
+  auto batch = Make("exact_match")->ScoreBatch({in, in});
+  ASSERT_TRUE(batch.ok());
+  EXPECT_EQ(batch->size(), 2u);
+  EXPECT_EQ((*batch)[1].correct, std::optional<bool>(true));
+}
+
 TEST(RewardTest, UnknownNameListsKnownOnes) {
   auto r = MakeReward("accuracy", {});
   ASSERT_TRUE(r.status().IsInvalidArgument());

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "hy/common/result.h"
+#include "hy/trainer/data/reward.h"
 #include "hy/trainer/config/config.h"
 #include "hy/trainer/data/task.h"
 
@@ -56,11 +57,12 @@ class PromptSource {
   virtual Result<Prompt> Get(uint64_t position) const = 0;
 
   // The rewards of responses[i] (as sampled: each may hold EOS and tokens
-  // after it) to prompts[i], in [0, 1] for the rule rewards. A response
+  // after it) to prompts[i], in [0, 1] for the rule rewards, with their
+  // parts where the reward has them (reward.h). A response
   // that cannot be parsed scores 0; a reward function that fails (a python
   // reward's exception) is an error naming the record, never a score.
   // REQUIRES: prompts.size() == responses.size().
-  virtual Result<std::vector<double>> ScoreAll(
+  virtual Result<std::vector<RewardScore>> ScoreAll(
       const std::vector<Prompt>& prompts,
       const std::vector<std::vector<int>>& responses) const = 0;
 

@@ -42,6 +42,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,18 @@ struct RewardInput {
   std::string_view source;
 };
 
+// One response's reward and, where the reward has them, its parts: whether
+// the answer is right (exact_match and strict: the score itself;
+// exact_match+format: its exact_match part; python: "acc" of a dict the
+// function returns, verl's key) and whether it is stated in the expected
+// form (format; exact_match+format's format part). -o json reports the two
+// rates apart from the reward.
+struct RewardScore {
+  double score = 0;
+  std::optional<bool> correct;
+  std::optional<bool> formatted;
+};
+
 class RewardFunction {
  public:
   virtual ~RewardFunction() = default;
@@ -75,13 +88,18 @@ class RewardFunction {
   // function fails: callers that can report errors use ScoreBatch.
   virtual double Score(const RewardInput& input) const = 0;
 
-  // The rewards of `inputs`, in order. Rule rewards: Score of each, never
+  // Score and its parts (RewardScore). Default: no parts.
+  virtual RewardScore Parts(const RewardInput& input) const {
+    return RewardScore{Score(input), std::nullopt, std::nullopt};
+  }
+
+  // The rewards of `inputs`, in order. Rule rewards: Parts of each, never
   // an error. A python reward calls its function once for the batch;
   // returns InvalidArgument naming the sample (its source, else "sample I"
   // for its index in `inputs`) with the function's own message when it
   // raises or gives no finite number for a sample, Unavailable when the
   // worker is gone.
-  virtual Result<std::vector<double>> ScoreBatch(
+  virtual Result<std::vector<RewardScore>> ScoreBatch(
       const std::vector<RewardInput>& inputs) const;
 
   // The name MakeReward knows it by.

@@ -24,6 +24,7 @@
 #define HY_TRAINER_PPO_WORKER_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -45,6 +46,11 @@ struct IterationReport {
   int world_size = 1;
   double reward_mean = 0;
   double exact_match = 0;  // Fraction of responses with reward 1.
+  // The reward's parts apart (reward.h RewardScore): the fraction of
+  // responses whose answer is right, and of those in the expected form,
+  // among the responses the reward says it of; NaN when it says it of none.
+  double correct_rate = std::nan("");
+  double format_rate = std::nan("");
   double kl = 0;           // Mean per-token logp - ref_logp (k1).
   double kl_coef = 0;
   double policy_loss = 0;

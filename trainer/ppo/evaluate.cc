@@ -190,14 +190,7 @@ Result<EvalReport> Evaluate(
         GenerateResponses(l.model, w, TpContext{},
                           BuildPrompts(prompts, prompt_len, spec), ids, o.seed,
                           0, rc, spec));
-    auto r = responses.accessor<int64_t, 2>();
-    std::vector<std::vector<int>> fulls(prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      fulls[i].resize(static_cast<size_t>(rc.response_length));
-      for (int t = 0; t < rc.response_length; ++t) {
-        fulls[i][t] = static_cast<int>(r[static_cast<int64_t>(i)][t]);
-      }
-    }
+    const std::vector<std::vector<int>> fulls = ResponseRows(responses);
     HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                         source->ScoreAll(prompts, fulls));
     for (size_t i = 0; i < prompts.size(); ++i) {

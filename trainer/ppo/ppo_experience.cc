@@ -264,14 +264,8 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
   // Scores, KL-penalised token rewards, advantages: same on every rank.
   exp->scores.clear();
   double exact = 0;
-  auto resp = exp->responses.accessor<int64_t, 2>();
-  std::vector<std::vector<int>> responses(static_cast<size_t>(total));
-  for (int64_t i = 0; i < total; ++i) {
-    responses[i].resize(static_cast<size_t>(r_len));
-    for (int64_t t = 0; t < r_len; ++t) {
-      responses[i][t] = static_cast<int>(resp[i][t]);
-    }
-  }
+  const std::vector<std::vector<int>> responses =
+      ResponseRows(exp->responses);
   const auto reward_start = std::chrono::steady_clock::now();
   HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                       source_->ScoreAll(exp->items, responses));

@@ -36,16 +36,8 @@ Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
     HY_ASSIGN_OR_RETURN(
         at::Tensor responses,
         GenerateAll(items, prompt_len, static_cast<uint64_t>(iteration), rc));
-    auto resp = responses.accessor<int64_t, 2>();
-    std::vector<std::vector<int>> rs(items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      rs[i].resize(static_cast<size_t>(rc.response_length));
-      for (int t = 0; t < rc.response_length; ++t) {
-        rs[i][t] = static_cast<int>(resp[static_cast<int64_t>(i)][t]);
-      }
-    }
     HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
-                        val_source_->ScoreAll(items, rs));
+                        val_source_->ScoreAll(items, ResponseRows(responses)));
     for (const RewardScore& s : scores) {
       reward += s.score;
       exact += val_source_->IsExact(s.score) ? 1 : 0;

@@ -128,6 +128,19 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
   return responses;
 }
 
+std::vector<std::vector<int>> ResponseRows(const at::Tensor& responses) {
+  const at::Tensor r = responses.to(at::kLong).contiguous();
+  auto a = r.accessor<int64_t, 2>();
+  std::vector<std::vector<int>> rows(static_cast<size_t>(r.size(0)));
+  for (int64_t i = 0; i < r.size(0); ++i) {
+    rows[i].resize(static_cast<size_t>(r.size(1)));
+    for (int64_t t = 0; t < r.size(1); ++t) {
+      rows[i][t] = static_cast<int>(a[i][t]);
+    }
+  }
+  return rows;
+}
+
 at::Tensor ResponseMask(const at::Tensor& responses, const TokenSpec& spec) {
   // Tokens up to and including the first EOS: an EOS seen strictly before.
   at::Tensor eos = at::zeros_like(responses);

@@ -64,6 +64,10 @@ Result<at::Tensor> GenerateResponses(const ModelConfig& config,
 // [b, R] f32: 1 up to and including the first EOS, else 0.
 at::Tensor ResponseMask(const at::Tensor& responses, const TokenSpec& spec);
 
+// The rows of `responses` ([b, R] int64) as id lists, for scoring
+// (PromptSource::ScoreAll).
+std::vector<std::vector<int>> ResponseRows(const at::Tensor& responses);
+
 struct Sequences {
   at::Tensor tokens;     // [b, P + R] int64
   at::Tensor positions;  // [b, P + R] int64

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <string>
 
 #include "hy/recovery/node_layout.h"
@@ -53,6 +54,37 @@ void AddOutputOption(CLI::App* command, std::string* format,
   command->add_option("-o,--output", *format, "Output format: " + names)
       ->check(CLI::IsMember(formats))
       ->capture_default_str();
+}
+
+namespace {
+
+template <typename T>
+void AddOldSpellingOf(CLI::App* command, const std::string& old_name,
+                      const std::string& new_name, T* value) {
+  const std::string warning = "hyctl " + command->get_name() + ": " +
+                              old_name + " is the old spelling of " +
+                              new_name + " and will go; use " + new_name;
+  command->add_option(old_name, *value, "Old spelling of " + new_name)
+      ->group("")
+      ->each([warning](const std::string&) { std::cerr << warning << "\n"; });
+}
+
+}  // namespace
+
+void AddOldSpelling(CLI::App* command, const std::string& old_name,
+                    const std::string& new_name, int64_t* value) {
+  AddOldSpellingOf(command, old_name, new_name, value);
+}
+
+void AddOldSpelling(CLI::App* command, const std::string& old_name,
+                    const std::string& new_name,
+                    std::optional<uint64_t>* value) {
+  AddOldSpellingOf(command, old_name, new_name, value);
+}
+
+void AddOldSpelling(CLI::App* command, const std::string& old_name,
+                    const std::string& new_name, std::string* value) {
+  AddOldSpellingOf(command, old_name, new_name, value);
 }
 
 std::string FormatTable(const std::vector<std::string>& header,

@@ -7,6 +7,7 @@
 #define HY_CLI_CLI_UTIL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,18 @@ Result<std::string> ParseWeightsDtype(std::string_view text);
 // is the default) and storing the choice in `*format`.
 void AddOutputOption(CLI::App* command, std::string* format,
                      const std::vector<std::string>& formats);
+
+// Adds `old_name` to `command` as an old spelling of its option `new_name`
+// (which stores into *value): hidden from --help, it stores into *value
+// too and warns on stderr, naming the command, that it is the old
+// spelling. For a release after an option is renamed.
+void AddOldSpelling(CLI::App* command, const std::string& old_name,
+                    const std::string& new_name, int64_t* value);
+void AddOldSpelling(CLI::App* command, const std::string& old_name,
+                    const std::string& new_name,
+                    std::optional<uint64_t>* value);
+void AddOldSpelling(CLI::App* command, const std::string& old_name,
+                    const std::string& new_name, std::string* value);
 
 // `bytes` in MB (10^6 bytes) with two decimals: "12.34".
 std::string Mb(uint64_t bytes);

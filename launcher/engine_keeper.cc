@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -143,6 +144,17 @@ int PortOf(const std::string& url) {
 volatile sig_atomic_t g_stop = 0;
 void OnStop(int) { g_stop = 1; }
 
+// vLLM's token budget per step: every prompt of one rollout prefilled in
+// one step, at least vLLM's CPU default (2048). vLLM's CPU backend fails a
+// seeded request (hy seeds each) whose prefill it splits over steps
+// (vLLM 0.32: "CPU Generator does not use offset").
+int64_t StepTokenBudget(const trainer::TrainConfig& c) {
+  const int64_t prompt = std::min<int64_t>(c.data.max_prompt_length,
+                                           c.model.max_position_embeddings);
+  return std::max<int64_t>(
+      2048, static_cast<int64_t>(c.rollout.batch_size) * c.rollout.n * prompt);
+}
+
 pid_t SpawnEngine(const trainer::TrainConfig& c, const EnginePlan& plan,
                   size_t e) {
   const std::string log = plan.dir + "/engine-" + std::to_string(e) + ".log";
@@ -157,7 +169,8 @@ pid_t SpawnEngine(const trainer::TrainConfig& c, const EnginePlan& plan,
       "--dtype", vc.dtype,
       "--max-model-len", std::to_string(c.model.max_position_embeddings),
       "--tensor-parallel-size", std::to_string(vc.tensor_parallel_size),
-      "--seed", std::to_string(c.trainer.seed)};
+      "--seed", std::to_string(c.trainer.seed),
+      "--max-num-batched-tokens", std::to_string(StepTokenBudget(c))};
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();

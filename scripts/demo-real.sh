@@ -8,7 +8,8 @@
 # checkpointed and replicated as the small demo is. The held-out strict
 # exact match is printed before and after (the validation lines), and
 # `hyctl export-hf` writes the last step as a Hugging Face directory
-# ($R/export) that transformers loads.
+# ($R/export) that transformers loads and scores on the held-out prompts
+# (scripts/lib/score_hf.py).
 # Extra arguments go to `hyctl train` (e.g. --iterations 10, -o json).
 # --vllm first rolls out on a vLLM engine (rollout.engine: vllm).
 # HYCTL (default build/bin/hyctl) and HY_DEMO_DIR (default
@@ -32,6 +33,10 @@ mkdir -p "$R"
 "$H" train --config configs/real-smollm2.yaml --data "$R/train.jsonl" \
   --val-data "$R/val.jsonl" --store "$R/store" ${engine[@]+"${engine[@]}"} "$@"
 "$H" export-hf "$R/store" "$R/export"
+# The export scored by transformers alone (the model's own chat template,
+# greedy, float32), as the README reports it.
+.venv/bin/python scripts/lib/score_hf.py "$R/export" "$R/val.jsonl" \
+  --max-new-tokens 8
 if "$H" --help | grep '^  plot ' >/dev/null; then
-  "$H" plot "$R/store" -o "$R/run.png"
+  "$H" plot "$R/store" --png "$R/run.png"
 fi

@@ -31,5 +31,5 @@ mkdir -p "$R"
 # The curves (also TensorBoard events: tensorboard --logdir "$R/store").
 # (A hyctl built without cairo and protobuf has no plot command.)
 if "$H" --help | grep '^  plot ' >/dev/null; then
-  "$H" plot "$R/store" -o "$R/run.png"
+  "$H" plot "$R/store" --png "$R/run.png"
 fi

@@ -1,4 +1,4 @@
-// hyctl restore ROOT --layout L --rank R --out DIR [--version STEP]: writes
+// hyctl restore ROOT --layout L --rank R --out DIR [--step STEP]: writes
 // DIR/rank-<R>.safetensors, what rank R of a new world holds of a run's
 // committed step under layout L, assembled through checkpoint::CheckpointReader
 // from whichever copies (primaries or replicas) of the old ranks' parts
@@ -283,9 +283,10 @@ void AddRestoreCommand(CLI::App* app, int* exit_code) {
   cmd->add_option("ROOT", args->root,
                   "Run root (holds node-<k>/store and node-<k>/replica-<j>)")
       ->required();
-  cmd->add_option("--version,--step", args->step,
+  cmd->add_option("--step", args->step,
                   "Committed step (default: the newest recoverable one)")
       ->check(CLI::NonNegativeNumber);
+  AddOldSpelling(cmd, "--version", "--step", &args->step);
   cmd->add_option("--layout", args->layout,
                   "New layout: fsdp=N (each tensor flattened and split "
                   "evenly over N ranks), replicated, or any layout reshard "

@@ -81,9 +81,10 @@ void AddPlotCommand(CLI::App* app, int* exit_code) {
                    "Run root (hyctl train's --store), or a directory of "
                    "TensorBoard events files")
       ->required();
-  plot->add_option("-o,--out", args->out,
-                   "PNG file to write (default "
-                   "RUN_ROOT/run.png)");
+  plot->add_option("--png", args->out,
+                   "PNG file to write (default RUN_ROOT/run.png)");
+  AddOldSpelling(plot, "-o", "--png", &args->out);
+  AddOldSpelling(plot, "--out", "--png", &args->out);
   plot->add_option("--width", args->options.width, "Width in pixels")
       ->capture_default_str();
   plot->add_option("--height", args->options.height, "Height in pixels")

@@ -26,7 +26,7 @@ struct EvalArgs {
 };
 
 Json SampleJson(const trainer::EvalSample& s) {
-  return {{"index", s.index},
+  Json j = {{"index", s.index},
           {"prompt", s.prompt},
           {"prompt_ids", s.prompt_ids},
           {"response", s.response},
@@ -34,6 +34,10 @@ Json SampleJson(const trainer::EvalSample& s) {
           {"ended_with_eos", s.ended_with_eos},
           {"reward", s.reward},
           {"exact", s.exact}};
+  if (!s.response_logprobs.empty()) {
+    j["response_logprobs"] = s.response_logprobs;
+  }
+  return j;
 }
 
 int Eval(const EvalArgs& a) {
@@ -65,7 +69,8 @@ int Eval(const EvalArgs& a) {
                       {"exact_match", r.exact_match},
                       {"reward_mean", r.reward_mean},
                       {"new_tokens", r.new_tokens},
-                      {"seconds", r.seconds}}
+                      {"seconds", r.seconds},
+                      {"generate_seconds", r.generate_seconds}}
                      .dump()
               << "\n";
   } else {
@@ -126,6 +131,10 @@ void AddEvalCommand(CLI::App* app, int* exit_code) {
                   "else 1024)");
   cmd->add_flag("--enable-thinking", o.enable_thinking,
                 "Qwen3 chat templates: think before answering");
+  cmd->add_flag("--logprobs", o.logprobs,
+                "Also write each response token's log-probability "
+                "(response_logprobs): a forward over prompt and response, "
+                "as the trainer scores its rollouts");
   cmd->add_option("--samples", args->samples,
                   "Write one JSON object per prompt to this file");
   AddOutputOption(cmd, &args->format, {"text", "json"});

@@ -266,8 +266,10 @@ void AddTransferCommands(CLI::App* app, int* exit_code) {
   imp->add_option("--shards", args->shards,
                   "Cut each tensor into this many flat shards (ranks)")
       ->check(CLI::Range(1, 1 << 16));
-  imp->add_option("--version", args->version,
-                  "Version number (default: latest committed + 1)");
+  imp->add_option("--version-id", args->version,
+                  "The store's internal version id to commit as (default: "
+                  "the newest committed + 1)");
+  AddOldSpelling(imp, "--version", "--version-id", &args->version);
   imp->callback([args, exit_code] { *exit_code = Import(*args); });
 
   CLI::App* exp = app->add_subcommand(

@@ -353,15 +353,15 @@ void AddTrainCommand(CLI::App* app, int* exit_code) {
       "--metrics-port", f->metrics_port,
       "Serve each rank's metrics on metrics.bind (127.0.0.1) port P + rank; "
       "0: a free port per rank, -1: off (metrics.port). The endpoints are "
-      "listed in <store>/prometheus-targets.json for Prometheus file_sd");
+      "listed in RUN_ROOT/prometheus-targets.json for Prometheus file_sd");
   CLI::Option* store = cmd->add_option(
-      "--store", f->store, "Store root, exactly (checkpoint.store_root)");
+      "--store", f->store, "The run root, exactly (checkpoint.store_root)");
   CLI::Option* store_root = cmd->add_option(
       "--store-root", f->store_root,
-      "Put the store root in DIR/run-YYYYmmdd-HHMMSS (default: runs/)");
+      "Put the run root in DIR/run-YYYYmmdd-HHMMSS (default: runs/)");
   CLI::Option* resume = cmd->add_option(
       "--resume", f->resume,
-      "Resume the run in STORE from its newest committed version (any "
+      "Resume the run in RUN_ROOT from its newest committed step (any "
       "--nproc)");
   store->excludes(store_root);
   resume->excludes(store)->excludes(store_root);

@@ -29,8 +29,13 @@ PYTHON_DIR = Path(__file__).resolve().parent.parent
 
 
 def command(model, port, dtype="bfloat16", max_model_len=64, seed=0,
-            tensor_parallel_size=1, dummy=True, quiet=True, python=None):
-    """vLLM's argv for one of hy's engines on 127.0.0.1:``port``."""
+            tensor_parallel_size=1, dummy=True, quiet=True, python=None,
+            max_num_batched_tokens=None):
+    """vLLM's argv for one of hy's engines on 127.0.0.1:``port``.
+    ``max_num_batched_tokens``: vLLM's token budget per step (None: vLLM's
+    default). Give it room for every prompt of a rollout at once: vLLM's CPU
+    backend fails a seeded request whose prefill it splits over steps
+    (RuntimeError "CPU Generator does not use offset", vLLM 0.32)."""
     argv = [python or sys.executable, "-m",
             "vllm.entrypoints.openai.api_server",
             "--model", str(model), "--served-model-name", "hy",
@@ -49,6 +54,8 @@ def command(model, port, dtype="bfloat16", max_model_len=64, seed=0,
             # The log-probs of the distribution sampled from (after
             # temperature), as the trainer computes its own.
             "--logprobs-mode", "processed_logprobs"]
+    if max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(max_num_batched_tokens)]
     if quiet:
         argv += ["--disable-log-stats", "--disable-uvicorn-access-log"]
     return argv
@@ -217,12 +224,15 @@ def main():
     ap.add_argument("--max-model-len", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tensor-parallel-size", type=int, default=1)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=None,
+                    help="vLLM's token budget per step (default: vLLM's)")
     ap.add_argument("--print", action="store_true",
                     help="print the command instead of running it")
     a = ap.parse_args()
     argv = command(a.model, a.port, dtype=a.dtype,
                    max_model_len=a.max_model_len, seed=a.seed,
-                   tensor_parallel_size=a.tensor_parallel_size)
+                   tensor_parallel_size=a.tensor_parallel_size,
+                   max_num_batched_tokens=a.max_num_batched_tokens)
     if a.print:
         print(" ".join(argv))
         return

@@ -18,6 +18,7 @@
 #include "hy/trainer/hf/hf_model.h"
 #include "hy/trainer/hf/run_tokens.h"
 #include "hy/trainer/model/model.h"
+#include "ppo.h"
 #include "rollout.h"
 
 namespace hy::trainer {
@@ -109,6 +110,28 @@ Result<Weights> LoadWeights(const Loaded& l,
   });
 }
 
+// Log-probabilities [b, R] (f32) of `responses` under the model, each
+// token given the prompt and the response before it: the forward the
+// trainer scores its rollouts with (Trunk over prompt + response, LmHead,
+// log softmax at temperature 1). Tokens after the first eos score 0.
+Result<at::Tensor> ScoreResponses(const ModelConfig& model, const Weights& w,
+                                  const PromptBatch& prompts,
+                                  const at::Tensor& responses,
+                                  const TokenSpec& spec) {
+  const at::Tensor mask = ResponseMask(responses, spec);
+  Sequences seq = BuildSequences(prompts, responses, mask);
+  HY_ASSIGN_OR_RETURN(at::Tensor hidden,
+                      Trunk(model, w, seq.tokens, seq.positions, seq.valid,
+                            TpContext{}, nullptr));
+  const int64_t r_len = responses.size(1);
+  at::Tensor h = hidden.narrow(1, prompts.prompt_len - 1, r_len);
+  HY_ASSIGN_OR_RETURN(at::Tensor logits, LmHead(w, h, TpContext{}));
+  return TokenLogProbs(logits.to(at::kFloat), responses.to(logits.device()),
+                       1.0, nullptr)
+             .cpu() *
+         mask;
+}
+
 bool SameIds(const TokenSpec& a, const TokenSpec& b) {
   std::vector<int> x = a.eos, y = b.eos;
   std::sort(x.begin(), x.end());
@@ -185,12 +208,24 @@ Result<EvalReport> Evaluate(
       prompts.push_back(std::move(prompt));
       ids.push_back(p);
     }
+    const auto generate_start = std::chrono::steady_clock::now();
     HY_ASSIGN_OR_RETURN(
         at::Tensor responses,
         GenerateResponses(l.model, w, TpContext{},
                           BuildPrompts(prompts, prompt_len, spec), ids, o.seed,
                           0, rc, spec));
+    report.generate_seconds += std::chrono::duration<double>(
+                                   std::chrono::steady_clock::now() -
+                                   generate_start)
+                                   .count();
     const std::vector<std::vector<int>> fulls = ResponseRows(responses);
+    at::Tensor logprobs;
+    if (o.logprobs) {
+      HY_ASSIGN_OR_RETURN(logprobs,
+                          ScoreResponses(l.model, w,
+                                         BuildPrompts(prompts, prompt_len, spec),
+                                         responses, spec));
+    }
     HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                         source->ScoreAll(prompts, fulls));
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -207,6 +242,14 @@ Result<EvalReport> Evaluate(
       s.response = source->Render(std::vector<int>(full.begin(), eos));
       s.prompt = source->Render(prompts[i].tokens);
       s.prompt_ids = prompts[i].tokens;
+      if (logprobs.defined()) {
+        const at::Tensor row = logprobs[static_cast<int64_t>(i)]
+                                   .narrow(0, 0, s.response_ids.size())
+                                   .to(at::kDouble)
+                                   .contiguous();
+        s.response_logprobs.assign(row.data_ptr<double>(),
+                                   row.data_ptr<double>() + row.numel());
+      }
       report.new_tokens += static_cast<int64_t>(s.response_ids.size());
       reward += s.reward;
       exact += s.exact ? 1 : 0;

@@ -276,7 +276,7 @@ def test_killed_and_resumed_run_has_one_point_per_step(tmp_path):
     assert len(states) == len(set(states)), states
     # The plot reads the same records the same way.
     png = tmp_path / "run.png"
-    hyctl("plot", store, "-o", png)
+    hyctl("plot", store, "--png", png)
     with Image.open(png) as im:
         assert im.size == (1600, 1000)
 
@@ -286,8 +286,9 @@ def test_plot_writes_a_png_of_the_requested_size(tmp_path):
     store = tmp_path / "store"
     hyctl(*train_args(tmp_path, store, 3))
     png = tmp_path / "small.png"
-    p = hyctl("plot", store, "-o", png, "--width", 800, "--height", 500)
+    p = hyctl("plot", store, "--png", png, "--width", 800, "--height", 500)
     assert str(png) in p.stdout
+    assert "old spelling" not in p.stderr
     with Image.open(png) as im:
         assert im.format == "PNG" and im.size == (800, 500)
         im.load()  # Decodes every row (zlib, CRCs).
@@ -302,12 +303,14 @@ def test_plot_writes_a_png_of_the_requested_size(tmp_path):
     [events] = list((store / "tensorboard").iterdir())
     whole = events.read_bytes()
     events.write_bytes(whole[:-7])
+    # (-o, the old spelling of --png, still works and says so.)
     p = hyctl("plot", store, "-o", png)
     assert "cut short" in p.stderr, p.stderr
+    assert "hyctl plot: -o is the old spelling of --png" in p.stderr
     damaged = bytearray(whole)
     damaged[len(whole) // 2] ^= 0x10
     events.write_bytes(bytes(damaged))
-    p = subprocess.run([HYCTL, "plot", str(store), "-o", str(png)],
+    p = subprocess.run([HYCTL, "plot", str(store), "--png", str(png)],
                        capture_output=True, text=True, env=env())
     assert p.returncode == 3 and "CRC" in p.stderr, p
     assert events.name in p.stderr, p.stderr

@@ -10,7 +10,14 @@ decode greedily what transformers' generate decodes (float32 on both
 sides; the count of identical responses is printed), and score it with the
 strict reward as the rule says.
 
-Run by CTest (cli.real_model_eval). The model is fetched once into
+Then a short run of configs/real-smollm2.yaml (small batches): resumed
+from a checkpoint it ends bit for bit where the uninterrupted run does,
+`hyctl export-hf` read back by transformers holds hy's weights bit for bit,
+and a vLLM engine synced by the run decodes as transformers does on the
+export (and as hy does); the engine `hyctl train` starts takes the real
+config's whole rollout at once.
+
+Run by CTest (cli.real_model). The model is fetched once into
 HY_MODEL_CACHE (default ~/.cache/hy/models) and kept there between runs;
 without network (the fetch exits 75) the test skips and says so.
 """
@@ -18,10 +25,12 @@ without network (the fetch exits 75) the test skips and says so.
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -44,6 +53,18 @@ def model_dir():
     return out
 
 
+def transformers_logprobs(model, sample):
+    """log softmax of transformers' logits at each response token of an
+    eval sample (float32), given the prompt and the response before it."""
+    ids = sample["prompt_ids"] + sample["response_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float()
+    p = len(sample["prompt_ids"])
+    lp = torch.log_softmax(logits[p - 1:-1], -1)
+    return lp[torch.arange(len(ids) - p),
+              torch.tensor(sample["response_ids"])].tolist()
+
+
 def hyctl(*args):
     p = subprocess.run([HYCTL, *map(str, args)], capture_output=True,
                        text=True)
@@ -59,7 +80,8 @@ def test_eval_renders_tokenizes_decodes_and_scores_as_transformers(
     records = [json.loads(line) for line in prompts.read_text().splitlines()]
     samples_path = tmp_path / "samples.jsonl"
     hyctl("eval", model_dir, prompts, "--reward", "strict",
-          "--max-new-tokens", NEW_TOKENS, "--samples", samples_path)
+          "--max-new-tokens", NEW_TOKENS, "--dtype", "float32", "--logprobs",
+          "--samples", samples_path)
     samples = sorted((json.loads(line) for line in
                       samples_path.read_text().splitlines()),
                      key=lambda s: s["index"])
@@ -108,6 +130,14 @@ def test_eval_renders_tokenizes_decodes_and_scores_as_transformers(
                 "answer"] else 0.0
             assert samples[i]["reward"] == strict, (i, text, samples[i])
             strict_checked += 1
+    # hy's forward against transformers': the log-probability of every
+    # response token hy decoded, given the tokens before it.
+    diff = max(max(abs(a - b) for a, b in zip(
+        s["response_logprobs"], transformers_logprobs(model, s)))
+        for s in samples)
+    print(f"real model: log-probs of {sum(len(s['response_ids']) for s in samples)}"
+          f" response tokens, max abs diff hy - transformers {diff:.2e}")
+    assert diff < 1e-4, diff
     print(f"real model: {same}/{len(samples)} greedy responses token for "
           f"token transformers' ({NEW_TOKENS} new tokens, float32); strict "
           f"reward checked on {strict_checked}")
@@ -162,3 +192,162 @@ def test_eval_scores_with_a_python_reward(model_dir, tmp_path):
     assert p.returncode != 0
     assert f"{prompts}:" in p.stderr and "ValueError: no number in" in \
         p.stderr, p.stderr
+
+
+# A short real-model run: what configs/real-smollm2.yaml trains, in small
+# batches (2 SFT steps, then GRPO on 4 prompts x 2 samples), scored by the
+# exact_match reward so that its groups differ and GRPO moves the weights.
+SHORT_RUN = ["--config", SRC / "configs" / "real-smollm2.yaml",
+             "--set", "trainer.sft_steps=2", "--set", "trainer.sft_batch_size=4",
+             "--set", "rollout.batch_size=4", "--set", "rollout.n=2",
+             "--set", "actor.ppo_mini_batch_size=8",
+             "--set", "data.reward=exact_match",
+             "--set", "trainer.test_freq=0",
+             "--set", "checkpoint.save_every=1", "-o", "json"]
+VLLM_PYTHON = os.environ.get("HY_VLLM_PYTHON",
+                             str(SRC / ".venv-vllm" / "bin" / "python3"))
+
+
+@pytest.fixture(scope="module")
+def arith(tmp_path_factory):
+    d = tmp_path_factory.mktemp("arith")
+    hyctl("data", "gen-arith", d / "train.jsonl", "--chat", "--count", 2000,
+          "--seed", 1, "--ops", "+", "--max-digits", 2)
+    hyctl("data", "gen-arith", d / "val.jsonl", "--chat", "--count", 8,
+          "--seed", 2, "--ops", "+", "--max-digits", 2)
+    return d
+
+
+def train(model_dir, arith, *args, env=None):
+    p = subprocess.run([HYCTL, "train", *map(str, SHORT_RUN), "--model",
+                        str(model_dir), "--data", str(arith / "train.jsonl"),
+                        *map(str, args)],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, f"hyctl train {args}: {p.stderr[-4000:]}"
+    return [json.loads(line) for line in p.stdout.splitlines()
+            if line.startswith('{"iteration"')]
+
+
+def test_short_run_resumes_bit_for_bit_and_exports_exactly(model_dir, arith,
+                                                           tmp_path):
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    its = train(model_dir, arith, "--store", whole, "--iterations", 3)
+    assert [j["iteration"] for j in its] == [1, 2, 3]
+    assert all(j["peak_rss_mb"] for j in its)
+    # The checkpoint round trip: 2 iterations, then a resume from step 2's
+    # checkpoint to 3, ends bit for bit where the uninterrupted run does
+    # (weights, Adam moments, every tensor of the step).
+    train(model_dir, arith, "--store", cut, "--iterations", 2)
+    its = train(model_dir, arith, "--resume", cut, "--iterations", 3)
+    assert [j["iteration"] for j in its] == [3]
+    d = subprocess.run([HYCTL, "diff", f"{whole}@3", f"{cut}@3"],
+                       capture_output=True, text=True)
+    assert d.returncode == 0, d.stdout[-3000:] + d.stderr
+
+    # export-hf, read back by transformers, holds hy's trained weights bit
+    # for bit (against `hyctl restore`), and they moved from the model's.
+    hf = tmp_path / "hf"
+    hyctl("export-hf", whole, hf)
+    hyctl("restore", whole, "--layout", "replicated", "--rank", 0, "--out",
+          tmp_path / "restored")
+    saved = load_file(tmp_path / "restored" / "rank-0.safetensors")
+    got = AutoModelForCausalLM.from_pretrained(hf).state_dict()
+    base = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.float32).state_dict()
+    assert sorted(got) == sorted(base)
+    changed = 0
+    for name, value in got.items():
+        # Tied: transformers' state dict lists lm_head, the same tensor.
+        source = ("model.embed_tokens.weight" if name == "lm_head.weight"
+                  else name)
+        assert torch.equal(value, saved[f"actor/{source}"].reshape(
+            value.shape)), name
+        changed += not torch.equal(value, base[name])
+    print(f"short run: resumed run equals the uninterrupted one; export "
+          f"equals hy's weights, {changed} of {len(got)} tensors trained")
+    assert changed >= len(got) // 2
+
+
+def test_vllm_engine_decodes_as_transformers_after_a_sync(model_dir, arith,
+                                                          tmp_path):
+    """Rollouts on a real vLLM engine (float32, dummy weights until hy's
+    first sync): after 2 iterations it holds step 1, and its greedy tokens
+    for 8 held-out chat prompts are transformers' on `hyctl export-hf` of
+    step 1, and hy's own (hyctl eval of step 1)."""
+    sys.path.insert(0, str(SRC / "python"))
+    from hy_vllm import serve  # Imports no vLLM.
+    engine = serve.Engine(model_dir, tmp_path / "engine.log",
+                          dtype="float32", python=VLLM_PYTHON, quiet=False,
+                          max_model_len=256)
+    try:
+        env = dict(os.environ, HY_VLLM_API_KEY=engine.key)
+        store = tmp_path / "run"
+        its = train(model_dir, arith, "--store", store, "--iterations", 2,
+                    "--set", "rollout.engine=vllm",
+                    "--set", f"rollout.vllm.urls=[{engine.url}]",
+                    "--set", "rollout.vllm.dtype=float32", env=env)
+        assert [j["weight_version"] for j in its] == [0, 1]
+        for j in its:
+            assert j["rollout_engine"] == "vllm" and j["weight_sync_bytes"] > 0
+            assert 0 <= j["logprob_abs_diff_mean"] < 0.05, j
+        assert engine.request("/weight_info")["weight_version"] == "1"
+
+        samples_path = tmp_path / "eval.jsonl"
+        hyctl("eval", store, arith / "val.jsonl", "--step", 1, "--dtype",
+              "float32", "--max-new-tokens", NEW_TOKENS, "--samples",
+              samples_path)
+        samples = [json.loads(line) for line in
+                   samples_path.read_text().splitlines()]
+        hf = tmp_path / "hf"
+        hyctl("export-hf", store, hf, "--step", 1)
+        model = AutoModelForCausalLM.from_pretrained(hf, dtype=torch.float32)
+        got = engine.greedy([s["prompt_ids"] for s in samples], NEW_TOKENS)
+    finally:
+        engine.close()
+    same = 0
+    for s, (tokens, logprobs) in zip(samples, got):
+        ids = torch.tensor([s["prompt_ids"]])
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=NEW_TOKENS,
+                                 min_new_tokens=NEW_TOKENS, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0,
+                                 output_scores=True,
+                                 return_dict_in_generate=True)
+        want = out.sequences[0, ids.shape[1]:].tolist()
+        lps = [torch.log_softmax(sc[0].float(), -1) for sc in out.scores]
+        k = next((i for i, (a, b) in enumerate(zip(tokens, want)) if a != b),
+                 None)
+        if k is None:
+            same += 1
+            assert max(abs(a - lp[t].item()) for a, t, lp in
+                       zip(logprobs, want, lps)) < 2e-3, (tokens, logprobs)
+        else:
+            # Only a near tie in transformers' own logits may part them.
+            gap = lps[k][want[k]].item() - lps[k][tokens[k]].item()
+            assert gap < 2e-3, (k, tokens, want, gap)
+        r = s["response_ids"]
+        assert want[:len(r)] == r or k is not None, (r, want)
+    print(f"vLLM after a sync: {same}/{len(samples)} greedy responses token "
+          f"for token transformers' on the export ({NEW_TOKENS} tokens, "
+          f"float32); engine start {engine.start_s:.0f} s")
+    assert same >= len(samples) - 1, same
+
+
+def test_vllm_engine_started_by_train_takes_a_whole_rollout(model_dir,
+                                                            arith, tmp_path):
+    """The engine hyctl train starts (rollout.engine: vllm, no URLs) on the
+    real config's rollout: 16 prompts x 4 samples of ~35 prompt tokens,
+    more than vLLM's default token budget per step (2048) on the CPU,
+    where a seeded request whose prefill vLLM splits over steps fails
+    ("CPU Generator does not use offset"). The keeper gives the engine a
+    budget that holds them all: the iteration completes on the engine."""
+    its = train(model_dir, arith, "--store", tmp_path / "run",
+                "--iterations", 1, "--set", "trainer.sft_steps=0",
+                "--set", "rollout.batch_size=16", "--set", "rollout.n=4",
+                "--set", "actor.ppo_mini_batch_size=64",
+                "--set", "rollout.engine=vllm",
+                "--set", "rollout.vllm.max_restarts=0",
+                "--set", f"rollout.vllm.python={VLLM_PYTHON}")
+    assert [j["iteration"] for j in its] == [1]
+    assert its[0]["rollout_engine"] == "vllm"
+    assert its[0]["engine_restarts"] == 0

@@ -151,8 +151,16 @@ TEST(HyctlStoreTest, GcAndExitCodes) {
   EXPECT_EQ(Hyctl("verify " + store).code, 0);
 
   // Importing over a committed version is refused and leaves it intact.
-  r = Hyctl("import " + store + " --safetensors " + in + " --version 3");
+  r = Hyctl("import " + store + " --safetensors " + in + " --version-id 3");
   EXPECT_EQ(r.code, 1);
+  // The old spelling still works, and says it is the old one.
+  hy::testing::CmdResult old =
+      HyctlErr("import " + store + " --safetensors " + in + " --version 3");
+  EXPECT_EQ(old.code, 1);
+  EXPECT_NE(old.err.find("hyctl import: --version is the old spelling of "
+                       "--version-id"),
+            std::string::npos)
+      << old.err;
   EXPECT_EQ(Hyctl("verify " + store + " --version-id 3").code, 0);
 
   EXPECT_EQ(Hyctl("inspect " + store + " --version-id 1").code, 2);  // Dropped.

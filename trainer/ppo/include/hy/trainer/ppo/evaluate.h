@@ -47,6 +47,9 @@ struct EvalOptions {
   int batch_size = 64;
   bool enable_thinking = false;  // Qwen3 chat templates.
   int max_prompt_length = -1;    // -1: the run's, else 1024.
+  // Also score each response by a forward over prompt + response (as the
+  // trainer scores its rollouts): EvalSample::response_logprobs.
+  bool logprobs = false;
 };
 
 struct EvalSample {
@@ -55,6 +58,9 @@ struct EvalSample {
   std::vector<int> prompt_ids;    // The ids the model saw.
   std::string response;           // Up to the eos, special tokens kept.
   std::vector<int> response_ids;  // Up to and including the eos.
+  // With EvalOptions::logprobs: log softmax (temperature 1, the whole
+  // vocabulary, f32) of each response_ids token given the tokens before it.
+  std::vector<double> response_logprobs;
   bool ended_with_eos = false;
   double reward = 0;
   bool exact = false;
@@ -66,6 +72,8 @@ struct EvalReport {
   double reward_mean = 0;
   double exact_match = 0;  // Share of responses scoring as exact.
   double seconds = 0;
+  // Of seconds, the time spent decoding (the forwards that generate).
+  double generate_seconds = 0;
   int64_t new_tokens = 0;
   // Damaged copies passed over for another (CheckpointReader::fallbacks).
   std::vector<std::string> notes;

@@ -132,6 +132,56 @@ Result<at::Tensor> ScoreResponses(const ModelConfig& model, const Weights& w,
          mask;
 }
 
+// The command line's choices over what the run or directory gives (dtype,
+// lengths, reward), and the data file read in order. Returns
+// InvalidArgument for a dtype other than float32 or bfloat16.
+Status ApplyOptions(const EvalOptions& o, Loaded* l) {
+  if (!o.dtype.empty()) {
+    if (o.dtype != "float32" && o.dtype != "bfloat16") {
+      return Status::InvalidArgument(
+          "--dtype must be float32 or bfloat16, got " + o.dtype);
+    }
+    l->bf16 = o.dtype == "bfloat16";
+  }
+  if (o.max_new_tokens > 0) l->max_new_tokens = o.max_new_tokens;
+  if (o.max_prompt_length > 0) l->data.max_prompt_length = o.max_prompt_length;
+  if (!o.reward.empty()) l->data.reward = o.reward;
+  if (!o.reward_file.empty()) l->data.reward_file = o.reward_file;
+  if (!o.reward_function.empty()) l->data.reward_function = o.reward_function;
+  l->data.enable_thinking = l->data.enable_thinking || o.enable_thinking;
+  l->data.train_files = {o.data_file};
+  l->data.val_files.clear();
+  l->data.shuffle = false;
+  return Status::OK();
+}
+
+// One prompt's sample: `full` ([R] sampled ids) cut after its first eos,
+// rendered, scored `score`; `logprob_row` ([R], or undefined) cut alike.
+EvalSample MakeSample(const PromptSource& source, const Prompt& prompt,
+                      int64_t index, const std::vector<int>& full,
+                      double score, const at::Tensor& logprob_row) {
+  const TokenSpec& spec = source.token_spec();
+  EvalSample s;
+  s.index = index;
+  s.reward = score;
+  s.exact = source.IsExact(s.reward);
+  auto eos = std::find_if(full.begin(), full.end(),
+                          [&](int id) { return spec.IsEos(id); });
+  s.ended_with_eos = eos != full.end();
+  s.response_ids.assign(full.begin(), s.ended_with_eos ? eos + 1 : full.end());
+  s.response = source.Render(std::vector<int>(full.begin(), eos));
+  s.prompt = source.Render(prompt.tokens);
+  s.prompt_ids = prompt.tokens;
+  if (logprob_row.defined()) {
+    const at::Tensor row = logprob_row.narrow(0, 0, s.response_ids.size())
+                               .to(at::kDouble)
+                               .contiguous();
+    s.response_logprobs.assign(row.data_ptr<double>(),
+                               row.data_ptr<double>() + row.numel());
+  }
+  return s;
+}
+
 bool SameIds(const TokenSpec& a, const TokenSpec& b) {
   std::vector<int> x = a.eos, y = b.eos;
   std::sort(x.begin(), x.end());
@@ -151,22 +201,7 @@ Result<EvalReport> Evaluate(
   } else {
     HY_RETURN_IF_ERROR(LoadRun(o, &l));
   }
-  if (!o.dtype.empty()) {
-    if (o.dtype != "float32" && o.dtype != "bfloat16") {
-      return Status::InvalidArgument(
-          "--dtype must be float32 or bfloat16, got " + o.dtype);
-    }
-    l.bf16 = o.dtype == "bfloat16";
-  }
-  if (o.max_new_tokens > 0) l.max_new_tokens = o.max_new_tokens;
-  if (o.max_prompt_length > 0) l.data.max_prompt_length = o.max_prompt_length;
-  if (!o.reward.empty()) l.data.reward = o.reward;
-  if (!o.reward_file.empty()) l.data.reward_file = o.reward_file;
-  if (!o.reward_function.empty()) l.data.reward_function = o.reward_function;
-  l.data.enable_thinking = l.data.enable_thinking || o.enable_thinking;
-  l.data.train_files = {o.data_file};
-  l.data.val_files.clear();
-  l.data.shuffle = false;
+  HY_RETURN_IF_ERROR(ApplyOptions(o, &l));
   HY_ASSIGN_OR_RETURN(
       std::unique_ptr<PromptSource> source,
       MakeDatasetSource(l.data, "", l.model_eos, o.seed, l.model.vocab_size));
@@ -208,12 +243,12 @@ Result<EvalReport> Evaluate(
       prompts.push_back(std::move(prompt));
       ids.push_back(p);
     }
+    const PromptBatch batch_prompts = BuildPrompts(prompts, prompt_len, spec);
     const auto generate_start = std::chrono::steady_clock::now();
-    HY_ASSIGN_OR_RETURN(
-        at::Tensor responses,
-        GenerateResponses(l.model, w, TpContext{},
-                          BuildPrompts(prompts, prompt_len, spec), ids, o.seed,
-                          0, rc, spec));
+    HY_ASSIGN_OR_RETURN(at::Tensor responses,
+                        GenerateResponses(l.model, w, TpContext{},
+                                          batch_prompts, ids, o.seed, 0, rc,
+                                          spec));
     report.generate_seconds += std::chrono::duration<double>(
                                    std::chrono::steady_clock::now() -
                                    generate_start)
@@ -221,35 +256,16 @@ Result<EvalReport> Evaluate(
     const std::vector<std::vector<int>> fulls = ResponseRows(responses);
     at::Tensor logprobs;
     if (o.logprobs) {
-      HY_ASSIGN_OR_RETURN(logprobs,
-                          ScoreResponses(l.model, w,
-                                         BuildPrompts(prompts, prompt_len, spec),
-                                         responses, spec));
+      HY_ASSIGN_OR_RETURN(logprobs, ScoreResponses(l.model, w, batch_prompts,
+                                                   responses, spec));
     }
     HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                         source->ScoreAll(prompts, fulls));
     for (size_t i = 0; i < prompts.size(); ++i) {
-      const std::vector<int>& full = fulls[i];
-      EvalSample s;
-      s.index = ids[i];
-      s.reward = scores[i].score;
-      s.exact = source->IsExact(s.reward);
-      auto eos = std::find_if(full.begin(), full.end(),
-                              [&](int id) { return spec.IsEos(id); });
-      s.ended_with_eos = eos != full.end();
-      s.response_ids.assign(full.begin(),
-                            s.ended_with_eos ? eos + 1 : full.end());
-      s.response = source->Render(std::vector<int>(full.begin(), eos));
-      s.prompt = source->Render(prompts[i].tokens);
-      s.prompt_ids = prompts[i].tokens;
-      if (logprobs.defined()) {
-        const at::Tensor row = logprobs[static_cast<int64_t>(i)]
-                                   .narrow(0, 0, s.response_ids.size())
-                                   .to(at::kDouble)
-                                   .contiguous();
-        s.response_logprobs.assign(row.data_ptr<double>(),
-                                   row.data_ptr<double>() + row.numel());
-      }
+      const EvalSample s = MakeSample(
+          *source, prompts[i], ids[i], fulls[i], scores[i].score,
+          logprobs.defined() ? logprobs[static_cast<int64_t>(i)]
+                             : at::Tensor());
       report.new_tokens += static_cast<int64_t>(s.response_ids.size());
       reward += s.reward;
       exact += s.exact ? 1 : 0;

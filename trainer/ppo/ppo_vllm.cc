@@ -205,7 +205,7 @@ Status PpoWorker::ReviveEngine(size_t e, const Status& why) {
     Log("vLLM engine " + std::to_string(e) + " (" + c.url() +
         ") failed: " + why.ToString() + "; waiting for it");
   }
-  if (why.code() == StatusCode::kDeadlineExceeded) {
+  if (!starting && why.code() == StatusCode::kDeadlineExceeded) {
     KillEngine(e);  // Hung: the keeper restarts it.
   }
   const auto start = Clock::now();
@@ -238,6 +238,12 @@ Status PpoWorker::ReviveEngine(size_t e, const Status& why) {
 Status PpoWorker::LoadEngine(size_t e) {
   const std::string version = std::to_string(engine_version_);
   EngineClient& c = *engines_[e];
+  // An engine never loaded may still be starting (hyctl train starts it
+  // beside the workers): waiting for it spends none of its restarts.
+  if (!engine_loaded_[e]) {
+    const Status up = c.Health(5);
+    if (!up.ok()) HY_RETURN_IF_ERROR(ReviveEngine(e, up));
+  }
   int attempts = 0;
   for (;;) {
     Status s = c.InitWeightTransfer(weight_file_->path());

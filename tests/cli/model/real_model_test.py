@@ -218,12 +218,16 @@ def arith(tmp_path_factory):
     return d
 
 
-def train(model_dir, arith, *args, env=None):
+def train(model_dir, arith, *args, env=None, stderr=None):
     p = subprocess.run([HYCTL, "train", *map(str, SHORT_RUN), "--model",
                         str(model_dir), "--data", str(arith / "train.jsonl"),
                         *map(str, args)],
                        capture_output=True, text=True, env=env)
-    assert p.returncode == 0, f"hyctl train {args}: {p.stderr[-4000:]}"
+    err = p.stderr if len(p.stderr) < 6000 else (
+        p.stderr[:2000] + "\n[...]\n" + p.stderr[-4000:])
+    assert p.returncode == 0, f"hyctl train {args}: {err}"
+    if stderr is not None:
+        stderr.append(p.stderr)
     return [json.loads(line) for line in p.stdout.splitlines()
             if line.startswith('{"iteration"')]
 
@@ -340,14 +344,25 @@ def test_vllm_engine_started_by_train_takes_a_whole_rollout(model_dir,
     more than vLLM's default token budget per step (2048) on the CPU,
     where a seeded request whose prefill vLLM splits over steps fails
     ("CPU Generator does not use offset"). The keeper gives the engine a
-    budget that holds them all: the iteration completes on the engine."""
+    budget that holds them all: the iteration completes on the engine.
+
+    The engine starts 30 s late (an interpreter that sleeps before vLLM's
+    server), so the first weight sync meets an engine still starting: with
+    rollout.vllm.max_restarts 0 the workers wait for it, spending no
+    restart."""
+    late = tmp_path / "late-python"
+    late.write_text("#!/bin/sh\n"
+                    "case \"$*\" in *hy_vllm.serve*) sleep 30;; esac\n"
+                    f"exec {VLLM_PYTHON} \"$@\"\n")
+    late.chmod(0o755)
     its = train(model_dir, arith, "--store", tmp_path / "run",
                 "--iterations", 1, "--set", "trainer.sft_steps=0",
                 "--set", "rollout.batch_size=16", "--set", "rollout.n=4",
                 "--set", "actor.ppo_mini_batch_size=64",
                 "--set", "rollout.engine=vllm",
                 "--set", "rollout.vllm.max_restarts=0",
-                "--set", f"rollout.vllm.python={VLLM_PYTHON}")
+                "--set", f"rollout.vllm.python={late}", stderr=(log := []))
+    assert "waiting for vLLM engine 0" in log[0], log[0][-3000:]
     assert [j["iteration"] for j in its] == [1]
     assert its[0]["rollout_engine"] == "vllm"
     assert its[0]["engine_restarts"] == 0

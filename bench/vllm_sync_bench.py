@@ -12,7 +12,7 @@ each side held before:
             pieces into the shared weight file, the engine (vllm serve with
             hy_vllm, as hyctl train starts it) loads it through the weight
             transfer API and layerwise reload.
-  verl      verl's colocated hybrid engine on the CPU: vLLM in the trainer's
+  verl      verl's colocated hybrid engine re-created on the CPU (not verl's code): vLLM in the trainer's
             rank-0 process (VLLM_ENABLE_V1_MULTIPROCESSING=0); each
             parameter all-gathered from the 2 ranks (FSDP2's dim-0 shards,
             torch.distributed over Gloo), cast to bf16 and streamed through

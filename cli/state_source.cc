@@ -1,6 +1,5 @@
 #include "state_source.h"
 
-#include <charconv>
 #include <iostream>
 
 #include "hy/checkpoint/checkpoint.h"
@@ -102,21 +101,6 @@ Result<std::unique_ptr<StateSource>> OpenStateSource(
   HY_RETURN_IF_ERROR(CheckWholeStore(path, m.commit, store->run_id()));
   return std::unique_ptr<StateSource>(
       std::make_unique<StoreSource>(std::move(store), version, std::move(m)));
-}
-
-std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
-    const std::string& spec) {
-  using Spec = std::pair<std::string, std::optional<uint64_t>>;
-  const size_t at = spec.rfind('@');
-  if (at == std::string::npos) return Spec(spec, std::nullopt);
-  uint64_t n = 0;
-  const char* begin = spec.data() + at + 1;
-  const char* end = spec.data() + spec.size();
-  auto [ptr, ec] = std::from_chars(begin, end, n);
-  if (ec != std::errc() || ptr != end || begin == end) {
-    return Spec(spec, std::nullopt);  // An '@' in the path itself.
-  }
-  return Spec(spec.substr(0, at), n);
 }
 
 }  // namespace hy::cli

@@ -50,11 +50,6 @@ Result<std::unique_ptr<StateSource>> OpenStateSource(
     const std::string& path, const VersionChoice& choice,
     bool allow_other_run = false);
 
-// "PATH@N" (N: a step, digits only) as (PATH, N); anything else is a PATH
-// alone.
-std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
-    const std::string& spec);
-
 }  // namespace hy::cli
 
 #endif  // HY_CLI_STATE_SOURCE_H_

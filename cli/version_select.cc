@@ -1,12 +1,27 @@
 #include "version_select.h"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <vector>
 
 #include "hy/statestore/store.h"
-#include "state_source.h"
 
 namespace hy::cli {
+
+std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
+    const std::string& spec) {
+  using Spec = std::pair<std::string, std::optional<uint64_t>>;
+  const size_t at = spec.rfind('@');
+  if (at == std::string::npos) return Spec(spec, std::nullopt);
+  uint64_t n = 0;
+  const char* begin = spec.data() + at + 1;
+  const char* end = spec.data() + spec.size();
+  auto [ptr, ec] = std::from_chars(begin, end, n);
+  if (ec != std::errc() || ptr != end || begin == end) {
+    return Spec(spec, std::nullopt);  // An '@' in the path itself.
+  }
+  return Spec(spec.substr(0, at), n);
+}
 
 void AddVersionOptions(CLI::App* command, VersionChoice* choice,
                        const std::string& step_help) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "hy/common/result.h"
 #include "hy/common/status.h"
@@ -37,6 +38,11 @@ struct VersionChoice {
 // exclude each other.
 void AddVersionOptions(CLI::App* command, VersionChoice* choice,
                        const std::string& step_help);
+
+// "PATH@N" (N: a step, digits only) as (PATH, N); anything else is a PATH
+// alone.
+std::pair<std::string, std::optional<uint64_t>> ParseStateSpec(
+    const std::string& spec);
 
 // Takes a trailing "@N" off `*path` (see ParseStateSpec) as the step.
 // Returns InvalidArgument when `*path` names a step and another is chosen

@@ -6,6 +6,7 @@
 
 #include "errors.h"
 #include "hy/common/shard.h"
+#include "hy/recovery/node_layout.h"
 
 namespace hy::python {
 void BindStore(pybind11::module_& m);
@@ -39,6 +40,13 @@ PYBIND11_MODULE(_hy, m) {
     }
     return out;
   });
+  // A store's version id: step << 16 | generation, made and split by
+  // recovery's helpers, as hyctl and the trainer do.
+  m.def("version_id", [](uint64_t step, uint32_t generation) {
+    return hy::recovery::MakeVersion(step, generation);
+  });
+  m.def("version_step", &hy::recovery::VersionStep);
+  m.def("version_generation", &hy::recovery::VersionGeneration);
   m.def("box_geometry", [](const std::vector<int64_t>& offsets,
                            const std::vector<int64_t>& sizes) {
     return hy::ShardGeometry::FromBox(hy::Box{offsets, sizes}).ToString();

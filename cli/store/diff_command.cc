@@ -16,6 +16,7 @@
 #include "cli_util.h"
 #include "hy/common/bf16.h"
 #include "state_source.h"
+#include "version_select.h"
 #include "store/store_commands.h"
 
 namespace hy::cli {

@@ -1,7 +1,10 @@
-"""hy's side of a vLLM engine: what hyctl train starts `vllm serve` with.
+"""hy's side of a vLLM engine: what hy starts vLLM's server with.
 
 Loaded inside vLLM's processes, never by the trainer (which is C++):
 
+- ``python -m hy_vllm.serve`` (``hy_vllm.serve``): starts vLLM's
+  OpenAI-compatible server as one of hy's engines (the command line below,
+  hy's defaults; other vLLM flags pass through); ``--print`` shows it.
 - ``hy_vllm.worker.HyWorkerExtension`` (``--worker-extension-cls``): importing
   it in the worker registers the ``hy_shm`` weight-transfer backend
   (``--weight-transfer-config '{"backend": "hy_shm"}'``), which reads new
@@ -12,6 +15,8 @@ Loaded inside vLLM's processes, never by the trainer (which is C++):
   and ``/collective_rpc`` routes included, which vLLM's own ``--api-key``
   leaves open.
 
-This package imports vLLM and torch; it has no dependency on ``hy`` (the
-store's Python package), so it loads in vLLM's own virtual environment.
+``hy_vllm.worker`` imports vLLM and torch; ``hy_vllm.serve`` and
+``hy_vllm.auth`` import neither (serve runs before vLLM does). The package
+has no dependency on ``hystate``, so it loads in vLLM's own virtual
+environment; hystate's wheel ships it.
 """

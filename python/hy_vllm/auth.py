@@ -10,20 +10,34 @@ starts its engines with ``--middleware hy_vllm.auth.RequireRunKey`` and
 and the supervisor polls it).
 """
 
+from __future__ import annotations
+
 import hashlib
 import hmac
 import os
+from typing import Any, Awaitable, Callable, MutableMapping
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class RequireRunKey:
-    def __init__(self, app):
+    """Wraps an ASGI app: a request without ``Authorization: Bearer
+    <HY_VLLM_API_KEY>`` gets 401 (a websocket is closed, code 1008);
+    ``/health`` and non-HTTP scopes pass. Raises RuntimeError at
+    construction if HY_VLLM_API_KEY is not set."""
+
+    def __init__(self, app: App) -> None:
         self.app = app
         key = os.environ.get("HY_VLLM_API_KEY", "")
         if not key:
             raise RuntimeError("hy_vllm.auth.RequireRunKey: HY_VLLM_API_KEY is not set")
         self.digest = hashlib.sha256(key.encode()).digest()
 
-    def _authorized(self, scope):
+    def _authorized(self, scope: Scope) -> bool:
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
@@ -32,7 +46,8 @@ class RequireRunKey:
                 return hmac.compare_digest(hashlib.sha256(token.encode()).digest(), self.digest)
         return False
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive,
+                       send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope.get("path") == "/health":
             return await self.app(scope, receive, send)
         if self._authorized(scope):

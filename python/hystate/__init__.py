@@ -84,7 +84,6 @@ __all__ = [
     "FailedPrecondition", "DataLoss", "IOError", "Unavailable", "Aborted",
 ]
 
-_GEN_BITS = 16
 _OBJECTS_BLOB = "python.objects"
 
 
@@ -224,9 +223,9 @@ def _begin_save(path: str, state_dict: dict, step: Optional[int],
         step = committed[-1] + 1 if committed else 0
     elif step in committed:
         raise _hy.AlreadyExists(f"step {step} is already committed in {path}")
-    gens = [v["version"] & ((1 << _GEN_BITS) - 1) for v in versions
+    gens = [_hy.version_generation(v["version"]) for v in versions
             if v["step"] == step]
-    version = (int(step) << _GEN_BITS) | (max(gens) + 1 if gens else 0)
+    version = _hy.version_id(int(step), max(gens) + 1 if gens else 0)
     # What a killed save left prepared here: committed where rank 0's store
     # committed it, else given up.
     decided = {v["version"]: v for v in infos[0]["versions"] if v["committed"]}

@@ -80,7 +80,9 @@ def as_array(value: Any, name: str, writable: bool) -> Tuple[np.ndarray, str]:
 
         if value.device.type != "cpu":
             raise _hy.InvalidArgument(
-                f"{name}: on {value.device}; hy reads and writes CPU tensors")
+                f"{name}: on {value.device}; hystate.save and load take CPU "
+                "tensors (.cpu() them, or save through hystate.dcp, whose writer "
+                "copies CUDA tensors and DTensor shards to the host)")
         kind = str(value.dtype).replace("torch.", "")
         if kind not in _TORCH:
             raise _hy.InvalidArgument(f"{name}: dtype {value.dtype} unsupported")

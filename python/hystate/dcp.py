@@ -68,7 +68,6 @@ from ._values import as_array
 
 __all__ = ["HyStorageWriter", "HyStorageReader"]
 
-_GEN_BITS = 16  # As hystate.save: version = step << 16 | generation.
 _META_MAGIC = b"hy.dcp metadata v1 sha256="  # A format constant: kept.
 _TORCH_DTYPES = {
     "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16,
@@ -89,7 +88,7 @@ def _store(path: str, rank: int, chunk_bytes: int = 0):
 
 
 def _metadata_path(path: str, step: int, version: int) -> str:
-    gen = version & ((1 << _GEN_BITS) - 1)
+    gen = _hy.version_generation(version)
     return os.path.join(path, "dcp", f"{step}-{gen}.metadata")
 
 
@@ -156,9 +155,9 @@ class HyStorageWriter(StorageWriter):
         step = max(committed) + 1 if committed else 0
         # A generation no store has used at this step (a killed save may
         # have prepared or aborted one on any rank's store).
-        gens = [v["version"] & ((1 << _GEN_BITS) - 1) for v in versions
-                if v["version"] >> _GEN_BITS == step]
-        version = (step << _GEN_BITS) | (max(gens) + 1 if gens else 0)
+        gens = [_hy.version_generation(v["version"]) for v in versions
+                if _hy.version_step(v["version"]) == step]
+        version = _hy.version_id(step, max(gens) + 1 if gens else 0)
         # Versions some store committed: the coordinator of their save
         # decided them (it commits its own store first).
         decided = {v["version"]: [v["step"], v["world_size"]]

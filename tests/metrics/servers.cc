@@ -93,9 +93,15 @@ std::string PrometheusServer::Config(const std::vector<ScrapeTarget>& targets) {
 Result<std::unique_ptr<PrometheusServer>> PrometheusServer::Start(
     const std::string& binary, const std::string& dir,
     const std::vector<ScrapeTarget>& targets) {
+  return StartWithConfig(binary, dir, Config(targets));
+}
+
+Result<std::unique_ptr<PrometheusServer>> PrometheusServer::StartWithConfig(
+    const std::string& binary, const std::string& dir,
+    const std::string& yaml) {
   if (dir.empty()) return Status::InvalidArgument("no state directory");
   std::string config = dir + "/prometheus.yml";
-  HY_RETURN_IF_ERROR(WriteFile(config, Config(targets)));
+  HY_RETURN_IF_ERROR(WriteFile(config, yaml));
   std::vector<std::string> argv = {
       binary,
       "--config.file=" + config,

@@ -58,6 +58,11 @@ class PrometheusServer {
   static Result<std::unique_ptr<PrometheusServer>> Start(
       const std::string& binary, const std::string& dir,
       const std::vector<ScrapeTarget>& targets);
+  // The same with the config text `yaml` (e.g. the repository's
+  // metrics/prometheus.yml, filled in).
+  static Result<std::unique_ptr<PrometheusServer>> StartWithConfig(
+      const std::string& binary, const std::string& dir,
+      const std::string& yaml);
 
   int port() const { return port_; }
   std::string LogTail() const { return process_->LogTail(); }

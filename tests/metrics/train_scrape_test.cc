@@ -64,8 +64,18 @@ TEST(TrainScrapeTest, FourRankRunThroughFileSd) {
       dir.path() + "/train.log");
   ASSERT_TRUE(train.ok()) << train.status();
 
-  auto server = PrometheusServer::Start(prometheus, dir.path() + "/",
-                                        {{"hy", 0, false, targets}});
+  // The repository's metrics/prometheus.yml, its RUN_ROOT this run's and
+  // its 5 s intervals the tests' 1 s.
+  std::string yaml = testing::ReadFile(HY_PROMETHEUS_YML_PATH);
+  ASSERT_NE(yaml.find("RUN_ROOT/prometheus-targets.json"), std::string::npos);
+  for (const std::string& from : {std::string("RUN_ROOT"), std::string("5s")}) {
+    const std::string to = from == "RUN_ROOT" ? store : "1s";
+    for (size_t at; (at = yaml.find(from)) != std::string::npos;) {
+      yaml.replace(at, from.size(), to);
+    }
+  }
+  auto server = PrometheusServer::StartWithConfig(prometheus, dir.path() + "/",
+                                                  yaml);
   ASSERT_TRUE(server.ok()) << server.status();
   PrometheusServer& p = **server;
 

@@ -171,6 +171,10 @@ def test_bad_input_raises_clear_errors_and_writes_nothing(tmp_path):
         hystate.save(path, {"w": target}, step=0)
     with pytest.raises(hystate.InvalidArgument, match="contiguous"):
         hystate.load(path, {"w": torch.zeros(4, 3).t()})
+    # A tensor off the CPU (meta here; CUDA alike) is refused, naming the
+    # way that takes it (hystate.dcp copies shards to the host).
+    with pytest.raises(hystate.InvalidArgument, match="hystate.dcp"):
+        hystate.save(path, {"w": torch.zeros(3, 4, device="meta")})
     loaded = {"w": np.zeros((3, 4), dtype=np.float32), "n": 0}
     assert hystate.load(path, loaded) == 0
     assert loaded["n"] == 5 and loaded["w"][2, 3] == 11

@@ -8,7 +8,9 @@
 # requirements/plain-root.lock pins them, from wheels fetched here: the
 # root gets no network configuration), runs
 # plain_root_check.py (save, load, load under another sharding, plan,
-# verify; numpy only) and then every script in examples/ through
+# verify; numpy only), plain_root_hy_vllm_check.py (hy_vllm is in the
+# wheel: `python -m hy_vllm.serve --print` without vLLM or the repository)
+# and then every script in examples/ through
 # tests/examples/examples_test.sh (torchrun for the multi-rank ones).
 #
 # Usage: wheel_test.sh PYTHON SOURCE_DIR PIP_BUILD_DIR WORKDIR
@@ -43,6 +45,10 @@ for i in libs:
 names = " ".join(i.filename for i in libs)
 for need in ("librocksdb", "libzstd", "libyaml-cpp"):
     assert need in names, f"{need} is not inside the wheel"
+files = set(z.namelist())
+for need in ("__init__.py", "serve.py", "worker.py", "auth.py", "py.typed"):
+    assert f"hy_vllm/{need}" in files, f"hy_vllm/{need} is not inside the wheel"
+print("  hy_vllm/: " + " ".join(sorted(f[8:] for f in files if f.startswith("hy_vllm/"))))
 PYEOF
 
 echo "== debootstrap a plain root"
@@ -59,7 +65,8 @@ if [[ $(basename "$whl") != *-cp${root_py}-* ]]; then
   exit 1
 fi
 mkdir -p "$root/tmp/wheels" "$root/tmp/hy/tests/examples"
-cp "$whl" "$SRC/tests/python/plain_root_check.py" "$root/tmp/"
+cp "$whl" "$SRC/tests/python/plain_root_check.py" \
+  "$SRC/tests/python/plain_root_hy_vllm_check.py" "$root/tmp/"
 cp -r "$SRC/examples" "$root/tmp/hy/"
 cp "$SRC/tests/examples/examples_test.sh" "$root/tmp/hy/tests/examples/"
 # numpy and torch for the root, as requirements/plain-root.lock pins them
@@ -89,6 +96,10 @@ in_root 'cd /tmp && python3 -m venv /v &&
   /v/bin/python /tmp/plain_root_check.py &&
   /v/bin/python -m hystate --version' | tee "$W/check.log"
 grep -q "^ok: hystate" "$W/check.log"
+echo "== in the plain root: hy_vllm from the wheel (no vLLM, no repository)"
+in_root 'cd / && /v/bin/python /tmp/plain_root_hy_vllm_check.py' |
+  tee "$W/hy_vllm.log"
+grep -q "^ok: hy_vllm" "$W/hy_vllm.log"
 echo "== in the plain root: PyTorch, then every example"
 in_root '/v/bin/pip install -q --no-index --find-links /tmp/wheels --no-deps \
     --require-hashes -r /tmp/plain-root.lock &&

@@ -181,8 +181,7 @@ Result<std::vector<SampleResult>> EngineClient::Generate(
                                                       &curl_multi_cleanup);
   std::vector<std::unique_ptr<Handle>> handles;
   for (const SampleRequest& r : requests) {
-    json body = {{"model", model},
-                 {"prompt", r.prompt},
+    json body = {{"prompt", r.prompt},
                  {"max_tokens", params.max_tokens},
                  {"temperature", params.temperature > 0 ? params.temperature
                                                         : 0.0},
@@ -193,6 +192,9 @@ Result<std::vector<SampleResult>> EngineClient::Generate(
                  {"return_token_ids", true},
                  {"stop_token_ids", params.stop_token_ids},
                  {"skip_special_tokens", false}};
+    // No "model": vLLM takes the served one, whatever its
+    // --served-model-name.
+    if (!model.empty()) body["model"] = model;
     const std::string text = body.dump();
     handles.push_back(
         MakeHandle(url_ + "/v1/completions", api_key_, timeout_s_, &text));

@@ -85,9 +85,9 @@ struct StoreOptions {
   uint64_t ingest_batch_bytes = 256 << 20;
   // SST files a save writes and ingests at once, each on its own thread,
   // while the next batch is encoded. One writer leaves a save bound by that
-  // thread's copies into the page cache (350-480 MB/s inside a trainer
-  // process here, with cores idle); two made hy_bench_train_scale's durable
-  // save 1.4x faster. REQUIRES: 1 <= ingest_writers <= 16.
+  // thread's copies into the page cache; more overlap the writes with each
+  // other (docs/architecture.md has the measurements behind the default).
+  // REQUIRES: 1 <= ingest_writers <= 16.
   int ingest_writers = 2;
   // SaveAsync may hold at most this many bytes of snapshot copies; a call
   // that would exceed it waits until earlier saves drain (back-pressure).

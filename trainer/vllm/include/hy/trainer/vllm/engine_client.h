@@ -68,7 +68,9 @@ class EngineClient {
   // none has: an engine that (re)started with dummy weights).
   Result<std::string> WeightVersion() const;
 
-  // One completion per request, in order.
+  // One completion per request, in order. `model`: the served name to
+  // ask for; "" leaves "model" out of the request, which vLLM answers with
+  // its served model whatever its --served-model-name (what hy does).
   Result<std::vector<SampleResult>> Generate(
       const std::string& model, const std::vector<SampleRequest>& requests,
       const SamplingParams& params) const;

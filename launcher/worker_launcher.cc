@@ -246,111 +246,175 @@ Result<std::vector<std::string>> SelfCommandLine() {
   return argv;
 }
 
-Status RunLauncher(const LaunchOptions& o, int* exit_code,
-                   LaunchResult* result) {
-  *exit_code = 0;
-  LaunchResult local_result;
-  LaunchResult& res = result != nullptr ? *result : local_result;
-  res = LaunchResult();
-  res.wait_status.assign(o.nproc, -1);
-  std::optional<Clock::time_point> failed_at;
-  int wake[2];
-  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+namespace {
+
+// Forks worker `rank` running `o.executable` with `argv`, its stdout and
+// stderr into pipes; the child, and the read ends as `streams`.
+Status SpawnWorker(const LaunchOptions& o, int rank,
+                   std::vector<char*>& argv_c, pid_t launcher,
+                   std::vector<Child>* children,
+                   std::vector<Stream>* streams) {
+  auto vars = o.env;
+  vars.insert(vars.end(), {{"RANK", std::to_string(rank)},
+                           {"WORLD_SIZE", std::to_string(o.nproc)},
+                           {"LOCAL_RANK", std::to_string(rank)},
+                           {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+                           {"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", std::to_string(o.master_port)},
+                           {"OMP_NUM_THREADS", "1"}});
+  if (static_cast<size_t>(rank) < o.node_ids.size()) {
+    vars.push_back({"HY_NODE_ID", std::to_string(o.node_ids[rank])});
+  }
+  std::vector<std::string> env = Environment(vars);
+  std::vector<char*> env_c = CStrings(env);
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
     return Status::IOError(std::string("pipe: ") + strerror(errno));
   }
-  SignalScope signals(wake[1]);
-
-  std::vector<std::string> argv = o.argv;
-  std::vector<char*> argv_c = CStrings(argv);
-  std::vector<Child> children;
-  std::vector<Stream> streams;
-  Status start_error;
-  const pid_t launcher = getpid();
-  for (int rank = 0; rank < o.nproc; ++rank) {
-    auto vars = o.env;
-    vars.insert(vars.end(), {{"RANK", std::to_string(rank)},
-                             {"WORLD_SIZE", std::to_string(o.nproc)},
-                             {"LOCAL_RANK", std::to_string(rank)},
-                             {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-                             {"MASTER_ADDR", "127.0.0.1"},
-                             {"MASTER_PORT", std::to_string(o.master_port)},
-                             {"OMP_NUM_THREADS", "1"}});
-    if (static_cast<size_t>(rank) < o.node_ids.size()) {
-      vars.push_back({"HY_NODE_ID", std::to_string(o.node_ids[rank])});
-    }
-    std::vector<std::string> env = Environment(vars);
-    std::vector<char*> env_c = CStrings(env);
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0) {
-      start_error = Status::IOError(std::string("pipe: ") + strerror(errno));
-      break;
-    }
-    if (pipe2(err, O_CLOEXEC) != 0) {
-      start_error = Status::IOError(std::string("pipe: ") + strerror(errno));
-      close(out[0]);
-      close(out[1]);
-      break;
-    }
-    const pid_t pid = fork();
-    if (pid == 0) {  // The worker: async-signal-safe calls only.
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (getppid() != launcher) _exit(1);
-      // A stop that arrives while the worker starts up waits for it: the
-      // worker unblocks these once it catches them (train_command.cc), so
-      // a Ctrl-C during start-up is a stop, not a worker killed.
-      HoldStopSignals();
-      execve(o.executable.c_str(), argv_c.data(), env_c.data());
-      const char msg[] = "hyctl train: cannot exec the worker\n";
-      (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-      _exit(127);
-    }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    const Status s = Status::IOError(std::string("pipe: ") + strerror(errno));
+    close(out[0]);
     close(out[1]);
-    close(err[1]);
-    if (pid < 0) {
-      start_error = Status::IOError(std::string("fork: ") + strerror(errno));
-      close(out[0]);
-      close(err[0]);
-      break;
+    return s;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {  // The worker: async-signal-safe calls only.
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(1);
+    // A stop that arrives while the worker starts up waits for it: the
+    // worker unblocks these once it catches them (train_command.cc), so
+    // a Ctrl-C during start-up is a stop, not a worker killed.
+    HoldStopSignals();
+    execve(o.executable.c_str(), argv_c.data(), env_c.data());
+    const char msg[] = "hyctl train: cannot exec the worker\n";
+    (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) {
+    const Status s = Status::IOError(std::string("fork: ") + strerror(errno));
+    close(out[0]);
+    close(err[0]);
+    return s;
+  }
+  children->push_back({pid, rank, true});
+  streams->push_back({out[0], rank, rank == 0, ""});
+  streams->push_back({err[0], rank, false, ""});
+  return Status::OK();
+}
+
+// The running workers of one RunLauncher call: their output copied out,
+// their exits, the launcher's signals forwarded, the deadlines that end in
+// SIGKILL. One thread; the signal handler only sets g_signal* and wakes
+// the poll.
+class WorkerGroup {
+ public:
+  WorkerGroup(const LaunchOptions& o, LaunchResult* res) : o_(o), res_(*res) {}
+
+  // Starts every worker; the first error stops those started.
+  Status Start(pid_t launcher) {
+    std::vector<std::string> argv = o_.argv;
+    std::vector<char*> argv_c = CStrings(argv);
+    Status st;
+    for (int rank = 0; rank < o_.nproc && st.ok(); ++rank) {
+      st = SpawnWorker(o_, rank, argv_c, launcher, &children_, &streams_);
     }
-    children.push_back({pid, rank, true});
-    streams.push_back({out[0], rank, rank == 0, ""});
-    streams.push_back({err[0], rank, false, ""});
+    if (!st.ok()) StopAll(Clock::now());
+    return st;
   }
 
-  std::optional<std::string> failure;  // The first failure, described.
-  int failure_code = 0;
-  int stopped_by = 0;  // The signal the launcher was stopped by.
-  int signals_seen = 0;
-  std::optional<Clock::time_point> first_signal_at;
-  std::optional<Clock::time_point> kill_at;  // SIGKILL the rest then.
-  std::optional<Clock::time_point> all_exited;
-  auto signal_all = [&children](int sig) {
-    for (const Child& c : children) {
-      if (c.running) kill(c.pid, sig);
-    }
-  };
-  auto stop_all = [&](Clock::time_point now) {
-    if (kill_at) return;
-    signal_all(SIGKILL);
-    kill_at = now;
-  };
-  if (!start_error.ok()) stop_all(Clock::now());
-
-  for (;;) {
-    std::vector<pollfd> fds = {{wake[0], POLLIN, 0}};
-    for (const Stream& s : streams) fds.push_back({s.fd, POLLIN, 0});
+  // Waits (at most 200 ms) for output, exits or a signal, and handles
+  // them. Returns false once every worker has exited and its pipes are
+  // drained (or, if something it started holds them open, a moment later).
+  bool Step(int wake_fd) {
+    std::vector<pollfd> fds = {{wake_fd, POLLIN, 0}};
+    for (const Stream& s : streams_) fds.push_back({s.fd, POLLIN, 0});
     poll(fds.data(), fds.size(), 200);
     char drain[64];
-    while (read(wake[0], drain, sizeof(drain)) > 0) {
+    while (read(wake_fd, drain, sizeof(drain)) > 0) {
     }
     const Clock::time_point now = Clock::now();
+    CopyOutput(fds);
+    ReapExits(now);
+    ForwardSignals(now);
+    EnforceDeadlines(now);
+    const bool running = AnyRunning();
+    if (!running && !all_exited_) {
+      all_exited_ = now;
+      if (failed_at_) {
+        res_.stop_seconds =
+            std::chrono::duration<double>(now - *failed_at_).count();
+      }
+    }
+    return running ||
+           (!streams_.empty() && now - *all_exited_ <= std::chrono::seconds(2));
+  }
 
-    // Output.
+  // Closes what is left of the workers' pipes.
+  ~WorkerGroup() {
+    for (const Stream& s : streams_) close(s.fd);
+  }
+
+  // How the workers ended, as RunLauncher reports it.
+  Status Outcome(int* exit_code) const {
+    if (failure_) {
+      *exit_code = failure_code_ == 0 ? 1 : failure_code_;
+      return Status::Aborted(*failure_ + "; stopped the other workers");
+    }
+    if (stopped_by_ != 0 &&
+        std::all_of(res_.wait_status.begin(), res_.wait_status.end(),
+                    [](int st) {
+                      return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+                    })) {
+      res_.stopped_by = stopped_by_;  // Every worker saved and stopped.
+      return Status::OK();
+    }
+    if (stopped_by_ != 0) {
+      *exit_code = 1;
+      return Status::Aborted(std::string("stopped by ") +
+                             strsignal(stopped_by_) +
+                             "; forwarded it to the workers");
+    }
+    return Status::OK();
+  }
+
+ private:
+  bool AnyRunning() const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const Child& c) { return c.running; });
+  }
+
+  void SignalAll(int sig) {
+    for (const Child& c : children_) {
+      if (c.running) kill(c.pid, sig);
+    }
+  }
+
+  void StopAll(Clock::time_point now) {
+    if (kill_at_) return;
+    SignalAll(SIGKILL);
+    kill_at_ = now;
+  }
+
+  // The first failure (a worker, or the watched process), unless the
+  // launcher is stopping them already.
+  void NoteFailure(std::string what, int status, int who,
+                   Clock::time_point now) {
+    failure_ = std::move(what);
+    failure_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    res_.first_failed = who;
+    failed_at_ = now;
+  }
+  bool Failing() const { return failure_ || stopped_by_ != 0 || kill_at_; }
+
+  // The workers' output, line by line (fds[i + 1] is streams_[i]).
+  void CopyOutput(const std::vector<pollfd>& fds) {
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Stream& s = streams[i - 1];
+      Stream& s = streams_[i - 1];
       char buf[65536];
       const ssize_t n = read(s.fd, buf, sizeof(buf));
       if (n > 0) {
@@ -362,115 +426,120 @@ Status RunLauncher(const LaunchOptions& o, int* exit_code,
         s.fd = -1;
       }
     }
-    streams.erase(std::remove_if(streams.begin(), streams.end(),
-                                 [](const Stream& s) { return s.fd < 0; }),
-                  streams.end());
+    streams_.erase(std::remove_if(streams_.begin(), streams_.end(),
+                                  [](const Stream& s) { return s.fd < 0; }),
+                   streams_.end());
+  }
 
-    // Exits.
+  void ReapExits(Clock::time_point now) {
     int status = 0;
     for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
-      if (pid == o.watch_pid) {
-        res.watch_status = status;
-        if (!failure && stopped_by == 0 && !kill_at) {
-          failure = o.watch_name + (WIFEXITED(status)
-                                        ? " exited with status " +
-                                              std::to_string(WEXITSTATUS(status))
-                                        : " was killed");
-          failure_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-          res.first_failed = kWatchedFailed;
-          failed_at = now;
-          stop_all(now);
+      if (pid == o_.watch_pid) {
+        res_.watch_status = status;
+        if (!Failing()) {
+          NoteFailure(o_.watch_name +
+                          (WIFEXITED(status)
+                               ? " exited with status " +
+                                     std::to_string(WEXITSTATUS(status))
+                               : " was killed"),
+                      status, kWatchedFailed, now);
+          StopAll(now);
         }
         continue;
       }
-      for (Child& c : children) {
+      for (Child& c : children_) {
         if (c.pid != pid) continue;
         c.running = false;
-        res.wait_status[c.rank] = status;
-        if (Failed(status) && !failure && stopped_by == 0 && !kill_at) {
-          failure = DescribeExit(c.rank, status);
-          failure_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-          res.first_failed = c.rank;
-          failed_at = now;
-          if (o.peer_exit_seconds <= 0) stop_all(now);
+        res_.wait_status[c.rank] = status;
+        if (Failed(status) && !Failing()) {
+          NoteFailure(DescribeExit(c.rank, status), status, c.rank, now);
+          if (o_.peer_exit_seconds <= 0) StopAll(now);
         }
       }
     }
+  }
 
-    // Signals to the launcher: forward (the workers save and stop); repeats
-    // within kStopRepeatSeconds are the same stop (a terminal signals the
-    // whole process group, the workers got it too); a later one, or the
-    // grace running out, kills.
-    if (g_signal_count != signals_seen) {
-      signals_seen = g_signal_count;
-      if (stopped_by == 0) stopped_by = g_signal;
-      if (first_signal_at &&
-          now - *first_signal_at > std::chrono::seconds(kStopRepeatSeconds)) {
-        signal_all(SIGKILL);
-      } else if (!first_signal_at && !kill_at) {
-        first_signal_at = now;
-        signal_all(g_signal);
-        kill_at = now + std::chrono::milliseconds(
-                            static_cast<int64_t>(o.stop_grace_seconds * 1000));
-      }
+  // Signals to the launcher: forward (the workers save and stop); repeats
+  // within kStopRepeatSeconds are the same stop (a terminal signals the
+  // whole process group, the workers got it too); a later one, or the
+  // grace running out, kills.
+  void ForwardSignals(Clock::time_point now) {
+    if (g_signal_count == signals_seen_) return;
+    signals_seen_ = g_signal_count;
+    if (stopped_by_ == 0) stopped_by_ = g_signal;
+    if (first_signal_at_ &&
+        now - *first_signal_at_ > std::chrono::seconds(kStopRepeatSeconds)) {
+      SignalAll(SIGKILL);
+    } else if (!first_signal_at_ && !kill_at_) {
+      first_signal_at_ = now;
+      SignalAll(g_signal);
+      kill_at_ = now + std::chrono::milliseconds(static_cast<int64_t>(
+                           o_.stop_grace_seconds * 1000));
     }
-    if (failed_at && !kill_at &&
-        now - *failed_at > std::chrono::milliseconds(static_cast<int64_t>(
-                               o.peer_exit_seconds * 1000))) {
-      stop_all(now);
+  }
+
+  // After a failure, the others get peer_exit_seconds to exit by
+  // themselves; workers that are all stopped (a hung rank SIGSTOPped)
+  // cannot, so they are not waited for. A kill deadline passed kills.
+  void EnforceDeadlines(Clock::time_point now) {
+    if (failed_at_ && !kill_at_ &&
+        now - *failed_at_ > std::chrono::milliseconds(static_cast<int64_t>(
+                                o_.peer_exit_seconds * 1000))) {
+      StopAll(now);
     }
-    // Waiting for workers that are all stopped (a hung rank SIGSTOPped)
-    // is waiting for nothing: they cannot exit by themselves.
-    if (failed_at && !kill_at &&
-        std::any_of(children.begin(), children.end(),
-                    [](const Child& c) { return c.running; }) &&
-        std::all_of(children.begin(), children.end(), [](const Child& c) {
+    if (failed_at_ && !kill_at_ && AnyRunning() &&
+        std::all_of(children_.begin(), children_.end(), [](const Child& c) {
           return !c.running || IsStopped(c.pid);
         })) {
-      stop_all(now);
+      StopAll(now);
     }
-    if (kill_at && now >= *kill_at) {
-      signal_all(SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
-
-    const bool running = std::any_of(children.begin(), children.end(),
-                                     [](const Child& c) { return c.running; });
-    if (!running && !all_exited) {
-      all_exited = now;
-      if (failed_at) {
-        res.stop_seconds =
-            std::chrono::duration<double>(now - *failed_at).count();
-      }
-    }
-    // Done once every worker has exited and its pipes are drained (or, if
-    // something it started holds them open, a moment later).
-    if (!running &&
-        (streams.empty() || now - *all_exited > std::chrono::seconds(2))) {
-      break;
+    if (kill_at_ && now >= *kill_at_) {
+      SignalAll(SIGKILL);
+      kill_at_ = Clock::time_point::max();
     }
   }
-  for (const Stream& s : streams) close(s.fd);
+
+  const LaunchOptions& o_;
+  LaunchResult& res_;
+  std::vector<Child> children_;
+  std::vector<Stream> streams_;
+  std::optional<std::string> failure_;  // The first failure, described.
+  int failure_code_ = 0;
+  std::optional<Clock::time_point> failed_at_;
+  int stopped_by_ = 0;  // The signal the launcher was stopped by.
+  int signals_seen_ = 0;
+  std::optional<Clock::time_point> first_signal_at_;
+  std::optional<Clock::time_point> kill_at_;  // SIGKILL the rest then.
+  std::optional<Clock::time_point> all_exited_;
+};
+
+}  // namespace
+
+Status RunLauncher(const LaunchOptions& o, int* exit_code,
+                   LaunchResult* result) {
+  *exit_code = 0;
+  LaunchResult local_result;
+  LaunchResult& res = result != nullptr ? *result : local_result;
+  res = LaunchResult();
+  res.wait_status.assign(o.nproc, -1);
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Status::IOError(std::string("pipe: ") + strerror(errno));
+  }
+  Status start_error;
+  Status outcome;
+  {
+    SignalScope signals(wake[1]);
+    WorkerGroup group(o, &res);
+    start_error = group.Start(getpid());
+    while (group.Step(wake[0])) {
+    }
+    if (start_error.ok()) outcome = group.Outcome(exit_code);
+  }
   close(wake[0]);
   close(wake[1]);
-
   HY_RETURN_IF_ERROR(start_error);
-  if (failure) {
-    *exit_code = failure_code == 0 ? 1 : failure_code;
-    return Status::Aborted(*failure + "; stopped the other workers");
-  }
-  if (stopped_by != 0 &&
-      std::all_of(res.wait_status.begin(), res.wait_status.end(),
-                  [](int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; })) {
-    res.stopped_by = stopped_by;  // Every worker saved and stopped.
-    return Status::OK();
-  }
-  if (stopped_by != 0) {
-    *exit_code = 1;
-    return Status::Aborted(std::string("stopped by ") + strsignal(stopped_by) +
-                           "; forwarded it to the workers");
-  }
-  return Status::OK();
+  return outcome;
 }
 
 }  // namespace hy::launcher

@@ -165,6 +165,27 @@ class RocksStore : public Store {
                                      int rank);
   Result<std::vector<RankManifest>> ReadRankParts(uint64_t version);
   Status DeleteEpochData(uint64_t epoch);
+  // Gc's steps (store_gc.cc). An epoch's record and what of it stays live.
+  struct GcEpoch;
+  // Adds to `batch` the deletion of every version not in `keep` (and of
+  // uncommitted ones Gc drops); returns the versions that stay.
+  std::vector<uint64_t> GcDropVersions(const std::vector<VersionInfo>& versions,
+                                       const std::set<uint64_t>& keep,
+                                       const GcOptions& options,
+                                       rocksdb::WriteBatch* batch,
+                                       GcReport* report);
+  // Every chunk `survivors` reference, and the delta bases they need.
+  Result<std::set<Hash128>> GcMarkLive(const std::vector<uint64_t>& survivors,
+                                       const std::map<Hash128,
+                                                      keys::ChunkLocation>&
+                                           index);
+  // Every epoch record, and the chunk index.
+  Status GcReadIndex(std::map<uint64_t, GcEpoch>* epochs,
+                     std::map<Hash128, keys::ChunkLocation>* index);
+  // Copies `epoch`'s live chunks into a new epoch and points the index at
+  // it in `batch`; false (nothing done) when one of them is damaged.
+  Result<bool> GcRepack(uint64_t epoch, const GcEpoch& use,
+                        rocksdb::WriteBatch* batch, GcReport* report);
   Status Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
              std::string* value);  // NotFound passes through as NotFound.
   // Every write to the DB goes through these two: a write that failed (a

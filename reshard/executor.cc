@@ -137,12 +137,13 @@ Status Executor::Park(const std::string& dir) {
   return Status::OK();
 }
 
-Status Executor::Run(const std::vector<ConstBytes>& src,
-                     const std::vector<MutableBytes>& dst,
-                     ReshardStats* stats) {
-  Impl& m = *impl_;
-  const TransferPlan& plan = *plan_;
-  const auto start = Clock::now();
+// InvalidArgument unless the transport's world, the plan's layouts and the
+// caller's buffers fit the plan on this rank.
+Status Executor::Impl::CheckRunArguments(
+    const std::vector<ConstBytes>& src,
+    const std::vector<MutableBytes>& dst) const {
+  const Executor::Impl& m = *this;
+  const TransferPlan& plan = *this->plan;
   const int n = static_cast<int>(plan.spec.tensors.size());
   if (m.transport->world_size() != m.world || m.rank < 0 || m.rank >= m.world) {
     return Status::InvalidArgument(
@@ -185,7 +186,72 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
           std::to_string(want_src) + " / " + std::to_string(want_dst));
     }
   }
+  return Status::OK();
+}
 
+void internal::RunTally::AddPacked(const Packed& packed, ReshardStats* st) {
+  st->pack_seconds += packed.seconds;
+  st->changed_elements_sent += packed.changed;
+  st->buckets_unchanged += packed.unchanged_buckets;
+  st->buckets_full_by_cost += packed.full_by_cost;
+  scan_bytes += packed.scan_bytes;
+  scan_seconds += packed.scan_seconds;
+  gather_bytes += packed.gather_bytes;
+  gather_seconds += packed.gather_seconds;
+}
+
+// Step k's message to each peer (empty where it sends nothing): its
+// bucket, or, once this rank has failed, the one byte that says so (its
+// receivers skip its buckets and the agreement reports the cause).
+std::vector<ConstBytes> Executor::Impl::Outgoing(size_t k, bool failed,
+                                                 ReshardStats* st,
+                                                 int64_t* sent) const {
+  const Executor::Impl& m = *this;
+  std::vector<ConstBytes> out(m.world);
+  for (int p = 0; p < m.world; ++p) {
+    if (m.send[k][p].transfers.empty()) continue;
+    const int q = m.packed_as[k][p];
+    st->buckets_shared += q != p;
+    const internal::WireBuffer& b =
+        m.sends_delta[k][q] ? m.deltas[k][q] : m.buckets[k][q];
+    out[p] = failed ? ConstBytes(&kPeerFailed, 1)
+                    : ConstBytes(b.data(), b.size());
+    st->wire_bytes_sent += static_cast<int64_t>(out[p].size());
+    *sent += static_cast<int64_t>(out[p].size());
+  }
+  return out;
+}
+
+// After a run: a receive buffer far larger than this run's largest message
+// from its peer (kept from a dense run, now that deltas are small) is let
+// go, and the learned speeds are kept for the next run's choices.
+void Executor::Impl::Learn(const internal::RunTally& tally, ReshardStats* st) {
+  Executor::Impl& m = *this;
+  for (int p = 0; p < m.world && p < static_cast<int>(m.got.size()); ++p) {
+    if (m.got[p].capacity() > 2 * tally.most_received[p] + (size_t{1} << 20)) {
+      std::vector<uint8_t>().swap(m.got[p]);
+    }
+  }
+  if (m.options.learn_link_speed && tally.fastest_exchange > 0) {
+    m.link_bytes_per_second = tally.fastest_exchange;
+  }
+  if (tally.scan_seconds > 0 && m.options.scan_bytes_per_second <= 0) {
+    m.scan_bytes_per_second = tally.scan_bytes / tally.scan_seconds;
+  }
+  if (tally.gather_seconds > 0) {
+    m.gather_bytes_per_second = tally.gather_bytes / tally.gather_seconds;
+  }
+  st->link_bytes_per_second = m.link_bytes_per_second;
+  st->scan_bytes_per_second = m.scan_bytes_per_second;
+}
+
+Status Executor::Run(const std::vector<ConstBytes>& src,
+                     const std::vector<MutableBytes>& dst,
+                     ReshardStats* stats) {
+  Impl& m = *impl_;
+  const TransferPlan& plan = *plan_;
+  const auto start = Clock::now();
+  HY_RETURN_IF_ERROR(m.CheckRunArguments(src, dst));
   m.Unpark();
   ReshardStats st;
   st.plan_seconds = plan.stats.plan_seconds;
@@ -211,14 +277,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     internal::CopyLocal(plan.spec, m.options.wire, t, src, dst);
   }
   st.unpack_seconds += SecondsSince(t0);
-  // The largest message from each peer this run: a receive buffer far
-  // larger (kept from a dense run, now that deltas are small) is let go.
-  std::vector<size_t> most_received(m.world, 0);
-  // The fastest exchange of at least 1 MiB (learn_link_speed), and the
-  // sparse scans' bytes and time.
-  double fastest_exchange = 0;
-  int64_t scan_bytes = 0, gather_bytes = 0;
-  double scan_seconds = 0, gather_seconds = 0;
+  internal::RunTally tally;
+  tally.most_received.assign(m.world, 0);
   // A pack or unpack error on this rank does not stop its part in the
   // remaining exchanges (the others would wait for it); the ranks agree on
   // the outcome at the end. A transport error ends the run at once.
@@ -232,29 +292,10 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     if (!packed.status.ok() && local_error.ok()) {
       local_error = packed.status;
     }
-    st.pack_seconds += packed.seconds;
-    st.changed_elements_sent += packed.changed;
-    st.buckets_unchanged += packed.unchanged_buckets;
-    st.buckets_full_by_cost += packed.full_by_cost;
-    scan_bytes += packed.scan_bytes;
-    scan_seconds += packed.scan_seconds;
-    gather_bytes += packed.gather_bytes;
-    gather_seconds += packed.gather_seconds;
+    tally.AddPacked(packed, &st);
     int64_t sent_here = 0;
-    std::vector<ConstBytes> out(m.world);
-    for (int p = 0; p < m.world; ++p) {
-      if (m.send[k][p].transfers.empty()) continue;
-      const int q = m.packed_as[k][p];
-      st.buckets_shared += q != p;
-      const internal::WireBuffer& b =
-          m.sends_delta[k][q] ? m.deltas[k][q] : m.buckets[k][q];
-      // A rank that has failed tells its receivers: they skip its buckets
-      // and the agreement below reports the cause.
-      out[p] = local_error.ok() ? ConstBytes(b.data(), b.size())
-                                : ConstBytes(&kPeerFailed, 1);
-      st.wire_bytes_sent += static_cast<int64_t>(out[p].size());
-      sent_here += static_cast<int64_t>(out[p].size());
-    }
+    std::vector<ConstBytes> out =
+        m.Outgoing(k, !local_error.ok(), &st, &sent_here);
     std::vector<std::vector<uint8_t>>& got = m.got;
     got.resize(m.world);
     t0 = Clock::now();
@@ -269,11 +310,12 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
     for (int p = 0; p < m.world; ++p) {
       st.wire_bytes_received += static_cast<int64_t>(got[p].size());
       if (p != m.rank) received_here += static_cast<int64_t>(got[p].size());
-      most_received[p] = std::max(most_received[p], got[p].size());
+      tally.most_received[p] = std::max(tally.most_received[p], got[p].size());
     }
     const int64_t moved = std::max(sent_here, received_here);
     if (moved >= (int64_t{1} << 20) && exchange_seconds > 0) {
-      fastest_exchange = std::max(fastest_exchange, moved / exchange_seconds);
+      tally.fastest_exchange =
+          std::max(tally.fastest_exchange, moved / exchange_seconds);
     }
     if (!local_error.ok()) continue;
     t0 = Clock::now();
@@ -286,23 +328,8 @@ Status Executor::Run(const std::vector<ConstBytes>& src,
   }
   // Every bucket's full form is what its receiver now holds.
   m.delta_ready = m.options.sparse_delta;
-  for (int p = 0; p < m.world && p < static_cast<int>(m.got.size()); ++p) {
-    if (m.got[p].capacity() > 2 * most_received[p] + (size_t{1} << 20)) {
-      std::vector<uint8_t>().swap(m.got[p]);
-    }
-  }
   st.total_seconds = SecondsSince(start);
-  if (m.options.learn_link_speed && fastest_exchange > 0) {
-    m.link_bytes_per_second = fastest_exchange;
-  }
-  if (scan_seconds > 0 && m.options.scan_bytes_per_second <= 0) {
-    m.scan_bytes_per_second = scan_bytes / scan_seconds;
-  }
-  if (gather_seconds > 0)
-    m.gather_bytes_per_second = gather_bytes / gather_seconds;
-  st.link_bytes_per_second = m.link_bytes_per_second;
-  st.scan_bytes_per_second = m.scan_bytes_per_second;
-
+  m.Learn(tally, &st);
   if (m.options.metrics != nullptr) {
     RecordReshardMetrics(*m.options.metrics, st, m.options.direction,
                          m.transport->name(), m.options.wire,

@@ -45,6 +45,19 @@ struct Packed {
   Status status;
 };
 
+// What one Run learns beyond its ReshardStats: the largest message from
+// each peer, the fastest exchange of at least 1 MiB (learn_link_speed),
+// and the sparse scans' and gathers' bytes and time.
+struct RunTally {
+  std::vector<size_t> most_received;  // [peer]
+  double fastest_exchange = 0;
+  int64_t scan_bytes = 0, gather_bytes = 0;
+  double scan_seconds = 0, gather_seconds = 0;
+
+  // Adds a step's pack to the tally and to `st`.
+  void AddPacked(const Packed& packed, ReshardStats* st);
+};
+
 }  // namespace internal
 
 struct Executor::Impl {
@@ -129,6 +142,21 @@ struct Executor::Impl {
   // not apply (`dst` may then be partly written).
   Status Unpack(size_t step, std::vector<std::vector<uint8_t>>& got,
                 const std::vector<MutableBytes>& dst);
+
+  // Run's steps (executor.cc). InvalidArgument unless the transport's
+  // world, the plan's layouts and the caller's buffers fit the plan here.
+  Status CheckRunArguments(const std::vector<ConstBytes>& src,
+                           const std::vector<MutableBytes>& dst) const;
+  // Step k's message to each peer (empty where it sends nothing): its
+  // bucket, or, once this rank has `failed`, the one byte that says so
+  // (its receivers skip its buckets and the agreement reports the cause).
+  // Adds what goes to `st` and `*sent`.
+  std::vector<ConstBytes> Outgoing(size_t k, bool failed, ReshardStats* st,
+                                   int64_t* sent) const;
+  // After a run: a receive buffer far larger than this run's largest
+  // message from its peer (kept from a dense run, now that deltas are
+  // small) is let go, and the learned speeds are kept for the next run.
+  void Learn(const internal::RunTally& tally, ReshardStats* st);
 };
 
 }  // namespace hy::reshard

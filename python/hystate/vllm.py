@@ -66,7 +66,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from . import DataLoss, FailedPrecondition, InvalidArgument, Unavailable
 from . import _hy
@@ -548,11 +548,7 @@ class EngineSync:
         if hasattr(state, "state_dict") and callable(state.state_dict):
             state = state.state_dict()
         state = dict(state)
-        targets = [u.rstrip("/") for u in (engines if engines is not None
-                                           else self.urls)]
-        unknown = [u for u in targets if u not in self._engine_step]
-        if unknown:
-            raise InvalidArgument(f"not this sync's engines: {unknown}")
+        targets = self._targets(engines)
         if self._entries is None:
             self._open(state)
         elif [e.name for e in self._entries] != list(state):
@@ -561,49 +557,13 @@ class EngineSync:
         prev_file = self._file_step
         self._file_step = None  # Until every rank has written.
         tw = time.perf_counter()
-        meta, pieces, updates = [], [], []
-        try:
-            if self._remote:
-                meta, pieces, updates = self._collect(state)
-                changed, written = [m[0] for m in meta], 0
-            else:
-                changed, written = self._write(state)
-            err = ""
-        except Exception as e:  # noqa: BLE001 (every rank must hear of it)
-            changed, written, err = [], 0, f"{type(e).__name__}: {e}"
-            meta, pieces = [], []
-        got = self.group.all_gather((changed, err, meta))
-        for rank, (_, e, _) in enumerate(got):
-            if e:
-                raise InvalidArgument(f"rank {rank} could not write: {e}")
-        all_changed = set()
-        for r, (c, _, _) in enumerate(got):
-            if r not in self._remotes:
-                all_changed.update(c)
-        wire, bad, decode_s = 0, "", None
-        if self.group.rank == 0 and self._remotes:
-            c, wire, bad, decode_s = self._receive(
-                {r: got[r][2] for r in self._remotes})
-            all_changed |= c
-        ts = time.perf_counter()
-        for p in pieces:  # To rank 0, in the order of `meta`.
-            self.group.send(p, 0)
-        sent = sum(p.numel() * p.element_size() for p in pieces)
-        written += sent  # What a remote rank wrote is what it sent.
-        if sent >= 1 << 20:  # Enough to time the link by.
-            self._wire_bps = sent / max(time.perf_counter() - ts, 1e-6)
+        written, all_changed, wire, bad, decode_s, updates = \
+            self._write_step(state)
         write_s = time.perf_counter() - tw
         pushes = []
         if self.group.rank == 0 and not bad:
-            for url in self.urls:
-                if url not in targets:  # It keeps its step; see _update.
-                    pushes.append(EnginePush(url, "skipped"))
-                    continue
-                try:
-                    pushes.append(self._update(url, step, all_changed,
-                                               prev_file))
-                except Unavailable as e:
-                    pushes.append(EnginePush(url, "failed", error=str(e)))
+            pushes = self._update_engines(targets, step, all_changed,
+                                          prev_file)
         pushes, wire, bad, all_changed, decode_s = self.group.all_gather(
             (pushes, wire, bad, all_changed, decode_s))[0]
         if decode_s is not None:
@@ -623,6 +583,77 @@ class EngineSync:
             written_bytes=written, model_bytes=self._size,
             write_seconds=write_s, seconds=time.perf_counter() - t0,
             engines=pushes, wire_bytes=wire)
+
+    def _targets(self, engines: Optional[Sequence[str]]) -> List[str]:
+        """The URLs a push updates; InvalidArgument for one not this
+        sync's."""
+        targets = [u.rstrip("/") for u in (engines if engines is not None
+                                           else self.urls)]
+        unknown = [u for u in targets if u not in self._engine_step]
+        if unknown:
+            raise InvalidArgument(f"not this sync's engines: {unknown}")
+        return targets
+
+    def _write_step(self, state: Dict[str, Any]) -> Tuple[
+            int, Set[str], int, str, Optional[float], List[Any]]:
+        """Every rank's part of `state` into the file (collective): a rank
+        on the engines' host writes its own, a remote rank sends what
+        changed to rank 0, which writes it. Returns this rank's bytes, the
+        names that changed (complete on rank 0), the wire bytes, rank 0's
+        error writing what remote ranks sent ("" if none), its decode time
+        and the updates to commit once the engines hold the step. Raises
+        InvalidArgument, on every rank, when a rank could not write."""
+        meta: List[Any] = []
+        pieces: List[Any] = []
+        updates: List[Any] = []
+        try:
+            if self._remote:
+                meta, pieces, updates = self._collect(state)
+                changed, written = [m[0] for m in meta], 0
+            else:
+                changed, written = self._write(state)
+            err = ""
+        except Exception as e:  # noqa: BLE001 (every rank must hear of it)
+            changed, written, err = [], 0, f"{type(e).__name__}: {e}"
+            meta, pieces = [], []
+        got = self.group.all_gather((changed, err, meta))
+        for rank, (_, e, _) in enumerate(got):
+            if e:
+                raise InvalidArgument(f"rank {rank} could not write: {e}")
+        all_changed: Set[str] = set()
+        for r, (c, _, _) in enumerate(got):
+            if r not in self._remotes:
+                all_changed.update(c)
+        wire, bad, decode_s = 0, "", None
+        if self.group.rank == 0 and self._remotes:
+            c, wire, bad, decode_s = self._receive(
+                {r: got[r][2] for r in self._remotes})
+            all_changed |= c
+        ts = time.perf_counter()
+        for p in pieces:  # To rank 0, in the order of `meta`.
+            self.group.send(p, 0)
+        sent = sum(p.numel() * p.element_size() for p in pieces)
+        written += sent  # What a remote rank wrote is what it sent.
+        if sent >= 1 << 20:  # Enough to time the link by.
+            self._wire_bps = sent / max(time.perf_counter() - ts, 1e-6)
+        return written, all_changed, wire, bad, decode_s, updates
+
+    def _update_engines(self, targets: List[str], step: int,
+                        all_changed: Set[str],
+                        prev_file: Optional[int]) -> List[EnginePush]:
+        """Rank 0: each target engine loads the file as `step` (an engine
+        left out keeps its step; see _update); one that fails is reported,
+        not raised."""
+        pushes = []
+        for url in self.urls:
+            if url not in targets:
+                pushes.append(EnginePush(url, "skipped"))
+                continue
+            try:
+                pushes.append(self._update(url, step, all_changed, prev_file))
+            except Unavailable as e:
+                pushes.append(EnginePush(url, "failed", error=str(e)))
+        return pushes
 
     def close(self) -> None:
         """Unmaps the file and removes it if this sync made it."""

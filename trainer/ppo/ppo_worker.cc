@@ -35,18 +35,7 @@ void PpoWorker::Log(const std::string& line) const {
   }
 }
 
-Result<RunSummary> PpoWorker::Run() {
-  const auto run_start = Clock::now();
-  HY_RETURN_IF_ERROR(Setup());
-  HY_RETURN_IF_ERROR(JoinNodes());
-  HY_RETURN_IF_ERROR(ClaimRun());
-  if (config_.trainer.offload_reference) {
-    HY_RETURN_IF_ERROR(OffloadReference());
-  }
-  if (config_.trainer.offload_optimizer) {
-    HY_RETURN_IF_ERROR(OffloadOptimizer());
-  }
-  StartHeartbeat();
+Status PpoWorker::RestoreOrStart(Clock::time_point run_start) {
   const std::string& root = config_.checkpoint.store_root;
   recovery::RecoveryOptions ro;
   ro.root = root;
@@ -109,6 +98,131 @@ Result<RunSummary> PpoWorker::Run() {
     options_.metrics->recovery_duration(metrics::RecoveryPhase::kResume)
         ->Observe(Seconds(run_start));
   }
+  return Status::OK();
+}
+
+Status PpoWorker::TrainIteration(int64_t it, Experience* exp,
+                                 IterationReport* report, PhasePeaks* peaks) {
+  HY_RETURN_IF_ERROR(on_vllm() ? SyncEngines(it, report)
+                               : ReshardToRollout(report));
+  peaks->End(PhasePeaks::kSync);
+  HY_RETURN_IF_ERROR(Rollout(it, exp, report));
+  peaks->End(PhasePeaks::kRollout);
+  ReleaseRollout();  // Idle until the next sync writes over it.
+  reference_in_use_->store(true);
+  const std::function<void()> back_to_host = ReferenceOnDevice();
+  const Status experience = ComputeExperience(it, exp, report);
+  if (back_to_host) back_to_host();
+  reference_in_use_->store(false);
+  HY_RETURN_IF_ERROR(experience);
+  ReportMismatch(*exp, report);
+  peaks->End(PhasePeaks::kExperience);
+  // The first write of the parameters and optimizer state since the
+  // last checkpoint: it may still be reading them in place.
+  WaitForCheckpointRead(report);
+  ReleaseReference();  // Nothing reads it again before the experience.
+  ReturnFreedHeap();
+  HY_RETURN_IF_ERROR(Update(it, *exp, report));
+  peaks->End(PhasePeaks::kUpdate);
+  data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
+  return Status::OK();
+}
+
+Status PpoWorker::CheckpointIteration(int64_t it, bool due, bool last,
+                                      IterationReport* report) {
+  if (due) {
+    // What the step waits for: the previous checkpoint, and copying
+    // this one's data, or with read_in_place its blobs only (the shards
+    // are read in the background; the next update waits for that).
+    const auto save_start = Clock::now();
+    HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, report));
+    checkpoint_blocking_s_ = Seconds(save_start);
+    if (!config_.checkpoint.read_in_place || last) {
+      ObserveCheckpointBlocking();
+    }
+  }
+  checkpoint::CheckpointStatus cs = checkpointer_->status();
+  report->checkpoint_step = cs.committed_step;
+  report->checkpoint_durable_ms = cs.last_durable_seconds * 1000.0;
+  if (awaiting_replicas_ && cs.in_flight_step != start_iteration_) {
+    awaiting_replicas_ = false;  // The resume point's save has finished.
+    const double secs = Seconds(replicate_start_);
+    if (options_.metrics != nullptr) {
+      options_.metrics->recovery_duration(metrics::RecoveryPhase::kReplicate)
+          ->Observe(secs);
+    }
+    Log("recovery: step " + std::to_string(start_iteration_) +
+        (cs.last_error.ok()
+             ? " saved and replicated"
+             : " not saved (" + cs.last_error.ToString() + ")") +
+        " under the new layout, within " + std::to_string(secs) + " s");
+  }
+  NoteCheckpointFailures(cs, report);
+  if (!cs.last_error.ok()) {
+    report->checkpoint_state = "failed: " + cs.last_error.ToString();
+  } else if (report->checkpoint_state.empty() &&
+             cs.committed_step != reported_commit_) {
+    report->checkpoint_state = "committed " + std::to_string(cs.committed_step);
+  }
+  reported_commit_ = cs.committed_step;
+  return Status::OK();
+}
+
+Status PpoWorker::FinishRun(const std::vector<double>& rewards, int64_t end,
+                            Clock::time_point run_start,
+                            RunSummary* summary) {
+  if (!rewards.empty()) {
+    const size_t k = static_cast<size_t>(
+        SummaryWindow(static_cast<int64_t>(rewards.size())));
+    double first = 0, last = 0;
+    for (size_t i = 0; i < k; ++i) {
+      first += rewards[i];
+      last += rewards[rewards.size() - 1 - i];
+    }
+    summary->first10_reward = first / static_cast<double>(k);
+    summary->last10_reward = last / static_cast<double>(k);
+    if (val_source_ != nullptr && summary->stopped_by == 0 &&
+        summary->checkpoint_failure.empty()) {
+      HY_ASSIGN_OR_RETURN(summary->val_end, Validate(end));
+    }
+  }
+  const Status final_save = checkpointer_->Wait();
+  if (!final_save.ok()) {
+    // A peer that vanished is the launcher's to mend (a restart); a
+    // checkpoint that cannot be written is the operator's: the run ends
+    // and says what was lost.
+    if (checkpoint::FailureCause(final_save) ==
+        metrics::CheckpointFailureCause::kPeer) {
+      return final_save;
+    }
+    if (summary->checkpoint_failure.empty()) {
+      summary->checkpoint_failure =
+          DescribeCheckpointFailure(checkpointer_->status().failed_step,
+                                    final_save) +
+          ResumeHint() + " [" + final_save.ToString() + "]";
+    }
+  }
+  summary->checkpoint_step = checkpointer_->status().committed_step;
+  summary->seconds = Seconds(run_start);
+  summary->recovered_step = recovered_step_;
+  // Stop watching before anyone leaves: rank 0 hosts the store.
+  heartbeat_->Stop();
+  return comm_->transport()->Barrier();
+}
+
+Result<RunSummary> PpoWorker::Run() {
+  const auto run_start = Clock::now();
+  HY_RETURN_IF_ERROR(Setup());
+  HY_RETURN_IF_ERROR(JoinNodes());
+  HY_RETURN_IF_ERROR(ClaimRun());
+  if (config_.trainer.offload_reference) {
+    HY_RETURN_IF_ERROR(OffloadReference());
+  }
+  if (config_.trainer.offload_optimizer) {
+    HY_RETURN_IF_ERROR(OffloadOptimizer());
+  }
+  StartHeartbeat();
+  HY_RETURN_IF_ERROR(RestoreOrStart(run_start));
   RunSummary summary;
   summary.start_iteration = start_iteration_;
   summary.recovery_seconds = recovered_step_ >= 0 ? Seconds(run_start) : 0;
@@ -135,8 +249,6 @@ Result<RunSummary> PpoWorker::Run() {
   const int save_every = config_.checkpoint.save_every;
   const int test_freq = config_.trainer.test_freq;
   std::vector<double> rewards;  // Per iteration run here.
-  int64_t reported_commit = -1;
-  int64_t last_saved = start_iteration_;
   // Setup (and a resume) wrote the reference; nothing reads it before the
   // first experience, so the first sync and rollout run without it; the
   // same for the moments and the first update.
@@ -150,70 +262,15 @@ Result<RunSummary> PpoWorker::Run() {
     report.iteration = it;
     report.world_size = comm_->world_size();
     Experience exp;
-    HY_RETURN_IF_ERROR(on_vllm() ? SyncEngines(it, &report)
-                                 : ReshardToRollout(&report));
-    peaks.End(PhasePeaks::kSync);
-    HY_RETURN_IF_ERROR(Rollout(it, &exp, &report));
-    peaks.End(PhasePeaks::kRollout);
-    ReleaseRollout();  // Idle until the next sync writes over it.
-    reference_in_use_->store(true);
-    const std::function<void()> back_to_host = ReferenceOnDevice();
-    const Status experience = ComputeExperience(it, &exp, &report);
-    if (back_to_host) back_to_host();
-    reference_in_use_->store(false);
-    HY_RETURN_IF_ERROR(experience);
-    ReportMismatch(exp, &report);
-    peaks.End(PhasePeaks::kExperience);
-    // The first write of the parameters and optimizer state since the
-    // last checkpoint: it may still be reading them in place.
-    WaitForCheckpointRead(&report);
-    ReleaseReference();  // Nothing reads it again before the experience.
-    ReturnFreedHeap();
-    HY_RETURN_IF_ERROR(Update(it, exp, &report));
-    peaks.End(PhasePeaks::kUpdate);
-    data_position_ += static_cast<uint64_t>(config_.rollout.batch_size);
+    HY_RETURN_IF_ERROR(TrainIteration(it, &exp, &report, &peaks));
     HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
     // Stopping because checkpoints keep failing: no further attempt.
     const bool unsaved_stop = stop == kStopCheckpointsFailing;
     const bool last = it + 1 == end || stop != 0;
-    if (save_every > 0 && !unsaved_stop &&
-        ((it + 1) % save_every == 0 || last)) {
-      // What the step waits for: the previous checkpoint, and copying
-      // this one's data, or with read_in_place its blobs only (the shards
-      // are read in the background; the next update waits for that).
-      const auto save_start = Clock::now();
-      HY_RETURN_IF_ERROR(SaveCheckpoint(it + 1, &report));
-      checkpoint_blocking_s_ = Seconds(save_start);
-      if (!config_.checkpoint.read_in_place || last) {
-        ObserveCheckpointBlocking();
-      }
-      last_saved = it + 1;
-    }
-    checkpoint::CheckpointStatus cs = checkpointer_->status();
-    report.checkpoint_step = cs.committed_step;
-    report.checkpoint_durable_ms = cs.last_durable_seconds * 1000.0;
-    if (awaiting_replicas_ && cs.in_flight_step != start_iteration_) {
-      awaiting_replicas_ = false;  // The resume point's save has finished.
-      const double secs = Seconds(replicate_start_);
-      if (options_.metrics != nullptr) {
-        options_.metrics->recovery_duration(metrics::RecoveryPhase::kReplicate)
-            ->Observe(secs);
-      }
-      Log("recovery: step " + std::to_string(start_iteration_) +
-          (cs.last_error.ok()
-               ? " saved and replicated"
-               : " not saved (" + cs.last_error.ToString() + ")") +
-          " under the new layout, within " + std::to_string(secs) + " s");
-    }
-    NoteCheckpointFailures(cs, &report);
-    if (!cs.last_error.ok()) {
-      report.checkpoint_state = "failed: " + cs.last_error.ToString();
-    } else if (report.checkpoint_state.empty() &&
-               cs.committed_step != reported_commit) {
-      report.checkpoint_state =
-          "committed " + std::to_string(cs.committed_step);
-    }
-    reported_commit = cs.committed_step;
+    HY_RETURN_IF_ERROR(CheckpointIteration(
+        it,
+        save_every > 0 && !unsaved_stop && ((it + 1) % save_every == 0 || last),
+        last, &report));
     peaks.End(PhasePeaks::kCheckpoint);
     HY_RETURN_IF_ERROR(ReportPeaks(peaks, &report));
     report.iteration_ms = Seconds(start) * 1000.0;
@@ -250,44 +307,7 @@ Result<RunSummary> PpoWorker::Run() {
       HY_RETURN_IF_ERROR(Validate(it + 1).status());
     }
   }
-  if (!rewards.empty()) {
-    const size_t k = static_cast<size_t>(
-        SummaryWindow(static_cast<int64_t>(rewards.size())));
-    double first = 0, last = 0;
-    for (size_t i = 0; i < k; ++i) {
-      first += rewards[i];
-      last += rewards[rewards.size() - 1 - i];
-    }
-    summary.first10_reward = first / static_cast<double>(k);
-    summary.last10_reward = last / static_cast<double>(k);
-    if (val_source_ != nullptr && summary.stopped_by == 0 &&
-        summary.checkpoint_failure.empty()) {
-      HY_ASSIGN_OR_RETURN(summary.val_end, Validate(end));
-    }
-  }
-  (void)last_saved;
-  const Status final_save = checkpointer_->Wait();
-  if (!final_save.ok()) {
-    // A peer that vanished is the launcher's to mend (a restart); a
-    // checkpoint that cannot be written is the operator's: the run ends
-    // and says what was lost.
-    if (checkpoint::FailureCause(final_save) ==
-        metrics::CheckpointFailureCause::kPeer) {
-      return final_save;
-    }
-    if (summary.checkpoint_failure.empty()) {
-      summary.checkpoint_failure =
-          DescribeCheckpointFailure(checkpointer_->status().failed_step,
-                                    final_save) +
-          ResumeHint() + " [" + final_save.ToString() + "]";
-    }
-  }
-  summary.checkpoint_step = checkpointer_->status().committed_step;
-  summary.seconds = Seconds(run_start);
-  summary.recovered_step = recovered_step_;
-  // Stop watching before anyone leaves: rank 0 hosts the store.
-  heartbeat_->Stop();
-  HY_RETURN_IF_ERROR(comm_->transport()->Barrier());
+  HY_RETURN_IF_ERROR(FinishRun(rewards, end, run_start, &summary));
   return summary;
 }
 

@@ -100,6 +100,26 @@ class PpoWorker {
   // Or kStopCheckpointsFailing, when any rank's CheckpointsExhausted().
   Result<int> AgreeToStop();
   void Log(const std::string& line) const;  // Rank 0's, to options_.log.
+  // Run's steps. Recovers the newest step every part of which survives
+  // (or starts fresh, or refuses a store that holds one without
+  // --resume), then opens the checkpointer for the run's generation.
+  Status RestoreOrStart(std::chrono::steady_clock::time_point run_start);
+  // One iteration's training: the weights to the rollout, the rollout,
+  // the experience, the update; each phase's peak into `peaks`.
+  Status TrainIteration(int64_t it, Experience* exp, IterationReport* report,
+                        PhasePeaks* peaks);
+  // After iteration `it`: saves step it + 1 when `due`, and puts the
+  // checkpointer's state (committed step, failures, the resume point's
+  // replication) into the report.
+  Status CheckpointIteration(int64_t it, bool due, bool last,
+                             IterationReport* report);
+  // The end of a run that trained `rewards` (one per iteration, ending at
+  // `end`): the summary's reward windows and last validation, the last
+  // checkpoint waited for, the run's seconds since `run_start`, the
+  // heartbeat stopped, a barrier.
+  Status FinishRun(const std::vector<double>& rewards, int64_t end,
+                   std::chrono::steady_clock::time_point run_start,
+                   RunSummary* summary);
 
   // ppo_recovery.cc
   // Adopts trainer.state / trainer.config of the version being resumed.
@@ -294,6 +314,7 @@ class PpoWorker {
   std::unique_ptr<recovery::Heartbeat> heartbeat_;
   int64_t recovered_step_ = -1;
   bool awaiting_replicas_ = false;  // The resume point's save in flight.
+  int64_t reported_commit_ = -1;  // The committed step the last report gave.
   uint64_t failures_seen_ = 0;  // Checkpoint failures reported so far.
   // The stop signal the ranks agreed on during the SFT warm-up; 0 none.
   int early_stop_ = 0;

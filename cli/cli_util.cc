@@ -63,7 +63,8 @@ void AddOldSpellingOf(CLI::App* command, const std::string& old_name,
                       const std::string& new_name, T* value) {
   const std::string warning = "hyctl " + command->get_name() + ": " +
                               old_name + " is the old spelling of " +
-                              new_name + " and will go; use " + new_name;
+                              new_name + " and goes in hy 0.2.0; use " +
+                              new_name;
   command->add_option(old_name, *value, "Old spelling of " + new_name)
       ->group("")
       ->each([warning](const std::string&) { std::cerr << warning << "\n"; });

@@ -22,7 +22,9 @@
 #include "layout/reshard_command.h"
 #include "layout/restore_command.h"
 #include "model/tokenize_command.h"
+#include "store/diff_command.h"
 #include "store/store_commands.h"
+#include "store/transfer_commands.h"
 #include "train/train_command.h"
 
 namespace {

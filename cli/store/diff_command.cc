@@ -17,6 +17,7 @@
 #include "hy/common/bf16.h"
 #include "state_source.h"
 #include "version_select.h"
+#include "store/diff_command.h"
 #include "store/store_commands.h"
 
 namespace hy::cli {

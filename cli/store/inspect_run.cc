@@ -21,6 +21,7 @@
 #include "hy/recovery/retention.h"
 #include "hy/recovery/run_root.h"
 #include "hy/statestore/store.h"
+#include "store/inspect_run.h"
 #include "store/store_commands.h"
 
 namespace hy::cli {

@@ -21,6 +21,7 @@
 #include "hy/recovery/node_layout.h"
 #include "hy/recovery/run_root.h"
 #include "hy/statestore/store.h"
+#include "store/inspect_run.h"
 #include "version_select.h"
 
 namespace hy::cli {

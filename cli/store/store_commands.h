@@ -5,9 +5,9 @@
 //                                 recoverable
 //   verify  STORE[@N] [--step N]  decode and check every chunk (exit 3 on
 //                                 any corruption)
-//   (gc and repair: maintenance_commands.h)
-//   import  STORE --safetensors F commit a safetensors file as a version
-//   export  STORE[@N] [--step N] --safetensors F
+//   (gc and repair: maintenance_commands.h; import and export:
+//   transfer_commands.h; diff: diff_command.h; inspect on a run root:
+//   inspect_run.h)
 // Steps are the unit; --version-id V reads a store's internal version
 // (version_select.h).
 // Read-only commands open the store read-only.
@@ -16,7 +16,6 @@
 #define HY_CLI_STORE_STORE_COMMANDS_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 namespace CLI {
@@ -27,17 +26,8 @@ namespace hy::cli {
 
 // Add the commands to `app`; a command that runs stores its exit code in
 // `*exit_code`, which must outlive app.parse().
-void AddStoreCommands(CLI::App* app, int* exit_code);     // inspect/verify
-void AddTransferCommands(CLI::App* app, int* exit_code);  // import/export
-void AddDiffCommand(CLI::App* app, int* exit_code);       // diff_command.cc
+void AddStoreCommands(CLI::App* app, int* exit_code);  // inspect/verify
 
-// inspect on a run root (inspect_run.cc): one row per old rank of every
-// version, its copies, whether the version is recoverable; `only_step`
-// keeps that step. Unless `quick`, every committed copy is verified and
-// damaged ones are flagged (and not counted recoverable). Returns the exit
-// code.
-int InspectRunRoot(const std::string& root, std::optional<uint64_t> only_step,
-                   const std::string& format, bool quick);
 // Unix ms as "2026-11-22T04:46:50Z".
 std::string Iso8601(int64_t ms);
 

@@ -17,6 +17,7 @@
 #include "hy/statestore/store.h"
 #include "run_path.h"
 #include "state_source.h"
+#include "store/transfer_commands.h"
 #include "store/store_commands.h"
 #include "version_select.h"
 

@@ -90,7 +90,7 @@ _OBJECTS_BLOB = "python.objects"
 def _deprecated(old: str, new: str) -> None:
     """Warns a caller of the old keyword (two frames up: the user's call)."""
     warnings.warn(f"{old} is deprecated: use {new} (hy speaks of steps, as "
-                  f"hyctl does); {old} goes in the next release",
+                  f"hyctl does); {old} goes in hy 0.2.0",
                   DeprecationWarning, stacklevel=3)
 
 

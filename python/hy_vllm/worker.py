@@ -34,6 +34,8 @@ the trainer's file is the previous version.
 
 import json
 import logging
+import os
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -101,6 +103,32 @@ def _views(path, manifest, size):
     for e in manifest:
         t = buf[e["offset"]:e["offset"] + e["_bytes"]].view(_DTYPES[e["dtype"]]).view(e["shape"])
         yield e["name"], t
+
+
+def _test_fault(views):
+    """A test hook: HY_TEST_ENGINE_FAULT=hang-mid-load:<marker> makes the
+    first load that finds no file at <marker> create it and hang after half
+    of its tensors (the engine answers /health, the update never returns),
+    as an engine stuck inside a load would; the engine that the trainer's
+    kill and the keeper's restart bring up finds the marker and loads.
+    Unset, it costs a dictionary lookup."""
+    kind, _, marker = os.environ.get("HY_TEST_ENGINE_FAULT", "").partition(":")
+    if kind != "hang-mid-load" or not marker:
+        return views
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return views
+    views = list(views)
+    logging.getLogger(__name__).warning(
+        "HY_TEST_ENGINE_FAULT: hanging after %d of %d tensors", len(views) // 2, len(views))
+
+    def hang_halfway():
+        yield from views[:len(views) // 2]
+        while True:
+            time.sleep(3600)
+
+    return hang_halfway()
 
 
 def _layer_keys(manifest, packed):
@@ -177,7 +205,7 @@ class ShmWeightTransferEngine(WeightTransferEngine[ShmInitInfo, ShmUpdateInfo]):
         initialize_layerwise_reload(self.model)
         self.reloading = True
         try:
-            self.model.load_weights(views)
+            self.model.load_weights(_test_fault(views))
         except BaseException:
             # Back to serving: the layers not loaded get their tensors back.
             self._finalize(quiet=True)

@@ -192,12 +192,9 @@ void PpoWorker::KillEngine(size_t e) {
   }
 }
 
-Status PpoWorker::ReviveEngine(size_t e, const Status& why) {
+Status PpoWorker::ReviveEngine(size_t e, const Status& why, bool starting) {
   const VllmConfig& vc = config_.rollout.vllm;
   EngineClient& c = *engines_[e];
-  // An engine that never answered yet is starting (hyctl train starts
-  // them beside the workers), not failing.
-  const bool starting = !engine_loaded_[e];
   if (starting) {
     Log("waiting for vLLM engine " + std::to_string(e) + " (" + c.url() +
         ") to start");
@@ -206,7 +203,7 @@ Status PpoWorker::ReviveEngine(size_t e, const Status& why) {
         ") failed: " + why.ToString() + "; waiting for it");
   }
   if (!starting && why.code() == StatusCode::kDeadlineExceeded) {
-    KillEngine(e);  // Hung: the keeper restarts it.
+    KillEngine(e);  // Hung, even on its first load: the keeper restarts it.
   }
   const auto start = Clock::now();
   // A killed engine may still answer for a moment: first let it go.
@@ -242,7 +239,7 @@ Status PpoWorker::LoadEngine(size_t e) {
   // beside the workers): waiting for it spends none of its restarts.
   if (!engine_loaded_[e]) {
     const Status up = c.Health(5);
-    if (!up.ok()) HY_RETURN_IF_ERROR(ReviveEngine(e, up));
+    if (!up.ok()) HY_RETURN_IF_ERROR(ReviveEngine(e, up, /*starting=*/true));
   }
   int attempts = 0;
   for (;;) {
@@ -257,7 +254,7 @@ Status PpoWorker::LoadEngine(size_t e) {
     if (!engine_failed || ++attempts > config_.rollout.vllm.max_restarts) {
       return s;
     }
-    HY_RETURN_IF_ERROR(ReviveEngine(e, s));
+    HY_RETURN_IF_ERROR(ReviveEngine(e, s, /*starting=*/false));
   }
 }
 
@@ -407,7 +404,7 @@ Status PpoWorker::GenerateOnEngine(size_t e,
     }
     if (++attempts > config_.rollout.vllm.max_restarts) return s;
     ++*retries;
-    HY_RETURN_IF_ERROR(ReviveEngine(e, s));
+    HY_RETURN_IF_ERROR(ReviveEngine(e, s, /*starting=*/false));
     HY_RETURN_IF_ERROR(LoadEngine(e));
   }
 }

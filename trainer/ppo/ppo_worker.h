@@ -263,8 +263,11 @@ class PpoWorker {
   // it is unavailable, up to rollout.vllm.max_restarts times).
   Status LoadEngine(size_t e);
   // Rank 0: waits (rollout.vllm.start_timeout_s) until engine e answers
-  // again after `why`, killing it first when it timed out (hung).
-  Status ReviveEngine(size_t e, const Status& why);
+  // again after `why`. starting: e has not answered yet (hyctl train starts
+  // engines beside the workers): nothing is killed or counted as a restart.
+  // Otherwise a request that timed out (hung, on its first load too) kills
+  // e first, for the keeper to restart it.
+  Status ReviveEngine(size_t e, const Status& why, bool starting);
   void KillEngine(size_t e);
   Status ForEachEngine(const std::function<Status(size_t)>& fn);
   // Rank 0's status on every rank. Collective.

@@ -429,3 +429,23 @@ def test_hung_engine_is_killed_and_replaced(data, tmp_path):
     assert [j["iteration"] for j in its] == list(range(1, 9))
     assert [j["weight_version"] for j in its] == list(range(8))
     assert its[-1]["engine_restarts"] >= 1
+
+
+def test_engine_hung_in_its_first_load_is_killed_and_replaced(data, tmp_path):
+    """An engine that answers /health but hangs halfway through its first
+    weight load (HY_TEST_ENGINE_FAULT) is killed as hung like any other,
+    not waited for as a starting one; the keeper's new engine loads step 0
+    and the run goes on."""
+    store = tmp_path / "first"
+    marker = tmp_path / "hung-once"
+    env = dict(os.environ, HY_TEST_ENGINE_FAULT=f"hang-mid-load:{marker}")
+    p = hyctl("train", "--config", DEMO, "--data", data / "train.jsonl",
+              "--store", store, "--iterations", 2, "--set",
+              "rollout.engine=vllm", "--set", "rollout.vllm.request_timeout_s=10",
+              "-o", "json", env=env, check=False)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert marker.exists(), "the fault never fired"
+    assert "does not answer; killing it" in p.stderr, p.stderr[-3000:]
+    its = [j for j in json_lines(p.stdout) if "reward_mean" in j]
+    assert [j["weight_version"] for j in its] == [0, 1]
+    assert its[-1]["engine_restarts"] == 1

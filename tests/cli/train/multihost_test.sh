@@ -276,24 +276,63 @@ TRAIN_ARGS=(train -o json --iterations "$ITERATIONS"
   --set checkpoint.replicas=1
   --set checkpoint.heartbeat_timeout_ms=$HEARTBEAT_MS)
 
+# The README's torchrun command (its "Multi-node" block) is what each host
+# runs: its placeholders filled (N -> 2:3 hosts, K -> NPROC, HOST0:29400 ->
+# host 0's address, JOB, RUN_ROOT -> the host's tree), this test's flags
+# added (rendezvous settings, logs, hyctl wrapped by worker.sh to stamp its
+# lines, a small model) and the whole command printed, so that the README
+# says what ran here.
+SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+README_CMD=$(awk '/^```sh$/ {b = 1; next} /^```$/ {b = 0} b && /^torchrun /' \
+  "$SRC_DIR/README.md" | head -1)
+[[ -n $README_CMD ]] || fail "no torchrun command in $SRC_DIR/README.md"
+read -ra README_ARGV <<<"$README_CMD"
+
+# The command host $1 runs (into HOST_CMD), from README_ARGV.
+host_command() {
+  local i=$1 is_host=0 dir=$WORK/host$1 tok skip_next=0
+  [[ $i -eq 0 ]] && is_host=1
+  HOST_CMD=()
+  for tok in "${README_ARGV[@]}"; do
+    if ((skip_next)); then
+      skip_next=0
+      continue
+    fi
+    case $tok in
+      torchrun) HOST_CMD+=("$TORCHRUN") ;;
+      --nnodes=N) HOST_CMD+=(--nnodes=2:3) ;;
+      --nproc_per_node=K) HOST_CMD+=(--nproc_per_node=$NPROC) ;;
+      --rdzv_endpoint=HOST0:29400)
+        HOST_CMD+=(--rdzv_endpoint="$(addr_of 0):$RDZV_PORT"
+          --rdzv_conf="is_host=$is_host,$RDZV_CONF_COMMON") ;;
+      --rdzv_id=JOB) HOST_CMD+=(--rdzv_id="$RDZV_ID") ;;
+      --max_restarts=*) HOST_CMD+=(--max_restarts=$MAX_RESTARTS) ;;
+      --no_python)
+        HOST_CMD+=(--monitor_interval=1 --redirects 1 --tee 2
+          --log_dir "$dir/logs" --no_python) ;;
+      build/bin/hyctl) HOST_CMD+=("$WORK/bin/worker.sh") ;;
+      train) HOST_CMD+=("${TRAIN_ARGS[@]}") ;;
+      --iterations) skip_next=1 ;;  # TRAIN_ARGS has this test's.
+      RUN_ROOT) HOST_CMD+=("$dir/run") ;;
+      --rdzv_backend=c10d | --store) HOST_CMD+=("$tok") ;;
+      *) fail "README.md's torchrun command has '$tok', which this test does not know how to run: update both" ;;
+    esac
+  done
+}
+
 # Starts host $1's torchrun agent (background) in a fresh directory tree.
 launch_host() {
-  local i=$1 is_host=0
-  [[ $i -eq 0 ]] && is_host=1
+  local i=$1
   local dir=$WORK/host$i
   mkdir -p "$dir/run" "$dir/logs" "$dir/wlog"
+  host_command "$i"
+  note "host$i runs README.md's command: ${HOST_CMD[*]}"
   on_host "$i" env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR \
     -u MASTER_PORT -u HY_TRAIN_CONFIG_YAML -u HY_RUN_ID -u HY_NODE_ID \
     -u TORCHELASTIC_RUN_ID \
     HY_HOST_ID="host$i" GLOO_SOCKET_IFNAME=eth0 \
     HY_MULTIHOST_HYCTL="$HYCTL" HY_MULTIHOST_LOGS="$dir/wlog" \
-    "$TORCHRUN" --nnodes=2:3 --nproc_per_node=$NPROC \
-    --rdzv_backend=c10d --rdzv_endpoint="$(addr_of 0):$RDZV_PORT" \
-    --rdzv_id="$RDZV_ID" --rdzv_conf="is_host=$is_host,$RDZV_CONF_COMMON" \
-    --max_restarts=$MAX_RESTARTS --monitor_interval=1 \
-    --redirects 1 --tee 2 --log_dir "$dir/logs" \
-    --no_python "$WORK/bin/worker.sh" "${TRAIN_ARGS[@]}" \
-    --store "$dir/run" >"$dir/agent.log" 2>&1 &
+    "${HOST_CMD[@]}" >"$dir/agent.log" 2>&1 &
   AGENT_PID[$i]=$!
   unset "AGENT_RC[$i]"
   note "host$i: torchrun agent pid ${AGENT_PID[$i]} (ns $(ns_of "$i"), $(addr_of "$i"), tree $dir)"

@@ -15,6 +15,9 @@ Loaded inside vLLM's processes, never by the trainer (which is C++):
   and ``/collective_rpc`` routes included, which vLLM's own ``--api-key``
   leaves open.
 
+The weight-sync protocol (between a trainer and these engines):
+docs/weight-sync.md.
+
 ``hy_vllm.worker`` imports vLLM and torch; ``hy_vllm.serve`` and
 ``hy_vllm.auth`` import neither (serve runs before vLLM does). The package
 has no dependency on ``hystate``, so it loads in vLLM's own virtual

@@ -1,35 +1,22 @@
 """The ``hy_shm`` weight-transfer backend and the worker extension.
 
-The trainer's ranks write the actor's weights, in the engine's dtype, into
-one shared-memory file per host (``/dev/shm/...``) and send a manifest:
-``[{"name", "dtype", "shape", "offset"}]`` with Hugging Face's parameter
-names, unfused (``q_proj``/``k_proj``/``v_proj``, ``gate_proj``/``up_proj``:
-vLLM fuses them itself) and ``lm_head.weight`` for a tied model (an alias of
-the embedding's bytes: the layerwise reload would otherwise leave the head
-stale). The backend maps the file (no copy: the tensors handed to
-``load_weights`` are views of the mapping) and loads them through vLLM's
-layerwise reload (``initialize_layerwise_reload`` in
-``start_weight_update``, ``finalize_layerwise_reload`` in
-``finish_weight_update``), which re-runs the CPU weight packing that makes a
-plain ``load_weights`` fail from the second update on.
+``ShmWeightTransferEngine`` (registered as ``hy_shm`` in vLLM's
+``WeightTransferEngineFactory``) loads the weights a trainer wrote into a
+shared-memory file: it maps the file (no copy: the tensors handed to
+``load_weights`` are views of the mapping; every tensor-parallel worker
+maps it and vLLM's loaders take their slice) and loads them through
+vLLM's layerwise reload (``initialize_layerwise_reload`` in
+``update_weights``, ``finalize_layerwise_reload`` in
+``finish_weight_update``), which re-runs the CPU weight packing that makes
+a plain ``load_weights`` fail from the second update on. It remembers the
+version its model holds and refuses a delta against another. A delta
+reloads each vLLM layer that a changed tensor feeds, whole, and leaves the
+others; the layerwise reload's "Failed to load weights" warning for those
+is expected and filtered. ``HyWorkerExtension`` adds ``hy_last_update``
+and ``hy_weights_crc32`` (``/collective_rpc``).
 
-Every tensor-parallel worker maps the same file and takes its own slice
-(vLLM's weight loaders slice full tensors).
-
-Versions and deltas (hystate.vllm): an update may name the version it
-makes (``version``) and, for a delta, the version it was computed against
-(``base_version``); its manifest then still lists every tensor, each with
-``"changed"``: whether its bytes differ from ``base_version``'s. The backend
-remembers the version its model holds (unknown until a named update
-succeeds, and again after a failed one) and refuses a delta against any
-other (ValueError: the client sends the full form). A delta reloads every
-vLLM layer that one of its changed tensors feeds, with all of that layer's
-tensors (``q_proj`` changed reloads ``qkv_proj`` from q, k and v: a fused
-layer is never half-loaded), and leaves the other layers' tensors as they
-are. The layerwise reload restores those untouched layers' own tensors in
-``finalize_layerwise_reload``; its "Failed to load weights" warning for
-them is expected and filtered. The backend keeps no copy of the weights:
-the trainer's file is the previous version.
+The protocol (the file, the manifest, the routes, versions and deltas,
+what the backend refuses): docs/weight-sync.md.
 """
 
 import json

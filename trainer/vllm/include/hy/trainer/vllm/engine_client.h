@@ -3,7 +3,8 @@
 // development mode) driven over HTTP with libcurl: health, the weight
 // update (init, start, update, finish with a version, prefix-cache reset)
 // and generation from token ids through /v1/completions, one request per
-// sample, all in flight at once (vLLM batches them).
+// sample, all in flight at once (vLLM batches them). The protocol (the
+// routes, their bodies and order, versions): docs/weight-sync.md.
 //
 // Every request carries the run's key (Authorization: Bearer). A refused
 // connection or a 5xx is Unavailable (the engine is gone or sick: the

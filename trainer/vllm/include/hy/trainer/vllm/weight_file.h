@@ -1,13 +1,9 @@
 // The shared-memory file through which a host's trainer ranks hand the
 // actor's weights to the vLLM engines on that host (python/hy_vllm's
-// `hy_shm` backend maps the same file and loads views of it, no copy).
-//
-// Layout (WeightFileLayout): the model's tensors in spec order, each at a
-// 64-byte aligned offset, in the engine's dtype, under Hugging Face's
-// names, unfused; a tied model also lists `lm_head.weight` at the
-// embedding's offset (vLLM's layerwise reload leaves the head stale
-// otherwise). The manifest JSON is what the engine is sent with each
-// update: [{"name", "dtype", "shape", "offset"}].
+// `hy_shm` backend maps the same file and loads views of it, no copy):
+// its layout (WeightFileLayout), the manifest the engine is sent with each
+// update, and the file itself. The protocol (layout, manifest, naming,
+// how this writer differs from hystate.vllm's): docs/weight-sync.md.
 //
 // Ownership: the rank that creates the file (Create) unlinks it when its
 // SharedWeightFile is destroyed; the others (Open) only unmap.

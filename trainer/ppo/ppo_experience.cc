@@ -1,4 +1,4 @@
-// PpoWorker: reshard to the rollout layout, rollout, and the experience
+// PpoWorker: the rollout (on the rollout engine), and the experience
 // (old / reference log-probs, values, rewards, advantages).
 
 #include <ATen/core/grad_mode.h>
@@ -7,8 +7,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "hy/reshard/layout.h"
-#include "hy/reshard/plan.h"
 #include "ppo.h"
 #include "ppo_worker.h"
 
@@ -49,127 +47,19 @@ at::Tensor FromVector(const std::vector<float>& v, int64_t rows, int64_t cols) {
 
 }  // namespace
 
+void ReportLogprobMismatch(const Experience& exp, IterationReport* report) {
+  if (!exp.engine_logp.defined() || !exp.old_logp.defined()) return;
+  at::Tensor diff = (exp.old_logp.cpu() - exp.engine_logp).abs() * exp.mask;
+  const double n = exp.mask.sum().item<double>();
+  report->logprob_abs_diff_mean = n > 0 ? diff.sum().item<double>() / n : 0;
+  report->logprob_abs_diff_max = diff.max().item<double>();
+}
+
 void PpoWorker::Split(int64_t count, int64_t* lo, int64_t* hi) const {
   const int64_t r = comm_->rank();
   const int64_t n = comm_->world_size();
   *lo = count * r / n;
   *hi = count * (r + 1) / n;
-}
-
-Status PpoWorker::ReshardToRollout(IterationReport* report) {
-  const int world = comm_->world_size();
-  if (plan_ == nullptr) {
-    HY_ASSIGN_OR_RETURN(reshard::Layout train,
-                        reshard::Layout::Make(1, 1, 1, world));
-    HY_ASSIGN_OR_RETURN(reshard::Layout rollout,
-                        reshard::Layout::Make(comm_->tp_size(), 1,
-                                              world / comm_->tp_size(), 1));
-    reshard::Topology topology;
-    topology.world_size = world;
-    topology.ranks_per_node = world;
-    HY_ASSIGN_OR_RETURN(
-        reshard::TransferPlan plan,
-        reshard::Plan(train, rollout, actor_->spec(), topology));
-    plan_ = std::make_shared<const reshard::TransferPlan>(std::move(plan));
-    if (comm_->on_cuda()) {
-      // Device buffers, over NCCL (on one GPU: its copy and cast kernels).
-      // Sparse delta is a host wire format: the full bf16 wire here.
-      reshard::NcclExecutorOptions no;
-      no.wire = reshard::WireFormat::kBf16;
-      no.metrics = options_.metrics;
-      no.direction = 0;
-      HY_ASSIGN_OR_RETURN(nccl_executor_, reshard::NcclExecutor::Create(
-                                              plan_, comm_->nccl(), no));
-    } else {
-      reshard::ExecutorOptions eo;
-      eo.wire = reshard::WireFormat::kBf16;
-      eo.sparse_delta = true;
-      eo.metrics = options_.metrics;
-      eo.direction = 0;
-      executor_ =
-          std::make_unique<reshard::Executor>(plan_, comm_->transport(), eo);
-    }
-    HY_RETURN_IF_ERROR(AllocateRolloutShards());
-    HY_ASSIGN_OR_RETURN(rollout_weights_,
-                        BindWeights(config_.model, ModelRole::kActor,
-                                    [this](const std::string& name) {
-                                      const int t = actor_->spec().Find(name);
-                                      return t < 0 ? at::Tensor()
-                                                   : rollout_shards_[t];
-                                    }));
-  }
-  std::vector<ConstBytes> src;
-  std::vector<MutableBytes> dst;
-  for (int t = 0; t < actor_->num_tensors(); ++t) {
-    at::Tensor local = actor_->LocalSlice(actor_->params(), t);
-    src.emplace_back(static_cast<const uint8_t*>(local.data_ptr()),
-                     static_cast<size_t>(local.numel() * 4));
-    dst.emplace_back(static_cast<uint8_t*>(rollout_shards_[t].data_ptr()),
-                     static_cast<size_t>(rollout_shards_[t].numel() * 2));
-  }
-  reshard::ReshardStats stats;
-  HY_RETURN_IF_ERROR(nccl_executor_ != nullptr
-                         ? nccl_executor_->Run(src, dst, &stats)
-                         : executor_->Run(src, dst, &stats));
-  ParkReshard();
-  const double logical = static_cast<double>(
-      stats.local_bytes + stats.same_node_bytes + stats.cross_node_bytes);
-  double ms = stats.total_seconds * 1000.0;
-  HY_ASSIGN_OR_RETURN(
-      auto sums, comm_->SumAcrossRanks(
-                     {static_cast<double>(stats.wire_bytes_sent), logical}));
-  std::vector<uint8_t> mine(sizeof(double));
-  std::memcpy(mine.data(), &ms, sizeof(double));
-  HY_ASSIGN_OR_RETURN(auto all_ms, comm_->AllGatherBytes(mine));
-  for (const auto& b : all_ms) {
-    double x;
-    std::memcpy(&x, b.data(), sizeof(double));
-    ms = std::max(ms, x);
-  }
-  report->reshard_ms = ms;
-  report->reshard_bytes = static_cast<int64_t>(sums[0]);
-  report->reshard_logical_bytes = static_cast<int64_t>(sums[1]);
-  return Status::OK();
-}
-
-Result<at::Tensor> PpoWorker::GenerateAll(const std::vector<Prompt>& items,
-                                          int64_t prompt_len,
-                                          uint64_t iteration,
-                                          const RolloutConfig& rc) {
-  const int64_t total = static_cast<int64_t>(items.size());
-  // This dp group's share.
-  const int64_t g = comm_->dp_rank();
-  const int64_t groups = comm_->dp_size();
-  const int64_t lo = total * g / groups;
-  const int64_t hi = total * (g + 1) / groups;
-  std::vector<Prompt> mine(items.begin() + lo, items.begin() + hi);
-  std::vector<int64_t> ids;
-  for (int64_t j = lo; j < hi; ++j) ids.push_back(j);
-  TpContext tp{comm_->tp_size(), comm_->tp_rank(), comm_.get()};
-  const TokenSpec& spec = source_->token_spec();
-  HY_ASSIGN_OR_RETURN(
-      at::Tensor responses,
-      GenerateResponses(config_.model, rollout_weights_, tp,
-                        BuildPrompts(mine, prompt_len, spec), ids,
-                        config_.trainer.seed, iteration, rc, spec));
-  // Every rank gets every group's responses (the TP leader's copy).
-  std::vector<uint8_t> bytes;
-  if (comm_->tp_rank() == 0) bytes = TensorBytes(responses);
-  HY_ASSIGN_OR_RETURN(auto all, comm_->AllGatherBytes(bytes));
-  std::vector<at::Tensor> parts;
-  for (int p = 0; p < comm_->world_size(); p += comm_->tp_size()) {
-    const int64_t rows =
-        static_cast<int64_t>(all[p].size()) / 8 / rc.response_length;
-    parts.push_back(
-        at::from_blob(all[p].data(), {rows, rc.response_length}, at::kLong)
-            .clone());
-  }
-  at::Tensor out = at::cat(parts, 0);
-  if (out.size(0) != total) {
-    return Status::Internal("rollout: gathered " + std::to_string(out.size(0)) +
-                            " responses, expected " + std::to_string(total));
-  }
-  return out;
 }
 
 Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
@@ -187,16 +77,11 @@ Status PpoWorker::Rollout(int64_t iteration, Experience* exp,
     prompt_len = std::max<int64_t>(prompt_len, p.tokens.size());
     exp->items.push_back(std::move(p));
   }
-  if (on_vllm()) {
-    HY_ASSIGN_OR_RETURN(
-        exp->responses,
-        GenerateOnEngines(exp->items, static_cast<uint64_t>(iteration), rc,
-                          &exp->engine_logp, report));
-  } else {
-    HY_ASSIGN_OR_RETURN(exp->responses,
-                        GenerateAll(exp->items, prompt_len,
-                                    static_cast<uint64_t>(iteration), rc));
-  }
+  HY_ASSIGN_OR_RETURN(
+      exp->responses,
+      rollout_->Generate(exp->items, prompt_len,
+                         static_cast<uint64_t>(iteration), rc,
+                         &exp->engine_logp, report));
   exp->prompts = BuildPrompts(exp->items, prompt_len, spec);
   exp->mask = ResponseMask(exp->responses, spec);
   report->rollout_ms = MsSince(start);

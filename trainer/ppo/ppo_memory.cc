@@ -1,13 +1,12 @@
 // PpoWorker's memory: each phase's peak resident memory for the iteration
-// report, and the reference model, the Adam moments and the rollout
-// weights offloaded to a file (trainer.offload_reference,
-// trainer.offload_optimizer, trainer.offload_rollout).
+// report, and the reference model and the Adam moments offloaded to a
+// file (trainer.offload_reference, trainer.offload_optimizer; the rollout
+// weights' trainer.offload_rollout is hy_decoder_engine.cc's).
 
 #include <malloc.h>
 
 #include <algorithm>
 #include <functional>
-#include <numeric>
 
 #include "hy/common/process_memory.h"
 #include "hy/recovery/node_layout.h"
@@ -142,51 +141,6 @@ void PpoWorker::ReleaseOptimizer() {
     Status s = m->ReleaseMoments();
     if (!s.ok()) Log("optimizer offload: " + s.ToString());
   }
-}
-
-Status PpoWorker::AllocateRolloutShards() {
-  std::vector<std::vector<int64_t>> sizes;
-  std::vector<int64_t> numels;
-  for (int t = 0; t < actor_->num_tensors(); ++t) {
-    sizes.push_back(plan_->dst.Get(comm_->rank(), t).geometry.box().sizes);
-    numels.push_back(std::accumulate(sizes.back().begin(), sizes.back().end(),
-                                     int64_t{1}, std::multiplies<int64_t>()));
-  }
-  const int64_t total =
-      std::accumulate(numels.begin(), numels.end(), int64_t{0});
-  at::Tensor flat;
-  rollout_offload_.reset();
-  if (config_.trainer.offload_rollout) {
-    HY_ASSIGN_OR_RETURN(
-        OffloadedTensor t,
-        OffloadedTensor::Create(NodeDirectory(), total, at::kBFloat16));
-    rollout_offload_ = std::make_unique<OffloadedTensor>(std::move(t));
-    flat = rollout_offload_->tensor();
-    Log("rollout weights offloaded to a file in " + NodeDirectory());
-  } else {
-    flat = at::empty(
-        {total},
-        at::TensorOptions().dtype(at::kBFloat16).device(comm_->device()));
-  }
-  rollout_shards_.clear();
-  int64_t offset = 0;
-  for (size_t t = 0; t < sizes.size(); ++t) {
-    rollout_shards_.push_back(flat.narrow(0, offset, numels[t]).view(sizes[t]));
-    offset += numels[t];
-  }
-  return Status::OK();
-}
-
-void PpoWorker::ReleaseRollout() {
-  if (rollout_offload_ == nullptr) return;
-  Status s = rollout_offload_->Release();
-  if (!s.ok()) Log("rollout offload: " + s.ToString());
-}
-
-void PpoWorker::ParkReshard() {
-  if (!config_.trainer.offload_rollout || executor_ == nullptr) return;
-  Status s = executor_->Park(NodeDirectory());
-  if (!s.ok()) Log("reshard park: " + s.ToString());
 }
 
 }  // namespace hy::trainer

@@ -251,9 +251,7 @@ Status PpoWorker::ApplyStoredState(const std::string& state_text,
             : static_cast<uint64_t>(start_iteration_) *
                   static_cast<uint64_t>(config_.rollout.batch_size);
     actor_->adam_step() = state.at("actor_step").get<int64_t>();
-    if (state.contains("engine_weight_version")) {
-      saved_engine_version_ = state.at("engine_weight_version").get<int64_t>();
-    }
+    rollout_->Restore(start_iteration_, state);
     if (critic_ != nullptr) {
       if (!state.contains("critic_step")) {
         return Status::InvalidArgument(
@@ -299,13 +297,7 @@ Status PpoWorker::SaveCheckpoint(int64_t next_iteration,
       {"world_size", comm_->world_size()}, {"data_position", data_position_},
   };
   if (critic_ != nullptr) state["critic_step"] = critic_->adam_step();
-  if (on_vllm()) {
-    // The version the engines held when this step was saved: the weights
-    // that generated its last iteration (the step itself is synced to them
-    // before the next rollout, here or after a resume).
-    state["rollout_engine"] = "vllm";
-    state["engine_weight_version"] = engine_version_;
-  }
+  rollout_->SaveState(&state);
   const std::string state_text = state.dump();
   const std::string config_text = ToYaml(config_);
   // Where every rank's part lives: its node, and the nodes holding its

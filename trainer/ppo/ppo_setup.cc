@@ -1,9 +1,9 @@
 // PpoWorker's setup, before its first iteration: the device, the
 // communicator (and the rollout's tensor-parallel size on a restart with
 // another world), the actor, critic and reference models, the KL
-// controller, the data sources and the run's tokens; and a fresh start's
-// weights (seeded or from Hugging Face, the SFT warm-up, the critic's trunk
-// from the actor's).
+// controller, the data sources and the run's tokens, the rollout engines
+// (rollout_engine.h); and a fresh start's weights (seeded or from Hugging
+// Face, the SFT warm-up, the critic's trunk from the actor's).
 
 #include <algorithm>
 #include <cstdlib>
@@ -49,6 +49,23 @@ Status PpoWorker::Setup() {
     return Status::InvalidArgument("checkpoint.store_root is empty");
   }
   UseOneCpuThread();  // Deterministic kernels, one core per rank.
+  FitTensorParallel();
+  HY_RETURN_IF_ERROR(MakeComm(device));
+  HY_RETURN_IF_ERROR(MakeModels());
+  rules_yaml_ = StateRulesYaml();
+  HY_RETURN_IF_ERROR(MakeSources());
+  HY_RETURN_IF_ERROR(MakeEngines());
+  const int world = comm_->world_size();
+  const at::Device on = comm_->device();
+  Log("rank 0 of " + std::to_string(world) + " on " + on.str() + ": actor " +
+      std::to_string(actor_->spec().TotalBytes() / 4) +
+      " parameters, training layout fsdp=" + std::to_string(world) +
+      ", rollout layout tp=" + std::to_string(comm_->tp_size()) +
+      ",dp=" + std::to_string(comm_->dp_size()) + " (bf16)");
+  return Status::OK();
+}
+
+void PpoWorker::FitTensorParallel() {
   const char* world_env = std::getenv("WORLD_SIZE");
   const int env_world = world_env != nullptr ? std::atoi(world_env) : 0;
   int& tp = config_.rollout.tensor_model_parallel_size;
@@ -69,6 +86,9 @@ Status PpoWorker::Setup() {
                    " ranks; rolling out with tp " + std::to_string(tp));
     }
   }
+}
+
+Status PpoWorker::MakeComm(Device device) {
   CommOptions co;
   co.tp_size = config_.rollout.tensor_model_parallel_size;
   co.timeout_ms =
@@ -84,6 +104,10 @@ Status PpoWorker::Setup() {
   }
   co.device = device;
   HY_ASSIGN_OR_RETURN(comm_, Comm::FromEnv(co));
+  return Status::OK();
+}
+
+Status PpoWorker::MakeModels() {
   const int rank = comm_->rank();
   const int world = comm_->world_size();
   const at::Device on = comm_->device();
@@ -117,7 +141,10 @@ Status PpoWorker::Setup() {
   } else {
     kl_ = std::make_unique<KlController>(KlController::Fixed(ac.kl_coef));
   }
-  rules_yaml_ = StateRulesYaml();
+  return Status::OK();
+}
+
+Status PpoWorker::MakeSources() {
   if (config_.data.train_files.empty()) {
     source_ = MakeTaskSource(config_.task, config_.trainer.seed,
                              config_.rollout.batch_size,
@@ -158,11 +185,25 @@ Status PpoWorker::Setup() {
         std::to_string(source_->max_prompt_tokens()) +
         " tokens) plus rollout.response_length");
   }
-  Log("rank 0 of " + std::to_string(world) + " on " + on.str() + ": actor " +
-      std::to_string(actor_->spec().TotalBytes() / 4) +
-      " parameters, training layout fsdp=" + std::to_string(world) +
-      ", rollout layout tp=" + std::to_string(comm_->tp_size()) +
-      ",dp=" + std::to_string(comm_->dp_size()) + " (bf16)");
+  return Status::OK();
+}
+
+Status PpoWorker::MakeEngines() {
+  RolloutContext ctx;
+  ctx.config = &config_;
+  ctx.comm = comm_.get();
+  ctx.actor = actor_.get();
+  ctx.source = source_.get();
+  ctx.hosts = &hosts_;
+  ctx.run_id = &run_id_;
+  ctx.node_directory = [this] { return NodeDirectory(); };
+  ctx.log = [this](const std::string& line) { Log(line); };
+  ctx.metrics = options_.metrics;
+  HY_ASSIGN_OR_RETURN(rollout_,
+                      MakeRolloutEngine(config_.rollout.engine, ctx));
+  if (config_.rollout.engine != "hy") {
+    HY_ASSIGN_OR_RETURN(decoder_, MakeRolloutEngine("hy", ctx));
+  }
   return Status::OK();
 }
 

@@ -1,5 +1,6 @@
 // PpoWorker: validation on held-out prompts (data.val_files), decoded
-// greedily by the rollout copy of the actor and scored by data.reward.
+// greedily by hy's decoder (whatever rollout.engine is) and scored by
+// data.reward.
 
 #include <algorithm>
 
@@ -8,7 +9,7 @@
 namespace hy::trainer {
 namespace {
 
-// Prompts decoded per GenerateAll call: bounds the rollout batch.
+// Prompts decoded per Generate call: bounds the rollout batch.
 constexpr uint64_t kValChunk = 256;
 
 }  // namespace
@@ -18,7 +19,8 @@ Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
   out.iteration = iteration;
   if (val_source_ == nullptr) return out;
   IterationReport ignored;
-  HY_RETURN_IF_ERROR(ReshardToRollout(&ignored));
+  RolloutEngine& decoder = Decoder();
+  HY_RETURN_IF_ERROR(decoder.LoadWeights(iteration, &ignored));
   RolloutConfig rc = config_.rollout;
   rc.temperature = 0;  // Greedy: SampleToken takes the largest logit.
   rc.top_k = 0;
@@ -35,7 +37,8 @@ Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
     }
     HY_ASSIGN_OR_RETURN(
         at::Tensor responses,
-        GenerateAll(items, prompt_len, static_cast<uint64_t>(iteration), rc));
+        decoder.Generate(items, prompt_len, static_cast<uint64_t>(iteration),
+                         rc, /*engine_logp=*/nullptr, &ignored));
     HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
                         val_source_->ScoreAll(items, ResponseRows(responses)));
     for (const RewardScore& s : scores) {
@@ -48,6 +51,10 @@ Result<ValidationReport> PpoWorker::Validate(int64_t iteration) {
   out.exact_match = count > 0 ? exact / static_cast<double>(count) : 0;
   if (options_.on_validation) options_.on_validation(out);
   return out;
+}
+
+RolloutEngine& PpoWorker::Decoder() {
+  return decoder_ != nullptr ? *decoder_ : *rollout_;
 }
 
 }  // namespace hy::trainer

@@ -103,19 +103,21 @@ Status PpoWorker::RestoreOrStart(Clock::time_point run_start) {
 
 Status PpoWorker::TrainIteration(int64_t it, Experience* exp,
                                  IterationReport* report, PhasePeaks* peaks) {
-  HY_RETURN_IF_ERROR(on_vllm() ? SyncEngines(it, report)
-                               : ReshardToRollout(report));
+  HY_RETURN_IF_ERROR(rollout_->LoadWeights(it, report));
   peaks->End(PhasePeaks::kSync);
   HY_RETURN_IF_ERROR(Rollout(it, exp, report));
   peaks->End(PhasePeaks::kRollout);
-  ReleaseRollout();  // Idle until the next sync writes over it.
+  // Idle until the next sync writes over them (the validating decoder's
+  // too).
+  rollout_->Release();
+  if (decoder_ != nullptr) decoder_->Release();
   reference_in_use_->store(true);
   const std::function<void()> back_to_host = ReferenceOnDevice();
   const Status experience = ComputeExperience(it, exp, report);
   if (back_to_host) back_to_host();
   reference_in_use_->store(false);
   HY_RETURN_IF_ERROR(experience);
-  ReportMismatch(*exp, report);
+  ReportLogprobMismatch(*exp, report);
   peaks->End(PhasePeaks::kExperience);
   // The first write of the parameters and optimizer state since the
   // last checkpoint: it may still be reading them in place.

@@ -1,15 +1,20 @@
 // PpoWorker: the state and steps of one rank of the PPO run that RunWorker
 // (hy/trainer/ppo/worker.h) drives: the FSDP models (actor, reference, and a
-// critic under GAE), the rollout shards of the actor and the reshard
-// executor that fills them, the checkpointer.
-// Split over ppo_setup.cc (what is built before the first iteration, a
-// fresh start's weights), ppo_worker.cc (the loop), ppo_recovery.cc
-// (nodes, run claim, heartbeat, resume, checkpoints),
+// critic under GAE), the rollout engine (rollout_engine.h) the actor's
+// weights go to each iteration, the checkpointer.
+// Split over ppo_setup.cc (what is built before the first iteration, its
+// rollout engines, a fresh start's weights), ppo_worker.cc (the loop),
+// ppo_recovery.cc (nodes, run claim, heartbeat, resume, checkpoints),
 // ppo_checkpoint_failure.cc (what a failed checkpoint says),
-// ppo_memory.cc (phase peaks, the offloaded reference), ppo_experience.cc
-// (rollout and experience), ppo_vllm.cc (rollouts on vLLM engines),
-// ppo_validate.cc (greedy validation) and ppo_update.cc (the minibatch
-// updates and SFT).
+// ppo_memory.cc (phase peaks, the offloaded reference and optimizer),
+// ppo_experience.cc (rollout and experience), ppo_validate.cc (greedy
+// validation) and ppo_update.cc (the minibatch updates and SFT). The
+// rollout engines are classes of their own: hy_decoder_engine.h (hy's
+// decoder; validation always uses one) and vllm_engine.h (vLLM engines).
+//
+// Ownership: the worker owns its models, engines and checkpointer; the
+// engines read the worker's comm, actor, config and sources through a
+// RolloutContext (the worker outlives them).
 //
 // Internal to hy_trainer_ppo. Thread-safety: one thread.
 
@@ -28,8 +33,7 @@
 #include "hy/checkpoint/checkpoint.h"
 #include "hy/recovery/heartbeat.h"
 #include "hy/recovery/recovery.h"
-#include "hy/reshard/executor.h"
-#include "hy/reshard/nccl_executor.h"
+#include "hy/trainer/config/device.h"
 #include "hy/trainer/data/prompt_source.h"
 #include "hy/trainer/model/comm.h"
 #include "hy/trainer/model/fsdp.h"
@@ -38,9 +42,8 @@
 #include "hy/trainer/model/offload.h"
 #include "hy/trainer/ppo/advantage.h"
 #include "hy/trainer/ppo/worker.h"
-#include "hy/trainer/vllm/engine_client.h"
-#include "hy/trainer/vllm/weight_file.h"
 #include "rollout.h"
+#include "rollout_engine.h"
 
 namespace hy::trainer {
 
@@ -55,6 +58,10 @@ struct Experience {
   at::Tensor engine_logp;  // [B, R] f32: the vLLM engine's; else undefined.
   std::vector<float> scores;              // [B]
 };
+
+// logprob_abs_diff_* of the report from exp's old and engine log-probs;
+// nothing when exp has no engine log-probs.
+void ReportLogprobMismatch(const Experience& exp, IterationReport* report);
 
 // True when this process is a restart (HY_RESTART_COUNT or
 // TORCHELASTIC_RESTART_COUNT > 0).
@@ -92,6 +99,20 @@ class PpoWorker {
  private:
   // ppo_setup.cc
   Status Setup();
+  // Setup's steps. On a restart with a world the rollout's TP size does
+  // not divide: the largest TP size that fits (and a line saying so).
+  void FitTensorParallel();
+  // comm_ on `device` (a longer timeout under rollout.engine vllm).
+  Status MakeComm(Device device);
+  // The actor, the critic (gae only), the reference, their units under
+  // trainer.fsdp_per_layer, the KL controller.
+  Status MakeModels();
+  // The prompt sources, the run's tokens; InvalidArgument when the longest
+  // prompt and response do not fit model.max_position_embeddings.
+  Status MakeSources();
+  // The rollout engine rollout.engine names and, when that is not hy's
+  // decoder, the hy decoder that validates.
+  Status MakeEngines();
   Status InitFresh();
 
   // ppo_worker.cc
@@ -208,27 +229,10 @@ class PpoWorker {
   // a resume wrote them, after a save copied them); an error is logged
   // (the values are never lost). Nothing without offload.
   void ReleaseOptimizer();
-  // This rank's rollout shards (bf16): views of one file
-  // mapping in the node directory under trainer.offload_rollout
-  // (rollout_offload_), else of heap memory. Returns the mapping's IOError.
-  Status AllocateRolloutShards();
-  // trainer.offload_rollout: hands the rollout shards' pages back to the
-  // kernel once generation is done; an error is logged (the values stay).
-  void ReleaseRollout();
-  // trainer.offload_rollout: parks the reshard executor (its last-sent
-  // copies to a file in the node directory) until the next sync; an error
-  // is logged (the next sync then sends everything).
-  void ParkReshard();
 
   // ppo_experience.cc
-  Status ReshardToRollout(IterationReport* report);
+  // The iteration's prompts and the rollout engine's responses to them.
   Status Rollout(int64_t iteration, Experience* exp, IterationReport* report);
-  // Responses [items, R] to `items` (prompts of at most prompt_len tokens)
-  // from the rollout weights, each dp group generating its share; the
-  // same on every rank.
-  Result<at::Tensor> GenerateAll(const std::vector<Prompt>& items,
-                                 int64_t prompt_len, uint64_t iteration,
-                                 const RolloutConfig& rc);
   Status ComputeExperience(int64_t iteration, Experience* exp,
                            IterationReport* report);
   // Forward of `model` (through `pass`) on rows [lo, hi) of exp:
@@ -240,46 +244,13 @@ class PpoWorker {
   // under trainer.fsdp_per_layer, else over the whole flat buffer.
   Result<std::unique_ptr<FsdpPass>> BeginPass(FsdpModel* model, bool train);
 
-  // ppo_vllm.cc (rollout.engine vllm)
-  // The shared weight file (rank 0 creates it), the plan into it, and on
-  // rank 0 the engines' clients. Collective.
-  Status SetupEngines();
-  // Writes this rank's piece into the file; rank 0 has every engine load
-  // it as `version`. Collective; rank 0's error on every rank.
-  Status SyncEngines(int64_t version, IterationReport* report);
-  // Responses [items, R] and the engines' log-probs of them, the same on
-  // every rank. Collective.
-  Result<at::Tensor> GenerateOnEngines(const std::vector<Prompt>& items,
-                                       uint64_t iteration,
-                                       const RolloutConfig& rc,
-                                       at::Tensor* logprobs,
-                                       IterationReport* report);
-  // Rank 0: engine e's share, redone (engine revived and reloaded) until
-  // it is generated by the current version from start to end.
-  Status GenerateOnEngine(size_t e, const std::vector<SampleRequest>& requests,
-                          const SamplingParams& params,
-                          std::vector<SampleResult>* out, int64_t* retries);
-  // Rank 0: engine e loads the file as engine_version_ (reviving it when
-  // it is unavailable, up to rollout.vllm.max_restarts times).
-  Status LoadEngine(size_t e);
-  // Rank 0: waits (rollout.vllm.start_timeout_s) until engine e answers
-  // again after `why`. starting: e has not answered yet (hyctl train starts
-  // engines beside the workers): nothing is killed or counted as a restart.
-  // Otherwise a request that timed out (hung, on its first load too) kills
-  // e first, for the keeper to restart it.
-  Status ReviveEngine(size_t e, const Status& why, bool starting);
-  void KillEngine(size_t e);
-  Status ForEachEngine(const std::function<Status(size_t)>& fn);
-  // Rank 0's status on every rank. Collective.
-  Status ShareStatus(const Status& mine);
-  // logprob_abs_diff_* of the report from exp's old and engine log-probs.
-  void ReportMismatch(const Experience& exp, IterationReport* report) const;
-  bool on_vllm() const { return config_.rollout.engine == "vllm"; }
-
   // ppo_validate.cc
-  // Reshards the actor to the rollout layout and decodes every
-  // val_source_ prompt greedily; reports through options_.on_validation.
+  // Loads the actor into the validating decoder (Decoder()) and decodes
+  // every val_source_ prompt greedily; reports through
+  // options_.on_validation.
   Result<ValidationReport> Validate(int64_t iteration);
+  // hy's decoder: rollout_ under rollout.engine hy, else decoder_.
+  RolloutEngine& Decoder();
 
   // ppo_update.cc
   Status Update(int64_t iteration, const Experience& exp,
@@ -305,7 +276,6 @@ class PpoWorker {
   // hooks then leave its pages be (shared with those callbacks).
   std::shared_ptr<std::atomic<bool>> reference_in_use_ =
       std::make_shared<std::atomic<bool>>(false);
-  std::unique_ptr<OffloadedTensor> rollout_offload_;  // Likewise.
   std::unique_ptr<KlController> kl_;
   std::unique_ptr<PromptSource> source_;
   std::unique_ptr<PromptSource> val_source_;  // data.val_files; may be null.
@@ -323,31 +293,10 @@ class PpoWorker {
   int early_stop_ = 0;
   std::chrono::steady_clock::time_point replicate_start_;
 
-  // Rollout side.
-  std::shared_ptr<const reshard::TransferPlan> plan_;
-  std::unique_ptr<reshard::Executor> executor_;           // On the CPU.
-  std::unique_ptr<reshard::NcclExecutor> nccl_executor_;  // On a GPU.
-  std::vector<at::Tensor> rollout_shards_;  // Per actor tensor, bf16.
-  Weights rollout_weights_;
-
-  // rollout.engine vllm.
-  WeightFileLayout weight_layout_;
-  std::string weight_manifest_;
-  // Mapped on the engines' host (rank 0's) only; null on the others.
-  std::unique_ptr<SharedWeightFile> weight_file_;
-  std::shared_ptr<const reshard::TransferPlan> engine_plan_;
-  // The ranks on other hosts than rank 0's send their pieces to rank 0
-  // over c10d, which writes them into the file: this plan's part from
-  // them, and its executor (null when every rank shares rank 0's host).
-  std::shared_ptr<const reshard::TransferPlan> engine_remote_plan_;
-  std::unique_ptr<reshard::Executor> engine_executor_;
-  std::vector<std::unique_ptr<EngineClient>> engines_;  // Rank 0.
-  std::string engine_dir_;  // Engines' pid files (hyctl train's); or "".
-  int64_t engine_version_ = -1;
-  int64_t engine_restarts_ = 0;
-  // Resumed: the engines' version the checkpoint recorded (-1: none).
-  int64_t saved_engine_version_ = -1;
-  std::vector<bool> engine_loaded_;  // Has loaded weights once (rank 0).
+  // The rollout engine (rollout.engine) and, under an engine other than
+  // hy's, the hy decoder that validates (null under hy). Built by Setup.
+  std::unique_ptr<RolloutEngine> rollout_;
+  std::unique_ptr<RolloutEngine> decoder_;
 
   std::unique_ptr<checkpoint::Checkpointer> checkpointer_;
   // What training has waited for the checkpoint in flight so far (its

@@ -53,19 +53,19 @@ std::vector<FamilyDef> MakeCatalogue() {
       {"hy_reshard_wire_bytes_total",
        T::kCounter,
        "Bytes this rank actually sent in reshards, by wire kind: raw, bf16, "
-       "delta (sparse delta against the last version sent).",
+       "delta (sparse delta against the last weights sent).",
        {"wire"},
        {}},
       // Checkpoints (statestore, trainer).
       {"hy_checkpoint_save_duration_seconds",
        T::kHistogram,
-       "Wall time to encode and write one checkpoint version, commit "
-       "excluded.",
+       "Wall time to encode and write one checkpoint (a step's state), "
+       "commit excluded.",
        {},
        l},
       {"hy_checkpoint_commit_duration_seconds",
        T::kHistogram,
-       "Wall time to commit one checkpoint version atomically across ranks.",
+       "Wall time to commit one checkpoint atomically across ranks.",
        {},
        s},
       {"hy_checkpoint_blocking_seconds",
@@ -88,14 +88,13 @@ std::vector<FamilyDef> MakeCatalogue() {
        {}},
       {"hy_checkpoint_last_committed_step",
        T::kGauge,
-       "Training step of the newest committed checkpoint version (-1: none "
-       "yet).",
+       "Training step of the newest committed checkpoint (-1: none yet).",
        {},
        {}},
       {"hy_checkpoint_last_replicated_step",
        T::kGauge,
-       "Training step of the newest checkpoint version fully replicated to "
-       "this rank's peers (-1: none yet).",
+       "Training step of the newest checkpoint fully replicated to this "
+       "rank's peers (-1: none yet).",
        {},
        {}},
       {"hy_replication_lag_steps",
@@ -131,7 +130,7 @@ std::vector<FamilyDef> MakeCatalogue() {
        l},
       {"hy_recoveries_total",
        T::kCounter,
-       "Recoveries run: restarts from the last committed version after a "
+       "Recoveries run: restarts from the last committed step after a "
        "lost rank, by cause (process_exit, node_lost).",
        {"cause"},
        {}},

@@ -189,6 +189,90 @@ bool SameIds(const TokenSpec& a, const TokenSpec& b) {
   return x == y && a.pad == b.pad;
 }
 
+// The model `o` names (an HF directory: one with a config.json; else a
+// run's store) with the command line's choices applied.
+Status LoadModel(const EvalOptions& o, Loaded* l) {
+  if (fs::exists(fs::path(o.source) / "config.json")) {
+    HY_RETURN_IF_ERROR(LoadHf(o, l));
+  } else {
+    HY_RETURN_IF_ERROR(LoadRun(o, l));
+  }
+  return ApplyOptions(o, l);
+}
+
+// FailedPrecondition when the tokenizer's special ids are not those the
+// run recorded; InvalidArgument when the longest prompt plus the new
+// tokens does not fit the model's positions.
+Status CheckFits(const Loaded& l, const PromptSource& source) {
+  if (l.recorded && !SameIds(*l.recorded, source.token_spec())) {
+    return Status::FailedPrecondition(
+        "the tokenizer now gives other special ids than the run trained "
+        "with");
+  }
+  if (source.max_prompt_tokens() + l.max_new_tokens >
+      l.model.max_position_embeddings) {
+    return Status::InvalidArgument(
+        "the longest prompt (" + std::to_string(source.max_prompt_tokens()) +
+        " tokens) plus " + std::to_string(l.max_new_tokens) +
+        " new tokens exceeds the model's max_position_embeddings " +
+        std::to_string(l.model.max_position_embeddings));
+  }
+  return Status::OK();
+}
+
+// What the samples add up to: their rewards and how many scored exact.
+struct Totals {
+  double reward = 0;
+  double exact = 0;
+};
+
+// Decodes, scores and reports (on_sample) prompts [begin, end) of
+// `source` with weights `w`: the decoding time and new tokens into
+// `report`, the rewards into `totals`.
+Status EvaluateBatch(const EvalOptions& o, const Loaded& l, const Weights& w,
+                     const PromptSource& source, const RolloutConfig& rc,
+                     int64_t begin, int64_t end,
+                     const std::function<void(const EvalSample&)>& on_sample,
+                     EvalReport* report, Totals* totals) {
+  const TokenSpec& spec = source.token_spec();
+  std::vector<Prompt> prompts;
+  std::vector<int64_t> ids;
+  int64_t prompt_len = 0;
+  for (int64_t p = begin; p < end; ++p) {
+    HY_ASSIGN_OR_RETURN(Prompt prompt, source.Get(static_cast<uint64_t>(p)));
+    prompt_len = std::max<int64_t>(prompt_len, prompt.tokens.size());
+    prompts.push_back(std::move(prompt));
+    ids.push_back(p);
+  }
+  const PromptBatch batch_prompts = BuildPrompts(prompts, prompt_len, spec);
+  const auto generate_start = std::chrono::steady_clock::now();
+  HY_ASSIGN_OR_RETURN(at::Tensor responses,
+                      GenerateResponses(l.model, w, TpContext{}, batch_prompts,
+                                        ids, o.seed, 0, rc, spec));
+  report->generate_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                    generate_start)
+          .count();
+  const std::vector<std::vector<int>> fulls = ResponseRows(responses);
+  at::Tensor logprobs;
+  if (o.logprobs) {
+    HY_ASSIGN_OR_RETURN(logprobs, ScoreResponses(l.model, w, batch_prompts,
+                                                 responses, spec));
+  }
+  HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
+                      source.ScoreAll(prompts, fulls));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const EvalSample s = MakeSample(
+        source, prompts[i], ids[i], fulls[i], scores[i].score,
+        logprobs.defined() ? logprobs[static_cast<int64_t>(i)] : at::Tensor());
+    report->new_tokens += static_cast<int64_t>(s.response_ids.size());
+    totals->reward += s.reward;
+    totals->exact += s.exact ? 1 : 0;
+    if (on_sample) on_sample(s);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<EvalReport> Evaluate(
@@ -196,29 +280,11 @@ Result<EvalReport> Evaluate(
     const std::function<void(const EvalSample&)>& on_sample) {
   const auto start = std::chrono::steady_clock::now();
   Loaded l;
-  if (fs::exists(fs::path(o.source) / "config.json")) {
-    HY_RETURN_IF_ERROR(LoadHf(o, &l));
-  } else {
-    HY_RETURN_IF_ERROR(LoadRun(o, &l));
-  }
-  HY_RETURN_IF_ERROR(ApplyOptions(o, &l));
+  HY_RETURN_IF_ERROR(LoadModel(o, &l));
   HY_ASSIGN_OR_RETURN(
       std::unique_ptr<PromptSource> source,
       MakeDatasetSource(l.data, "", l.model_eos, o.seed, l.model.vocab_size));
-  const TokenSpec& spec = source->token_spec();
-  if (l.recorded && !SameIds(*l.recorded, spec)) {
-    return Status::FailedPrecondition(
-        "the tokenizer now gives other special ids than the run trained "
-        "with");
-  }
-  if (source->max_prompt_tokens() + l.max_new_tokens >
-      l.model.max_position_embeddings) {
-    return Status::InvalidArgument(
-        "the longest prompt (" + std::to_string(source->max_prompt_tokens()) +
-        " tokens) plus " + std::to_string(l.max_new_tokens) +
-        " new tokens exceeds the model's max_position_embeddings " +
-        std::to_string(l.model.max_position_embeddings));
-  }
+  HY_RETURN_IF_ERROR(CheckFits(l, *source));
   std::map<std::string, at::Tensor> tensors;
   HY_ASSIGN_OR_RETURN(Weights w, LoadWeights(l, &tensors));
 
@@ -231,51 +297,18 @@ Result<EvalReport> Evaluate(
   report.model = l.label;
   const int64_t count = static_cast<int64_t>(source->num_prompts());
   const int64_t batch = std::max(1, o.batch_size);
-  double reward = 0, exact = 0;
+  Totals totals;
   for (int64_t begin = 0; begin < count; begin += batch) {
-    const int64_t end = std::min(count, begin + batch);
-    std::vector<Prompt> prompts;
-    std::vector<int64_t> ids;
-    int64_t prompt_len = 0;
-    for (int64_t p = begin; p < end; ++p) {
-      HY_ASSIGN_OR_RETURN(Prompt prompt, source->Get(static_cast<uint64_t>(p)));
-      prompt_len = std::max<int64_t>(prompt_len, prompt.tokens.size());
-      prompts.push_back(std::move(prompt));
-      ids.push_back(p);
-    }
-    const PromptBatch batch_prompts = BuildPrompts(prompts, prompt_len, spec);
-    const auto generate_start = std::chrono::steady_clock::now();
-    HY_ASSIGN_OR_RETURN(at::Tensor responses,
-                        GenerateResponses(l.model, w, TpContext{},
-                                          batch_prompts, ids, o.seed, 0, rc,
-                                          spec));
-    report.generate_seconds += std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() -
-                                   generate_start)
-                                   .count();
-    const std::vector<std::vector<int>> fulls = ResponseRows(responses);
-    at::Tensor logprobs;
-    if (o.logprobs) {
-      HY_ASSIGN_OR_RETURN(logprobs, ScoreResponses(l.model, w, batch_prompts,
-                                                   responses, spec));
-    }
-    HY_ASSIGN_OR_RETURN(std::vector<RewardScore> scores,
-                        source->ScoreAll(prompts, fulls));
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const EvalSample s = MakeSample(
-          *source, prompts[i], ids[i], fulls[i], scores[i].score,
-          logprobs.defined() ? logprobs[static_cast<int64_t>(i)]
-                             : at::Tensor());
-      report.new_tokens += static_cast<int64_t>(s.response_ids.size());
-      reward += s.reward;
-      exact += s.exact ? 1 : 0;
-      if (on_sample) on_sample(s);
-    }
+    HY_RETURN_IF_ERROR(EvaluateBatch(o, l, w, *source, rc, begin,
+                                     std::min(count, begin + batch),
+                                     on_sample, &report, &totals));
   }
   if (l.reader != nullptr) report.notes = l.reader->fallbacks();
   report.prompts = count;
-  report.reward_mean = count > 0 ? reward / static_cast<double>(count) : 0;
-  report.exact_match = count > 0 ? exact / static_cast<double>(count) : 0;
+  report.reward_mean =
+      count > 0 ? totals.reward / static_cast<double>(count) : 0;
+  report.exact_match =
+      count > 0 ? totals.exact / static_cast<double>(count) : 0;
   report.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

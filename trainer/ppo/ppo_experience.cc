@@ -45,6 +45,31 @@ at::Tensor FromVector(const std::vector<float>& v, int64_t rows, int64_t cols) {
       .clone();
 }
 
+// Which response tokens count: exp's mask [B, R] as one flag per token.
+Mask TokenMask(const at::Tensor& mask, const Shape2D& shape) {
+  Mask out(shape.size());
+  std::vector<float> mask_f = ToVector(mask);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = mask_f[i] > 0;
+  return out;
+}
+
+// The batch's reward mean, exact-match share (`exact` responses scored
+// exact), mean response length and mean KL of the old policy to the
+// reference per response token, into the report.
+void ReportBatch(const Experience& exp, double exact,
+                 IterationReport* report) {
+  const int64_t total = exp.responses.size(0);
+  double reward_sum = 0;
+  for (float s : exp.scores) reward_sum += s;
+  const double tokens = exp.mask.sum().item<double>();
+  report->reward_mean = reward_sum / static_cast<double>(total);
+  report->exact_match = exact / static_cast<double>(total);
+  report->response_length = tokens / static_cast<double>(total);
+  report->kl =
+      ((exp.old_logp - exp.ref_logp) * exp.mask).sum().item<double>() /
+      std::max(tokens, 1.0);
+}
+
 }  // namespace
 
 void ReportLogprobMismatch(const Experience& exp, IterationReport* report) {
@@ -112,9 +137,7 @@ Result<at::Tensor> PpoWorker::ScoreRows(const FsdpModel& model,
   return TokenLogProbs(logits, responses, config_.rollout.temperature, entropy);
 }
 
-Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
-                                    IterationReport* report) {
-  (void)iteration;
+Status PpoWorker::ScoreExperience(Experience* exp) {
   const int64_t total = exp->responses.size(0);
   const int64_t r_len = exp->responses.size(1);
   const bool gae = config_.algorithm.adv_estimator == AdvEstimator::kGae;
@@ -145,8 +168,11 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
   exp->ref_logp = joined.narrow(1, r_len, r_len).contiguous();
   exp->values = gae ? joined.narrow(1, 2 * r_len, r_len).contiguous()
                     : at::zeros({total, r_len}, at::kFloat);
+  return Status::OK();
+}
 
-  // Scores, KL-penalised token rewards, advantages: same on every rank.
+Result<double> PpoWorker::ScoreRewards(Experience* exp,
+                                       IterationReport* report) {
   exp->scores.clear();
   double exact = 0;
   const std::vector<std::vector<int>> responses =
@@ -164,48 +190,66 @@ Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
   }
   if (correct[1] > 0) report->correct_rate = correct[0] / correct[1];
   if (formatted[1] > 0) report->format_rate = formatted[0] / formatted[1];
-  const Shape2D shape{static_cast<size_t>(total), static_cast<size_t>(r_len)};
-  Mask mask(shape.size());
-  std::vector<float> mask_f = ToVector(exp->mask);
-  for (size_t i = 0; i < mask.size(); ++i) mask[i] = mask_f[i] > 0;
+  return exact;
+}
+
+Result<TokenRewards> PpoWorker::PenalisedRewards(const Experience& exp,
+                                                 const Mask& mask,
+                                                 const Shape2D& shape,
+                                                 IterationReport* report) {
   HY_ASSIGN_OR_RETURN(
       std::vector<float> kl,
-      KlPenalty(ToVector(exp->old_logp), ToVector(exp->ref_logp),
+      KlPenalty(ToVector(exp.old_logp), ToVector(exp.ref_logp),
                 EstimatorOf(config_.algorithm.kl_penalty)));
   report->kl_coef = kl_->value();
   HY_ASSIGN_OR_RETURN(
       TokenRewards rewards,
-      ComputeTokenLevelRewards(exp->scores, kl, mask, shape, kl_->value()));
-  kl_->Update(rewards.mean_kl, total);
-  if (gae) {
+      ComputeTokenLevelRewards(exp.scores, kl, mask, shape, kl_->value()));
+  kl_->Update(rewards.mean_kl, exp.responses.size(0));
+  return rewards;
+}
+
+Status PpoWorker::ComputeAdvantages(const std::vector<float>& token_rewards,
+                                    const Mask& mask, const Shape2D& shape,
+                                    Experience* exp) {
+  const int64_t total = exp->responses.size(0);
+  const int64_t r_len = exp->responses.size(1);
+  if (config_.algorithm.adv_estimator == AdvEstimator::kGae) {
     GaeConfig gc;
     gc.gamma = config_.algorithm.gamma;
     gc.lam = config_.algorithm.lam;
     gc.whiten_advantages = config_.algorithm.norm_adv;
     HY_ASSIGN_OR_RETURN(
         GaeResult res,
-        ComputeGae(rewards.rewards, ToVector(exp->values), mask, shape, gc));
+        ComputeGae(token_rewards, ToVector(exp->values), mask, shape, gc));
     exp->advantages = FromVector(res.advantages, total, r_len);
     exp->returns = FromVector(res.returns, total, r_len);
-  } else {
-    std::vector<int64_t> groups;
-    for (int64_t i = 0; i < total; ++i) groups.push_back(i / config_.rollout.n);
-    std::vector<float> scores = exp->scores;
-    HY_ASSIGN_OR_RETURN(std::vector<float> adv,
-                        ComputeGrpoAdvantages(scores, groups, mask, shape, 1e-6,
-                                              config_.algorithm.norm_adv));
-    exp->advantages = FromVector(adv, total, r_len);
-    exp->returns = exp->advantages.clone();
+    return Status::OK();
   }
-  double reward_sum = 0;
-  for (float s : exp->scores) reward_sum += s;
-  const double tokens = exp->mask.sum().item<double>();
-  report->reward_mean = reward_sum / static_cast<double>(total);
-  report->exact_match = exact / static_cast<double>(total);
-  report->response_length = tokens / static_cast<double>(total);
-  report->kl =
-      ((exp->old_logp - exp->ref_logp) * exp->mask).sum().item<double>() /
-      std::max(tokens, 1.0);
+  std::vector<int64_t> groups;
+  for (int64_t i = 0; i < total; ++i) groups.push_back(i / config_.rollout.n);
+  std::vector<float> scores = exp->scores;
+  HY_ASSIGN_OR_RETURN(std::vector<float> adv,
+                      ComputeGrpoAdvantages(scores, groups, mask, shape, 1e-6,
+                                            config_.algorithm.norm_adv));
+  exp->advantages = FromVector(adv, total, r_len);
+  exp->returns = exp->advantages.clone();
+  return Status::OK();
+}
+
+Status PpoWorker::ComputeExperience(int64_t iteration, Experience* exp,
+                                    IterationReport* report) {
+  (void)iteration;
+  HY_RETURN_IF_ERROR(ScoreExperience(exp));
+  // Scores, KL-penalised token rewards, advantages: same on every rank.
+  HY_ASSIGN_OR_RETURN(const double exact, ScoreRewards(exp, report));
+  const Shape2D shape{static_cast<size_t>(exp->responses.size(0)),
+                      static_cast<size_t>(exp->responses.size(1))};
+  const Mask mask = TokenMask(exp->mask, shape);
+  HY_ASSIGN_OR_RETURN(TokenRewards rewards,
+                      PenalisedRewards(*exp, mask, shape, report));
+  HY_RETURN_IF_ERROR(ComputeAdvantages(rewards.rewards, mask, shape, exp));
+  ReportBatch(*exp, exact, report);
   return Status::OK();
 }
 

@@ -212,8 +212,7 @@ Status PpoWorker::FinishRun(const std::vector<double>& rewards, int64_t end,
   return comm_->transport()->Barrier();
 }
 
-Result<RunSummary> PpoWorker::Run() {
-  const auto run_start = Clock::now();
+Status PpoWorker::StartRun(Clock::time_point run_start) {
   HY_RETURN_IF_ERROR(Setup());
   HY_RETURN_IF_ERROR(JoinNodes());
   HY_RETURN_IF_ERROR(ClaimRun());
@@ -224,11 +223,10 @@ Result<RunSummary> PpoWorker::Run() {
     HY_RETURN_IF_ERROR(OffloadOptimizer());
   }
   StartHeartbeat();
-  HY_RETURN_IF_ERROR(RestoreOrStart(run_start));
-  RunSummary summary;
-  summary.start_iteration = start_iteration_;
-  summary.recovery_seconds = recovered_step_ >= 0 ? Seconds(run_start) : 0;
-  summary.store_root = config_.checkpoint.store_root;
+  return RestoreOrStart(run_start);
+}
+
+Result<int64_t> PpoWorker::AgreeOnEnd(RunSummary* summary) {
   int64_t end = config_.trainer.total_iterations;
   if (options_.max_iterations >= 0) {
     end = std::min(end, start_iteration_ + options_.max_iterations);
@@ -240,16 +238,97 @@ Result<RunSummary> PpoWorker::Run() {
     HY_ASSIGN_OR_RETURN(early_stop_, AgreeToStop());
   }
   if (early_stop_ != 0) {
-    summary.stopped_by = early_stop_;
+    summary->stopped_by = early_stop_;
     end = start_iteration_;
     Log("stopping before the first iteration (signal " +
         std::to_string(early_stop_) + "): nothing trained");
   }
+  return end;
+}
+
+Status PpoWorker::CompleteReport(Clock::time_point start,
+                                 const Experience& exp,
+                                 const PhasePeaks& peaks,
+                                 IterationReport* report) {
+  HY_RETURN_IF_ERROR(ReportPeaks(peaks, report));
+  report->iteration_ms = Seconds(start) * 1000.0;
+  if (options_.metrics != nullptr) {
+    options_.metrics->iteration_duration->Observe(report->iteration_ms /
+                                                  1000.0);
+  }
+  const double generated = exp.mask.sum().item<double>();
+  report->tokens_per_second = generated * (1 + config_.actor.ppo_epochs) /
+                              std::max(report->iteration_ms / 1000.0, 1e-9);
+  return Status::OK();
+}
+
+void PpoWorker::StopAfter(int64_t it, int stop, RunSummary* summary) {
+  if (stop == kStopCheckpointsFailing) {
+    // The checkpoint in flight decides the count the line gives.
+    checkpointer_->Wait().IgnoreError();
+    IterationReport after;
+    NoteCheckpointFailures(checkpointer_->status(), &after);
+    // The cli says it.
+    summary->checkpoint_failure = CheckpointStopLine(it + 1);
+    return;
+  }
+  summary->stopped_by = stop;
+  Log("stopping after iteration " + std::to_string(it) + " (signal " +
+      std::to_string(stop) + ")" +
+      (config_.checkpoint.save_every > 0
+           ? ": step " + std::to_string(it + 1) + " saved"
+           : ": checkpoint.save_every is 0, nothing saved"));
+}
+
+Result<bool> PpoWorker::RunIteration(int64_t it, int64_t end,
+                                     std::vector<double>* rewards,
+                                     RunSummary* summary) {
+  const auto start = Clock::now();
+  PhasePeaks peaks;  // Each phase's peak resident memory.
+  IterationReport report;
+  report.iteration = it;
+  report.world_size = comm_->world_size();
+  Experience exp;
+  HY_RETURN_IF_ERROR(TrainIteration(it, &exp, &report, &peaks));
+  HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
+  // Stopping because checkpoints keep failing: no further attempt.
+  const bool unsaved_stop = stop == kStopCheckpointsFailing;
+  const bool last = it + 1 == end || stop != 0;
+  const int save_every = config_.checkpoint.save_every;
+  HY_RETURN_IF_ERROR(CheckpointIteration(
+      it,
+      save_every > 0 && !unsaved_stop && ((it + 1) % save_every == 0 || last),
+      last, &report));
+  peaks.End(PhasePeaks::kCheckpoint);
+  HY_RETURN_IF_ERROR(CompleteReport(start, exp, peaks, &report));
+  if (summary->iterations == 0) summary->first_reward = report.reward_mean;
+  summary->last_reward = report.reward_mean;
+  rewards->push_back(report.reward_mean);
+  ++summary->iterations;
+  if (options_.on_iteration) options_.on_iteration(report);
+  if (stop != 0) {
+    StopAfter(it, stop, summary);
+    return false;
+  }
+  const int test_freq = config_.trainer.test_freq;
+  if (val_source_ != nullptr && it + 1 < end && test_freq > 0 &&
+      (it + 1) % test_freq == 0) {
+    HY_RETURN_IF_ERROR(Validate(it + 1).status());
+  }
+  return true;
+}
+
+Result<RunSummary> PpoWorker::Run() {
+  const auto run_start = Clock::now();
+  HY_RETURN_IF_ERROR(StartRun(run_start));
+  RunSummary summary;
+  summary.start_iteration = start_iteration_;
+  summary.recovery_seconds = recovered_step_ >= 0 ? Seconds(run_start) : 0;
+  summary.store_root = config_.checkpoint.store_root;
+  HY_ASSIGN_OR_RETURN(const int64_t end, AgreeOnEnd(&summary));
   if (val_source_ != nullptr && start_iteration_ < end) {
     HY_ASSIGN_OR_RETURN(summary.val_start, Validate(start_iteration_));
   }
-  const int save_every = config_.checkpoint.save_every;
-  const int test_freq = config_.trainer.test_freq;
   std::vector<double> rewards;  // Per iteration run here.
   // Setup (and a resume) wrote the reference; nothing reads it before the
   // first experience, so the first sync and rollout run without it; the
@@ -258,56 +337,9 @@ Result<RunSummary> PpoWorker::Run() {
   ReleaseOptimizer();
   ReturnFreedHeap();
   for (int64_t it = start_iteration_; it < end; ++it) {
-    const auto start = Clock::now();
-    PhasePeaks peaks;  // Each phase's peak resident memory.
-    IterationReport report;
-    report.iteration = it;
-    report.world_size = comm_->world_size();
-    Experience exp;
-    HY_RETURN_IF_ERROR(TrainIteration(it, &exp, &report, &peaks));
-    HY_ASSIGN_OR_RETURN(const int stop, AgreeToStop());
-    // Stopping because checkpoints keep failing: no further attempt.
-    const bool unsaved_stop = stop == kStopCheckpointsFailing;
-    const bool last = it + 1 == end || stop != 0;
-    HY_RETURN_IF_ERROR(CheckpointIteration(
-        it,
-        save_every > 0 && !unsaved_stop && ((it + 1) % save_every == 0 || last),
-        last, &report));
-    peaks.End(PhasePeaks::kCheckpoint);
-    HY_RETURN_IF_ERROR(ReportPeaks(peaks, &report));
-    report.iteration_ms = Seconds(start) * 1000.0;
-    if (options_.metrics != nullptr) {
-      options_.metrics->iteration_duration->Observe(report.iteration_ms /
-                                                    1000.0);
-    }
-    const double generated = exp.mask.sum().item<double>();
-    report.tokens_per_second = generated * (1 + config_.actor.ppo_epochs) /
-                               std::max(report.iteration_ms / 1000.0, 1e-9);
-    if (summary.iterations == 0) summary.first_reward = report.reward_mean;
-    summary.last_reward = report.reward_mean;
-    rewards.push_back(report.reward_mean);
-    ++summary.iterations;
-    if (options_.on_iteration) options_.on_iteration(report);
-    if (unsaved_stop) {
-      // The checkpoint in flight decides the count the line gives.
-      checkpointer_->Wait().IgnoreError();
-      IterationReport after;
-      NoteCheckpointFailures(checkpointer_->status(), &after);
-      summary.checkpoint_failure = CheckpointStopLine(it + 1);  // The cli says it.
-      break;
-    }
-    if (stop != 0) {
-      summary.stopped_by = stop;
-      Log("stopping after iteration " + std::to_string(it) + " (signal " +
-          std::to_string(stop) + ")" +
-          (save_every > 0 ? ": step " + std::to_string(it + 1) + " saved"
-                          : ": checkpoint.save_every is 0, nothing saved"));
-      break;
-    }
-    if (val_source_ != nullptr && it + 1 < end && test_freq > 0 &&
-        (it + 1) % test_freq == 0) {
-      HY_RETURN_IF_ERROR(Validate(it + 1).status());
-    }
+    HY_ASSIGN_OR_RETURN(const bool go_on,
+                        RunIteration(it, end, &rewards, &summary));
+    if (!go_on) break;
   }
   HY_RETURN_IF_ERROR(FinishRun(rewards, end, run_start, &summary));
   return summary;

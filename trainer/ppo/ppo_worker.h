@@ -97,6 +97,20 @@ class PpoWorker {
   Result<RunSummary> Run();
 
  private:
+  // Update's sums over this rank's rows of the minibatches' losses, each
+  // divided by its minibatch's token count over all ranks.
+  struct UpdateLosses {
+    double policy = 0, value = 0, entropy = 0, clipped = 0;
+  };
+  // One SFT step's demonstrations: each prompt + response, the prompt's
+  // length, the longest sequence, the response tokens over the batch.
+  struct SftBatch {
+    std::vector<std::vector<int>> seqs;
+    std::vector<int64_t> prompt_lens;
+    int64_t max_len = 0;
+    double tokens = 0;
+  };
+
   // ppo_setup.cc
   Status Setup();
   // Setup's steps. On a restart with a world the rollout's TP size does
@@ -121,7 +135,11 @@ class PpoWorker {
   // Or kStopCheckpointsFailing, when any rank's CheckpointsExhausted().
   Result<int> AgreeToStop();
   void Log(const std::string& line) const;  // Rank 0's, to options_.log.
-  // Run's steps. Recovers the newest step every part of which survives
+  // Run's steps. Builds the worker (Setup), joins the nodes, claims the
+  // run, offloads what the config offloads, starts the heartbeat, then
+  // RestoreOrStart.
+  Status StartRun(std::chrono::steady_clock::time_point run_start);
+  // Recovers the newest step every part of which survives
   // (or starts fresh, or refuses a store that holds one without
   // --resume), then opens the checkpointer for the run's generation.
   Status RestoreOrStart(std::chrono::steady_clock::time_point run_start);
@@ -129,6 +147,28 @@ class PpoWorker {
   // the experience, the update; each phase's peak into `peaks`.
   Status TrainIteration(int64_t it, Experience* exp, IterationReport* report,
                         PhasePeaks* peaks);
+  // The iteration the run ends before: trainer.total_iterations, capped
+  // by WorkerOptions::max_iterations; the start iteration (and
+  // summary->stopped_by set, a line logged) when the ranks agree on a stop
+  // that came during start-up. Collective.
+  Result<int64_t> AgreeOnEnd(RunSummary* summary);
+  // Iteration `it` of a run ending before `end`: trains it, agrees on a
+  // stop, checkpoints, reports (options_.on_iteration), adds its reward to
+  // `rewards` and the summary, validates when trainer.test_freq says so.
+  // False when the run stops after it.
+  Result<bool> RunIteration(int64_t it, int64_t end,
+                            std::vector<double>* rewards, RunSummary* summary);
+  // The report's memory peaks (ReportPeaks, collective), its time since
+  // `start` (also observed in hy_iteration_seconds) and tokens per second
+  // over exp's responses.
+  Status CompleteReport(std::chrono::steady_clock::time_point start,
+                        const Experience& exp, const PhasePeaks& peaks,
+                        IterationReport* report);
+  // The run stops after iteration `it` on the agreed `stop`: for
+  // kStopCheckpointsFailing waits for the checkpoint in flight and puts
+  // CheckpointStopLine in the summary, else records the signal in the
+  // summary and logs what was saved.
+  void StopAfter(int64_t it, int stop, RunSummary* summary);
   // After iteration `it`: saves step it + 1 when `due`, and puts the
   // checkpointer's state (committed step, failures, the resume point's
   // replication) into the report.
@@ -233,8 +273,29 @@ class PpoWorker {
   // ppo_experience.cc
   // The iteration's prompts and the rollout engine's responses to them.
   Status Rollout(int64_t iteration, Experience* exp, IterationReport* report);
+  // The experience of exp's responses: old and reference log-probs,
+  // values, rewards, advantages; the batch's figures into the report.
+  // Collective.
   Status ComputeExperience(int64_t iteration, Experience* exp,
                            IterationReport* report);
+  // ComputeExperience's steps. exp's old and reference log-probs and
+  // (gae) values, zeros under grpo: each rank scores its rows, then the
+  // rows are gathered on every rank. Collective.
+  Status ScoreExperience(Experience* exp);
+  // exp's scores by the reward (reward time and correct and format rates
+  // into the report); returns how many responses scored exact.
+  Result<double> ScoreRewards(Experience* exp, IterationReport* report);
+  // The per-token rewards: the scores less the KL coefficient times the
+  // KL of the old policy to the reference (algorithm.kl_penalty); reports
+  // the coefficient used, then updates the KL controller.
+  Result<TokenRewards> PenalisedRewards(const Experience& exp,
+                                        const Mask& mask, const Shape2D& shape,
+                                        IterationReport* report);
+  // exp's advantages and returns from `token_rewards`: GAE over the
+  // values, or GRPO over each prompt's rollout.n scores.
+  Status ComputeAdvantages(const std::vector<float>& token_rewards,
+                           const Mask& mask, const Shape2D& shape,
+                           Experience* exp);
   // Forward of `model` (through `pass`) on rows [lo, hi) of exp:
   // per-response-token log-probs (actor) or values (critic) [hi - lo, R].
   Result<at::Tensor> ScoreRows(const FsdpModel& model, const FsdpPass& pass,
@@ -253,9 +314,44 @@ class PpoWorker {
   RolloutEngine& Decoder();
 
   // ppo_update.cc
+  // The PPO update of iteration `iteration` on exp: actor.ppo_epochs
+  // passes over exp in minibatches (a permutation per epoch); the mean
+  // losses, entropy, clip fraction and the last gradient norm into the
+  // report. Collective.
   Status Update(int64_t iteration, const Experience& exp,
                 IterationReport* report);
+  // Update's steps. One minibatch (`batch`: rows of exp): this rank's part
+  // of its rows to the device, then the actor's step and (gae) the
+  // critic's. Returns the actor's gradient norm. Collective.
+  Result<double> UpdateMinibatch(const Experience& exp,
+                                 const std::vector<int64_t>& batch,
+                                 UpdateLosses* losses);
+  // The actor's step on `sub` (this rank's rows; null: none, the pass
+  // idles) under the clipped policy loss less the entropy bonus, over
+  // `tokens`. Returns the gradient norm. Collective.
+  Result<double> UpdateActor(const Experience* sub, double tokens,
+                             UpdateLosses* losses);
+  // The critic's step on `sub` (null: none) under the clipped value loss
+  // over `tokens`. Collective.
+  Status UpdateCritic(const Experience* sub, double tokens,
+                      UpdateLosses* losses);
+  // trainer.sft_steps steps of supervised training of the actor on the
+  // prompt source's demonstrations (at trainer.sft_lr), logging the loss
+  // every 20 steps; the optimizer reset after. A stop the ranks agree on
+  // ends it (early_stop_). Collective.
   Status SftWarmup();
+  // SftWarmup's steps. The trainer.sft_batch_size demonstrations of SFT
+  // step `step`.
+  Result<SftBatch> DrawSftBatch(int step);
+  // The loss of rows [lo, hi) of `batch` under `pass`: minus the response
+  // tokens' log-probs, summed and divided by the batch's response tokens.
+  Result<at::Tensor> SftLoss(const FsdpPass& pass, const SftBatch& batch,
+                             int64_t lo, int64_t hi);
+  // Logs the mean loss over the ranks of the steps since the last line
+  // (ending at `step`) and the seconds since `start`, and zeroes
+  // *loss_window. Collective.
+  Status LogSftLoss(int step, std::chrono::steady_clock::time_point start,
+                    double* loss_window);
   // Takes the pass's gradient piece (summed over ranks), clips by the
   // global norm and steps Adam. Returns the norm before clipping.
   Result<double> ApplyGradient(FsdpModel* model, FsdpPass* pass,

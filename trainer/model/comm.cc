@@ -85,60 +85,72 @@ Result<std::unique_ptr<Comm>> Comm::FromEnv(const CommOptions& o) {
   if (o.device == Device::kCuda) {
     HY_ASSIGN_OR_RETURN(comm->device_, CudaDeviceOfThisRank());
     comm->equal_size_ = true;
-    reshard::NcclCommOptions nccl;
-    nccl.device = comm->device_.index();
-    nccl.timeout_ms = timeout_ms;
-    nccl.store_key = comm->transport_->key_prefix() + "/nccl/world";
-    Result<std::shared_ptr<reshard::NcclCommunicator>> world_comm =
-        reshard::NcclCommunicator::Create(comm->rank(), world,
-                                          comm->transport_->kv(), nccl);
-    if (!world_comm.ok()) {
-      return world_comm.status().WithContext("trainer NCCL communicator");
-    }
-    comm->nccl_ = std::move(world_comm).value();
-    if (tp_size > 1) {
-      nccl.store_key = comm->transport_->key_prefix() + "/nccl/tp/" +
-                       std::to_string(comm->rank() / tp_size);
-      Result<std::shared_ptr<reshard::NcclCommunicator>> tp_comm =
-          reshard::NcclCommunicator::Create(comm->rank() % tp_size, tp_size,
-                                            comm->transport_->kv(), nccl);
-      if (!tp_comm.ok()) {
-        return tp_comm.status().WithContext("trainer NCCL TP communicator");
-      }
-      comm->nccl_tp_ = std::move(tp_comm).value();
-    }
+    HY_RETURN_IF_ERROR(comm->ConnectNccl(timeout_ms));
     return comm;
   }
   if (tp_size > 1) {
-    auto group = std::make_unique<TpGroup>();
-    const auto timeout = std::chrono::milliseconds(timeout_ms);
-    const int rank = comm->rank();
-    HY_RETURN_IF_ERROR(Guard("tp group connect", [&] {
-      c10d::TCPStoreOptions store_options;
-      store_options.port =
-          static_cast<uint16_t>(std::atoi(std::getenv("MASTER_PORT")));
-      store_options.isServer = false;
-      store_options.waitWorkers = false;
-      store_options.timeout = timeout;
-      group->store = c10::make_intrusive<c10d::TCPStore>(
-          std::string(addr == nullptr ? "127.0.0.1" : addr), store_options);
-      auto pg_options = c10d::ProcessGroupGloo::Options::create(timeout);
-      pg_options->devices.push_back(
-          options.gloo_hostname.empty()
-              ? c10d::ProcessGroupGloo::createDefaultDevice()
-              : c10d::ProcessGroupGloo::createDeviceForHostname(
-                    options.gloo_hostname));
-      pg_options->threads = 1;
-      group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>(
-              comm->transport_->key_prefix() + "/tp/" +
-                  std::to_string(rank / tp_size),
-              group->store),
-          rank % tp_size, tp_size, pg_options);
-    }));
-    comm->tp_ = std::move(group);
+    HY_RETURN_IF_ERROR(
+        comm->ConnectGlooTp(addr, options.gloo_hostname, timeout_ms));
   }
   return comm;
+}
+
+Status Comm::ConnectNccl(int64_t timeout_ms) {
+  const int world = transport_->world_size();
+  reshard::NcclCommOptions nccl;
+  nccl.device = device_.index();
+  nccl.timeout_ms = timeout_ms;
+  nccl.store_key = transport_->key_prefix() + "/nccl/world";
+  Result<std::shared_ptr<reshard::NcclCommunicator>> world_comm =
+      reshard::NcclCommunicator::Create(rank(), world, transport_->kv(), nccl);
+  if (!world_comm.ok()) {
+    return world_comm.status().WithContext("trainer NCCL communicator");
+  }
+  nccl_ = std::move(world_comm).value();
+  if (tp_size_ > 1) {
+    nccl.store_key = transport_->key_prefix() + "/nccl/tp/" +
+                     std::to_string(rank() / tp_size_);
+    Result<std::shared_ptr<reshard::NcclCommunicator>> tp_comm =
+        reshard::NcclCommunicator::Create(rank() % tp_size_, tp_size_,
+                                          transport_->kv(), nccl);
+    if (!tp_comm.ok()) {
+      return tp_comm.status().WithContext("trainer NCCL TP communicator");
+    }
+    nccl_tp_ = std::move(tp_comm).value();
+  }
+  return Status::OK();
+}
+
+Status Comm::ConnectGlooTp(const char* addr, const std::string& gloo_hostname,
+                           int64_t timeout_ms) {
+  auto group = std::make_unique<TpGroup>();
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+  const int world_rank = rank();
+  const int tp_size = tp_size_;
+  HY_RETURN_IF_ERROR(Guard("tp group connect", [&] {
+    c10d::TCPStoreOptions store_options;
+    store_options.port =
+        static_cast<uint16_t>(std::atoi(std::getenv("MASTER_PORT")));
+    store_options.isServer = false;
+    store_options.waitWorkers = false;
+    store_options.timeout = timeout;
+    group->store = c10::make_intrusive<c10d::TCPStore>(
+        std::string(addr == nullptr ? "127.0.0.1" : addr), store_options);
+    auto pg_options = c10d::ProcessGroupGloo::Options::create(timeout);
+    pg_options->devices.push_back(
+        gloo_hostname.empty()
+            ? c10d::ProcessGroupGloo::createDefaultDevice()
+            : c10d::ProcessGroupGloo::createDeviceForHostname(gloo_hostname));
+    pg_options->threads = 1;
+    group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>(
+            transport_->key_prefix() + "/tp/" +
+                std::to_string(world_rank / tp_size),
+            group->store),
+        world_rank % tp_size, tp_size, pg_options);
+  }));
+  tp_ = std::move(group);
+  return Status::OK();
 }
 
 Comm::~Comm() = default;

@@ -188,31 +188,12 @@ Result<at::Tensor> DecoderLayer(const ModelConfig& config,
   return x;
 }
 
-Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
-                         const at::Tensor& tokens_in,
-                         const at::Tensor& positions_in,
-                         const at::Tensor& key_valid_in, const TpContext& tp,
-                         KvCache* cache, bool recompute,
-                         const LayerRunner* runner) {
-  // The weights' device decides (the final norm is always bound); inputs
-  // built on the host come over (on the CPU .to() is the tensor itself).
-  const at::Device dev = w.norm.device();
-  const at::Tensor tokens = tokens_in.to(dev);
-  const at::Tensor positions = positions_in.to(dev);
-  const at::Tensor key_valid = key_valid_in.to(dev);
-  const auto on = [&dev](at::ScalarType t) {
-    return at::TensorOptions().dtype(t).device(dev);
-  };
-  const int64_t batch = tokens.size(0);
-  const int64_t len = tokens.size(1);
-  const int64_t d = config.head_dim();
-  const int64_t heads = config.num_heads / tp.tp;
-  const int64_t kv_heads = config.num_kv_heads / tp.tp;
-  const int64_t rep = heads / kv_heads;
-  const int64_t past = cache == nullptr ? 0 : cache->length;
-  const int64_t keys = past + len;
+namespace {
 
-  // Embedding (vocab-parallel under TP: each rank looks up its rows).
+// The token embeddings [B, T, hidden]; vocab-parallel under TP: each rank
+// looks up its rows (zeros elsewhere) and the group sums them.
+Result<at::Tensor> Embed(const Weights& w, const at::Tensor& tokens,
+                         const TpContext& tp) {
   at::Tensor x;
   if (tp.tp == 1) {
     if (w.embed_rows != nullptr) {
@@ -229,37 +210,59 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
     x = x.contiguous();
     HY_RETURN_IF_ERROR(tp.comm->TpAllReduce(&x));
   }
+  return x;
+}
 
-  // Rotary tables [B, 1, T, d].
+// The layers' shapes: tokens [B, T] after the cache's `past` positions, and
+// this rank's heads under TP.
+LayerContext LayerShapes(const ModelConfig& config, const at::Tensor& tokens,
+                         const TpContext& tp, const KvCache* cache) {
+  LayerContext c;
+  c.batch = tokens.size(0);
+  c.len = tokens.size(1);
+  c.d = config.head_dim();
+  c.heads = config.num_heads / tp.tp;
+  c.kv_heads = config.num_kv_heads / tp.tp;
+  c.rep = c.heads / c.kv_heads;
+  c.past = cache == nullptr ? 0 : cache->length;
+  c.scale = 1.0 / std::sqrt(static_cast<double>(c.d));
+  return c;
+}
+
+// Rotary tables [B, 1, T, d] of positions [B, T] into c->cos and c->sin.
+void SetRotary(const ModelConfig& config, const at::Tensor& positions,
+               const at::Device& dev, LayerContext* c) {
   at::Tensor inv_freq = RopeInvFreq(config).to(dev);
   at::Tensor freqs = positions.to(at::kFloat).unsqueeze(-1) * inv_freq;
   at::Tensor emb = at::cat({freqs, freqs}, -1);
-  at::Tensor cos = emb.cos().unsqueeze(1);
-  at::Tensor sin = emb.sin().unsqueeze(1);
+  c->cos = emb.cos().unsqueeze(1);
+  c->sin = emb.sin().unsqueeze(1);
+}
 
-  // Additive mask [B, 1, T, keys]: causal, valid keys, and always self.
-  at::Tensor q_index = at::arange(past, keys, on(at::kLong)).unsqueeze(1);
+// Additive mask [B, 1, T, keys]: causal, valid keys, and always self.
+at::Tensor AttentionMask(const at::Tensor& key_valid, const LayerContext& c,
+                         const at::Device& dev) {
+  const auto on = [&dev](at::ScalarType t) {
+    return at::TensorOptions().dtype(t).device(dev);
+  };
+  const int64_t keys = c.past + c.len;
+  at::Tensor q_index = at::arange(c.past, keys, on(at::kLong)).unsqueeze(1);
   at::Tensor k_index = at::arange(0, keys, on(at::kLong)).unsqueeze(0);
   at::Tensor allowed = (k_index <= q_index)
                            .unsqueeze(0)
                            .logical_and(key_valid.to(at::kBool).unsqueeze(1));
   allowed = allowed.logical_or((k_index == q_index).unsqueeze(0));
-  at::Tensor bias = at::zeros({batch, 1, len, keys}, on(at::kFloat))
-                        .masked_fill(allowed.logical_not().unsqueeze(1), -1e9);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  return at::zeros({c.batch, 1, c.len, keys}, on(at::kFloat))
+      .masked_fill(allowed.logical_not().unsqueeze(1), -1e9);
+}
 
-  LayerContext c;
-  c.cos = cos;
-  c.sin = sin;
-  c.bias = bias;
-  c.scale = scale;
-  c.batch = batch;
-  c.len = len;
-  c.heads = heads;
-  c.kv_heads = kv_heads;
-  c.rep = rep;
-  c.d = d;
-  c.past = past;
+// The decoder layers on x in order: through the runner when there is one,
+// else recomputed in the backward pass when asked (training without a cache
+// or TP), else one DecoderLayer each.
+Result<at::Tensor> RunLayers(const ModelConfig& config, const Weights& w,
+                             at::Tensor x, const LayerContext& c,
+                             const TpContext& tp, KvCache* cache,
+                             bool recompute, const LayerRunner* runner) {
   const bool checkpoint =
       recompute && cache == nullptr && tp.tp == 1 && at::GradMode::is_enabled();
   const size_t layers = runner != nullptr
@@ -275,7 +278,30 @@ Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
           x, DecoderLayer(config, w.layers[i], x, c, tp, cache, i));
     }
   }
-  if (cache != nullptr) cache->length = keys;
+  return x;
+}
+
+}  // namespace
+
+Result<at::Tensor> Trunk(const ModelConfig& config, const Weights& w,
+                         const at::Tensor& tokens_in,
+                         const at::Tensor& positions_in,
+                         const at::Tensor& key_valid_in, const TpContext& tp,
+                         KvCache* cache, bool recompute,
+                         const LayerRunner* runner) {
+  // The weights' device decides (the final norm is always bound); inputs
+  // built on the host come over (on the CPU .to() is the tensor itself).
+  const at::Device dev = w.norm.device();
+  const at::Tensor tokens = tokens_in.to(dev);
+  const at::Tensor positions = positions_in.to(dev);
+  const at::Tensor key_valid = key_valid_in.to(dev);
+  LayerContext c = LayerShapes(config, tokens, tp, cache);
+  HY_ASSIGN_OR_RETURN(at::Tensor x, Embed(w, tokens, tp));
+  SetRotary(config, positions, dev, &c);
+  c.bias = AttentionMask(key_valid, c, dev);
+  HY_ASSIGN_OR_RETURN(
+      x, RunLayers(config, w, std::move(x), c, tp, cache, recompute, runner));
+  if (cache != nullptr) cache->length = c.past + c.len;
   return RmsNorm(x, w.norm, config.rms_norm_eps);
 }
 

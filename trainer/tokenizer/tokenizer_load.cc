@@ -8,7 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "hy/trainer/tokenizer/tokenizer.h"
 #include "tokenizer_internal.h"
@@ -18,112 +21,174 @@ namespace hy::trainer {
 
 namespace tokenizer_internal {
 
-Status Loader::Model(const Json& model) {
-  if (!model.is_object()) return Bad("model", "is not an object");
+namespace {
+
+using VocabIds = std::unordered_map<std::string_view, int32_t>;
+
+// Refuses the BPE options the encoder does not implement: another model
+// type, dropout, byte fallback and subword affixes.
+Status CheckBpeOptions(const Loader& l, const Json& model) {
   if (model.contains("type") && model["type"] != "BPE") {
-    return Unsupported("model.type", model["type"], "BPE");
+    return l.Unsupported("model.type", model["type"], "BPE");
   }
   if (model.contains("dropout") && !model["dropout"].is_null() &&
       model["dropout"] != 0.0) {
-    return Unsupported("model.dropout", model["dropout"], "null");
+    return l.Unsupported("model.dropout", model["dropout"], "null");
   }
   if (model.contains("byte_fallback") && model["byte_fallback"] != false) {
-    return Unsupported("model.byte_fallback", model["byte_fallback"], "false");
+    return l.Unsupported("model.byte_fallback", model["byte_fallback"],
+                         "false");
   }
   for (const char* affix :
        {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(affix) && !model[affix].is_null() &&
         model[affix] != "") {
-      return Unsupported(std::string("model.") + affix, model[affix], "\"\"");
+      return l.Unsupported(std::string("model.") + affix, model[affix],
+                           "\"\"");
     }
   }
-  const Json& vocab = Get(model, "vocab");
-  if (!vocab.is_object()) return Bad("model.vocab", "is not an object");
+  return Status::OK();
+}
+
+// The largest id of model.vocab (-1 when empty), refusing an id that is not
+// an integer in [0, INT32_MAX).
+Result<int64_t> MaxVocabId(const Loader& l, const Json& vocab) {
   int64_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const Json& id = it.value();
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= INT32_MAX) {
-      return Bad("model.vocab[" + Json(it.key()).dump() + "]",
-                 "is not a valid id");
+      return l.Bad("model.vocab[" + Json(it.key()).dump() + "]",
+                   "is not a valid id");
     }
     max_id = std::max(max_id, id.get<int64_t>());
   }
-  std::vector<std::string> tokens(static_cast<size_t>(max_id + 1));
+  return max_id;
+}
+
+// Fills *ids (token -> id) and tokens[id] (the token's bytes) from the
+// checked model.vocab; a token outside the byte alphabet goes to
+// *unmappable instead of tokens.
+void ReadVocab(const Json& vocab, VocabIds* ids,
+               std::unordered_map<int32_t, std::string>* unmappable,
+               std::vector<std::string>* tokens) {
   std::string bytes;
-  vocab_.reserve(vocab.size());
+  ids->reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const std::string& token = it.key();  // stable: a key of the document
     const int32_t id = it.value().get<int32_t>();
-    vocab_.emplace(token, id);
+    ids->emplace(token, id);
     // A token with characters outside the byte alphabet can never come out
     // of the merges; it is kept only to be decoded as written.
     if (tokenizer_internal::ByteLevelToBytes(token, &bytes)) {
-      tokens[id] = std::move(bytes);
+      (*tokens)[id] = std::move(bytes);
     } else {
-      s_->unmappable.emplace(id, token);
+      unmappable->emplace(id, token);
     }
   }
-  const Json& merges = Get(model, "merges");
-  if (!merges.is_array()) return Bad("model.merges", "is not an array");
+}
+
+// "model.merges[i]", for messages.
+std::string MergeField(size_t i) {
+  return "model.merges[" + std::to_string(i) + "]";
+}
+
+// Entry i of model.merges, "a b" or [a, b], into its two tokens (views
+// into the document).
+Status SplitMerge(const Loader& l, size_t i, const Json& m,
+                  std::string_view* left, std::string_view* right) {
+  if (m.is_string()) {
+    const std::string& text = m.get_ref<const std::string&>();
+    const size_t space = text.find(' ');
+    if (space == std::string::npos ||
+        text.find(' ', space + 1) != std::string::npos) {
+      return l.Bad(MergeField(i),
+                   m.dump() + " is not two tokens separated by a space");
+    }
+    *left = std::string_view(text).substr(0, space);
+    *right = std::string_view(text).substr(space + 1);
+  } else if (m.is_array() && m.size() == 2 && m[0].is_string() &&
+             m[1].is_string()) {
+    *left = m[0].get_ref<const std::string&>();
+    *right = m[1].get_ref<const std::string&>();
+  } else {
+    return l.Bad(MergeField(i), "is neither \"a b\" nor [a, b]");
+  }
+  return Status::OK();
+}
+
+// model.merges as pairs of ids, refusing a token not in the vocabulary or
+// outside the byte-level alphabet (an empty tokens[id]).
+Result<std::vector<BpeModel::Merge>> ReadMerges(
+    const Loader& l, const Json& merges, const VocabIds& vocab,
+    const std::vector<std::string>& tokens) {
   std::vector<BpeModel::Merge> pairs;
   pairs.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
-    auto field = [i] { return "model.merges[" + std::to_string(i) + "]"; };
-    const Json& m = merges[i];
     std::string_view left, right;
-    if (m.is_string()) {
-      const std::string& text = m.get_ref<const std::string&>();
-      const size_t space = text.find(' ');
-      if (space == std::string::npos ||
-          text.find(' ', space + 1) != std::string::npos) {
-        return Bad(field(),
-                   m.dump() + " is not two tokens separated by a space");
-      }
-      left = std::string_view(text).substr(0, space);
-      right = std::string_view(text).substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() &&
-               m[1].is_string()) {
-      left = m[0].get_ref<const std::string&>();
-      right = m[1].get_ref<const std::string&>();
-    } else {
-      return Bad(field(), "is neither \"a b\" nor [a, b]");
-    }
+    HY_RETURN_IF_ERROR(SplitMerge(l, i, merges[i], &left, &right));
     int32_t ids[2];
     for (int k = 0; k < 2; ++k) {
       const std::string_view token = k == 0 ? left : right;
-      auto it = vocab_.find(token);
-      if (it == vocab_.end()) {
-        return Bad(field(), "names token " + Json(std::string(token)).dump() +
-                                ", not in model.vocab");
+      auto it = vocab.find(token);
+      if (it == vocab.end()) {
+        return l.Bad(MergeField(i),
+                     "names token " + Json(std::string(token)).dump() +
+                         ", not in model.vocab");
       }
       ids[k] = it->second;
       if (tokens[ids[k]].empty()) {
-        return Bad(field(), "names a token outside the byte-level alphabet");
+        return l.Bad(MergeField(i),
+                     "names a token outside the byte-level alphabet");
       }
     }
     pairs.push_back(BpeModel::Merge{ids[0], ids[1]});
   }
+  return pairs;
+}
+
+// model.unk_token (a token of the vocabulary, or null) and model.fuse_unk.
+Result<BpeModel::Unknown> ReadUnknown(const Loader& l, const Json& model,
+                                      const VocabIds& vocab) {
+  BpeModel::Unknown unknown;
+  const Json& unk = Get(model, "unk_token");
+  if (unk.is_string()) {
+    auto it = vocab.find(unk.get_ref<const std::string&>());
+    if (it == vocab.end()) {
+      return l.Bad("model.unk_token", unk.dump() + " is not in model.vocab");
+    }
+    unknown.unk_id = it->second;
+  } else if (!unk.is_null()) {
+    return l.Bad("model.unk_token", "is neither a string nor null");
+  }
+  const Json& fuse = Get(model, "fuse_unk");
+  if (!fuse.is_null() && !fuse.is_boolean()) {
+    return l.Bad("model.fuse_unk", "is not a bool");
+  }
+  unknown.fuse_unk = fuse.is_boolean() && fuse.get<bool>();
+  return unknown;
+}
+
+}  // namespace
+
+Status Loader::Model(const Json& model) {
+  if (!model.is_object()) return Bad("model", "is not an object");
+  HY_RETURN_IF_ERROR(CheckBpeOptions(*this, model));
+  const Json& vocab = Get(model, "vocab");
+  if (!vocab.is_object()) return Bad("model.vocab", "is not an object");
+  HY_ASSIGN_OR_RETURN(const int64_t max_id, MaxVocabId(*this, vocab));
+  std::vector<std::string> tokens(static_cast<size_t>(max_id + 1));
+  ReadVocab(vocab, &vocab_, &s_->unmappable, &tokens);
+  const Json& merges = Get(model, "merges");
+  if (!merges.is_array()) return Bad("model.merges", "is not an array");
+  HY_ASSIGN_OR_RETURN(const std::vector<BpeModel::Merge> pairs,
+                      ReadMerges(*this, merges, vocab_, tokens));
   const Json& ignore = Get(model, "ignore_merges");
   if (!ignore.is_null() && !ignore.is_boolean()) {
     return Bad("model.ignore_merges", "is not a bool");
   }
-  BpeModel::Unknown unknown;
-  const Json& unk = Get(model, "unk_token");
-  if (unk.is_string()) {
-    auto it = vocab_.find(unk.get_ref<const std::string&>());
-    if (it == vocab_.end()) {
-      return Bad("model.unk_token", unk.dump() + " is not in model.vocab");
-    }
-    unknown.unk_id = it->second;
-  } else if (!unk.is_null()) {
-    return Bad("model.unk_token", "is neither a string nor null");
-  }
-  const Json& fuse = Get(model, "fuse_unk");
-  if (!fuse.is_null() && !fuse.is_boolean()) {
-    return Bad("model.fuse_unk", "is not a bool");
-  }
-  unknown.fuse_unk = fuse.is_boolean() && fuse.get<bool>();
+  HY_ASSIGN_OR_RETURN(const BpeModel::Unknown unknown,
+                      ReadUnknown(*this, model, vocab_));
   HY_ASSIGN_OR_RETURN(
       s_->bpe, BpeModel::Build(std::move(tokens), pairs,
                                ignore.is_boolean() && ignore.get<bool>(),

@@ -115,6 +115,13 @@ class Comm {
  private:
   struct TpGroup;
   Comm() = default;
+  // FromEnv's steps once the transports are up. On cuda (device_ set): the
+  // world's NCCL communicator, and the TP group's when tp_size_ > 1.
+  Status ConnectNccl(int64_t timeout_ms);
+  // On the CPU with tp_size_ > 1: the TP group's Gloo process group, over
+  // a client of the world's TCPStore at addr (nullptr: 127.0.0.1).
+  Status ConnectGlooTp(const char* addr, const std::string& gloo_hostname,
+                       int64_t timeout_ms);
   std::unique_ptr<reshard::C10dTransport> transport_;
   std::unique_ptr<reshard::C10dTransport> aux_;
   int tp_size_ = 1;

@@ -11,7 +11,7 @@
 #   HY_TORCH_INCLUDE_DIR   torch/include of the wheel (or given by hand, with
 #   HY_TORCH_LIBRARY, HY_TORCH_CPU_LIBRARY, HY_C10_LIBRARY).
 #   HY_GLOO_INCLUDE_DIR    gloo headers: the wheel's if it ships them, else
-#                          Debian's libgloo-dev (see docs/architecture.md).
+#                          Debian's libgloo-dev (see docs/design/build.md).
 #   hy_torch_c10d          interface target: ATen + c10d + ProcessGroupGloo.
 option(HY_WITH_TORCH "Build the LibTorch half (trainer, c10d transport, hyctl)" ON)
 

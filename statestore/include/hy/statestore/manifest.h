@@ -2,7 +2,7 @@
 // (RankManifest, its "prepared" part), what the coordinator committed
 // (CommitRecord), and the merged view readers use (Manifest).
 //
-// Records are stored as JSON (see docs/architecture.md for the exact
+// Records are stored as JSON (see docs/design/statestore.md for the exact
 // fields): readable with `ldb`, and parsed strictly, so a damaged or foreign
 // record is a DataLoss, never a crash or a silently wrong tensor.
 //

@@ -86,7 +86,7 @@ struct StoreOptions {
   // SST files a save writes and ingests at once, each on its own thread,
   // while the next batch is encoded. One writer leaves a save bound by that
   // thread's copies into the page cache; more overlap the writes with each
-  // other (docs/architecture.md has the measurements behind the default).
+  // other (docs/design/statestore.md has the measurements behind the default).
   // REQUIRES: 1 <= ingest_writers <= 16.
   int ingest_writers = 2;
   // SaveAsync may hold at most this many bytes of snapshot copies; a call

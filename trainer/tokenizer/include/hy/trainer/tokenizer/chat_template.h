@@ -8,7 +8,7 @@
 // its default system turn, its generation prompt, enable_thinking and any
 // other variable; an error the template raises (raise_exception) is an
 // error naming the conversation, never a wrong prompt.
-// docs/architecture.md says why this and not a Jinja engine in C++.
+// docs/design/trainer.md says why this and not a Jinja engine in C++.
 //
 // Where the template is (as transformers 5 reads a directory): the file
 // chat_template.jinja, else tokenizer_config.json's "chat_template" (a

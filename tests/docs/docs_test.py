@@ -1,7 +1,7 @@
 """The README and docs/ say what is true: their commands run, their paths
 exist, and the demo's figures are what the demo does.
 
-- Every ```sh and ```python block of README.md and docs/*.md is either run
+- Every ```sh and ```python block of README.md and docs/**/*.md is either run
   here, as a user runs it from the repository root (docs/tour.md's blocks
   in order, with `runs/` moved to a scratch directory), or marked on the
   line above with `<!-- not run: why -->`; a new block that is neither
@@ -36,7 +36,7 @@ import pytest
 SRC = Path(os.environ.get("HY_SOURCE_DIR",
                           Path(__file__).resolve().parents[2]))
 BUILD = Path(os.environ.get("HY_BUILD_DIR", SRC / "build"))
-PAGES = [SRC / "README.md", *sorted((SRC / "docs").glob("*.md"))]
+PAGES = [SRC / "README.md", *sorted((SRC / "docs").rglob("*.md"))]
 COMMAND_LANGS = {"sh", "bash", "python"}
 
 

@@ -10,6 +10,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/exception.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -25,6 +27,17 @@
 
 namespace hy::reshard {
 namespace {
+
+// A write to the socket of a peer that is gone raises SIGPIPE, whose
+// default action ends the process (exit 141) before Gloo or the store can
+// report anything. Ignored, the write fails with EPIPE, which they report
+// as an error. A handler someone else installed is left alone.
+void IgnoreSigpipe() {
+  struct sigaction old;
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
 
 using Millis = std::chrono::milliseconds;
 
@@ -271,6 +284,7 @@ Result<std::unique_ptr<C10dTransport>> C10dTransport::Connect(
   if (options.timeout_ms < 1) {
     return Status::InvalidArgument("c10d connect: timeout_ms must be >= 1");
   }
+  IgnoreSigpipe();
   const Millis timeout(options.timeout_ms);
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;

@@ -79,7 +79,9 @@ class C10dTransport : public Transport {
   // for a rank outside [0, world_size), world_size < 1, an empty host, a
   // port outside [1, 65535] or timeout_ms < 1; DeadlineExceeded if the
   // store or the other ranks do not answer in time; Unavailable if the
-  // store's port cannot be bound or a peer drops its connection.
+  // store's port cannot be bound or a peer drops its connection. Sets
+  // SIGPIPE to ignored in this process if it had the default action (a
+  // peer that is gone must be an error here, not the end of the process).
   static Result<std::unique_ptr<C10dTransport>> Connect(
       int rank, int world_size, const std::string& host, int port,
       const C10dTransportOptions& options = C10dTransportOptions());

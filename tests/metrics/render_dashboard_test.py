@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/render-dashboard.py on a short real run with a recovery: `hyctl
-train --metrics-port 0` (configs/demo.yaml, 2 ranks, 40 iterations) with
+train --metrics-port 0` (configs/demo.yaml, 2 ranks, 80 iterations: the restarted workers must train long enough to be scraped) with
 its last worker killed (kill -9) 12 s in, or once a checkpoint is
 committed (--kill-worker-at), so that hyctl train restarts the workers and
 they recover the last committed step; scraped by a real Prometheus started
@@ -65,7 +65,7 @@ with tempfile.TemporaryDirectory(prefix="render-dashboard-test-") as tmp:
           % (r.returncode, r.stderr.strip()))
 
     out = os.path.join(tmp, "dashboard.png")
-    r = run(["--iterations", "40", "--kill-worker-at", "12", "--minutes",
+    r = run(["--iterations", "80", "--kill-worker-at", "12", "--minutes",
              "2", "--out", out, "--json"])
     check(r.returncode == 0, "rendered a real run (exit %d)\n%s"
           % (r.returncode, r.stderr[-3000:]))
